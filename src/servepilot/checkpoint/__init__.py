@@ -1,0 +1,1 @@
+"""Checkpoint readers: config.json, quant configs, safetensors and GGUF headers → ModelSpec."""

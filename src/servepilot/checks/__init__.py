@@ -1,0 +1,1 @@
+"""Rules: small pure functions in one registry, each Deployment → Findings."""

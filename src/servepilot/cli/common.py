@@ -1,0 +1,40 @@
+"""Options shared by every verb that takes an engine command: `servepilot VERB [opts] -- CMD`."""
+
+from __future__ import annotations
+
+import click
+
+JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
+
+
+def deployment_options(f):
+    """--gpu, --engine-version, --command-file and the trailing command after `--`."""
+    f = click.argument("command", nargs=-1, type=click.UNPROCESSED)(f)
+    f = click.option(
+        "--command-file",
+        type=click.Path(dir_okay=False),
+        help="Read the engine command from a shell script instead of after `--`.",
+    )(f)
+    f = click.option(
+        "--engine-version",
+        metavar="VERSION",
+        help="Engine version to reason about (default: the installed one, if any).",
+    )(f)
+    f = click.option(
+        "--gpu",
+        metavar="NAME[xN]",
+        help="GPUs to reason about instead of probing, e.g. rtx-pro-6000x8, h200x8, a100-40gbx2, t4.",
+    )(f)
+    return f
+
+
+def build_deployment_from_cli(command, gpu, engine_version, command_file):
+    """Parse the command and probe or look up the GPUs (one library call)."""
+    from servepilot.deployment import build_deployment
+
+    return build_deployment(
+        command=list(command),
+        gpu=gpu,
+        engine_version=engine_version,
+        command_file=command_file,
+    )

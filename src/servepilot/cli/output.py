@@ -1,0 +1,35 @@
+"""Rendering helpers shared by the verbs: JSON to stdout, rich text made lazily."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from servepilot.jsonable import to_jsonable
+
+
+def emit_json(schema: str, payload: dict[str, Any]) -> None:
+    """Print one JSON object with the top-level "schema" key first (DESIGN.md contract)."""
+    obj = {"schema": schema}
+    obj.update(to_jsonable(payload))
+    sys.stdout.write(json.dumps(obj, indent=2, sort_keys=False) + "\n")
+
+
+def console(stderr: bool = False):
+    """A rich Console; imported on first use so commands that print JSON never pay for it."""
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+
+
+def human_bytes(n: int | float | None) -> str:
+    """1.5 GiB style, binary units, as engines log memory."""
+    if n is None:
+        return "?"
+    n = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1024
+    return f"{n:.2f} TiB"

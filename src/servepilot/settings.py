@@ -1,0 +1,30 @@
+"""Environment settings, read in this one module (STYLE.md habit 8)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def debug_enabled() -> bool:
+    """SERVEPILOT_DEBUG=1 turns one-line errors back into tracebacks."""
+    return os.environ.get("SERVEPILOT_DEBUG", "") not in ("", "0", "false", "no")
+
+
+def state_dir() -> Path:
+    """Where runs and history live: SERVEPILOT_HOME, else the platform's user state dir."""
+    home = os.environ.get("SERVEPILOT_HOME")
+    if home:
+        return Path(home).expanduser()
+    from platformdirs import user_state_path  # lazy: keeps CLI start-up fast
+
+    return Path(user_state_path("servepilot", appauthor=False))
+
+
+def hf_cache_dir() -> Path | None:
+    """Explicit Hugging Face cache override, if any (HF_HUB_CACHE / HF_HOME)."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    if os.environ.get("HF_HOME"):
+        return Path(os.environ["HF_HOME"]).expanduser() / "hub"
+    return None

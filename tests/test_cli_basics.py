@@ -1,0 +1,47 @@
+"""The CLI's own contract: version, help, and errors as one line with exit 2."""
+
+import subprocess
+import sys
+
+from servepilot import __version__
+from servepilot.cli.main import COMMANDS, main
+from servepilot.errors import CheckpointError
+
+
+def test_version_prints_package_version(capsys):
+    assert main(["--version"]) == 0
+    assert __version__ in capsys.readouterr().out
+
+
+def test_help_lists_every_verb_without_importing_them(capsys):
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    for verb in COMMANDS:
+        assert verb in out
+
+
+def test_unknown_verb_is_usage_error_exit_2(capsys):
+    assert main(["no-such-verb"]) == 2
+
+
+def test_library_error_becomes_one_line_exit_2(monkeypatch, capsys):
+    import servepilot.cli.main as m
+
+    def boom(*a, **k):
+        raise CheckpointError("header is not JSON", path="/x/model.safetensors")
+
+    monkeypatch.setattr(m.cli, "main", boom)
+    monkeypatch.delenv("SERVEPILOT_DEBUG", raising=False)
+    assert main(["inspect", "x"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["servepilot: error: /x/model.safetensors: header is not JSON"]
+
+
+def test_version_does_not_import_heavy_modules():
+    code = (
+        "import sys; from servepilot.cli.main import main; main(['--version']); "
+        "heavy = [m for m in ('rich', 'numpy', 'gguf', 'httpx', 'huggingface_hub', 'pynvml') if m in sys.modules]; "
+        "print('HEAVY=' + ','.join(heavy))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "HEAVY="
