@@ -59,6 +59,8 @@ class QuantDeclaration:
     where: str  # "config.json", "config.json:text_config", "hf_quant_config.json"
     method: str  # normalized: see QuantSpec.method
     raw: dict = field(default_factory=dict, metadata={"json": False})
+    quant_algo: str | None = None  # added for inspect: each declaration's own algorithm
+    kv_cache: KVCacheDeclaration | None = None  # added for inspect: this declaration's KV cache dtype
 
 
 @dataclass(frozen=True)
@@ -127,6 +129,7 @@ class WeightsInfo:
     total_params: int | None = None
     estimated: bool = False
     damaged: tuple[str, ...] = ()  # "model-00003.safetensors: header length ... past end of file"
+    index_total_bytes: int | None = None  # added for inspect: the index's metadata.total_size, if any
     tensors: tuple[TensorInfo, ...] = field(default=(), metadata={"json": False})
 
 
