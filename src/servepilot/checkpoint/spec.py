@@ -173,6 +173,7 @@ class ModelSpec:
     gguf: GGUFInfo | None = None
     unknown: tuple[str, ...] = ()  # what could not be determined, in words
     problems: tuple[str, ...] = ()  # damage found while reading (the rest still reported)
+    notes: tuple[str, ...] = ()  # added for inspect: observations, e.g. declarations that disagree
     config: dict = field(default_factory=dict, metadata={"json": False})  # raw config.json
     text_config: dict = field(default_factory=dict, metadata={"json": False})
 
