@@ -1,0 +1,264 @@
+"""Apply one remedy of a check: a changed command line, or a checkpoint overlay plus a changed
+command line. Plan first (`plan_fix`), then `FixPlan.execute()` builds what is needed and
+checks the new command again, so the operator sees the new verdict before launching.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from servepilot.checks.finding import Finding, Remedy
+from servepilot.deployment import Deployment
+from servepilot.engines.launch import EngineLaunch
+from servepilot.errors import BadInput
+from servepilot.overlay.build import OverlayPlan
+
+# kinds `fix` can apply; "hardware" (buy or move to other GPUs) it can only list
+APPLICABLE_KINDS = ("flag", "overlay", "env", "upgrade")
+
+# the option that names the model to clients, per engine (dest names of their parsers)
+SERVED_NAME_OPTION = {"vllm": "served_model_name", "sglang": "served_model_name", "llama.cpp": "alias"}
+
+
+@dataclass(frozen=True)
+class RemedyOption:
+    """One remedy of one finding, numbered as `--finding CODE --remedy N` selects it."""
+
+    finding: str  # the finding's code
+    severity: str
+    title: str
+    number: int  # 1-based position in the finding's remedies
+    kind: str
+    change: str
+    tradeoff: str
+    applicable: bool
+    why_not: str | None = None  # when not applicable here
+
+
+@dataclass(frozen=True)
+class FixPlan:
+    """The chosen remedy and what applying it will do; nothing has been written yet."""
+
+    old_command: str
+    options: tuple[RemedyOption, ...]
+    chosen: RemedyOption | None  # None: nothing to fix, or nothing servepilot can apply
+    remedy: Remedy | None = None
+    new_launch: EngineLaunch | None = field(default=None, metadata={"json": False})
+    new_command: str | None = None
+    overlay: OverlayPlan | None = None
+    pip_command: str | None = None
+    gpu: str | None = None  # re-check under the same assumptions as the first check
+    engine_version: str | None = None
+
+    @property
+    def has_errors(self) -> bool:
+        return any(o.severity == "error" for o in self.options)
+
+    def execute(self) -> FixResult:
+        """Build the overlay (if any) and re-check the new command."""
+        if self.chosen is None or self.new_command is None:
+            raise BadInput("there is no applicable remedy to apply")
+        overlay_path = self.overlay.execute() if self.overlay is not None else None
+        verdict, findings = (None, ())
+        if self.chosen.kind != "upgrade":  # the command is unchanged until the upgrade happens
+            verdict, findings = recheck(self.new_command, gpu=self.gpu, engine_version=self.engine_version)
+        return FixResult(
+            applied=self.chosen,
+            old_command=self.old_command,
+            new_command=self.new_command,
+            overlay=str(overlay_path) if overlay_path else None,
+            overlay_action=self.overlay.action if self.overlay else None,
+            pip_command=self.pip_command,
+            new_verdict=verdict,
+            new_findings=findings,
+        )
+
+
+@dataclass(frozen=True)
+class FixResult:
+    applied: RemedyOption
+    old_command: str
+    new_command: str
+    overlay: str | None
+    overlay_action: str | None  # "create" | "replace" | "reuse"
+    pip_command: str | None
+    new_verdict: str | None  # "pass" | "warn" | "fail"; None for upgrade remedies
+    new_findings: tuple[Finding, ...] = ()
+
+
+def plan_fix(
+    dep: Deployment,
+    findings: tuple[Finding, ...] | list[Finding],
+    *,
+    remedy_number: int | None = None,
+    finding_code: str | None = None,
+    dest: str | Path | None = None,
+    replace: bool = False,
+    gpu: str | None = None,
+    engine_version: str | None = None,
+) -> FixPlan:
+    """Choose a remedy and work out the new command (and overlay plan) it leads to.
+
+    Default choice: the top applicable remedy of the first error finding that has one.
+    `remedy_number` (1-based) picks within that finding, or within `finding_code`'s.
+    """
+    from servepilot.engines.cmdline import render_command
+
+    options = tuple(_options(dep, findings))
+    old_command = render_command(dep.launch)
+    base = FixPlan(old_command=old_command, options=options, chosen=None, gpu=gpu, engine_version=engine_version)
+    chosen = _choose(options, remedy_number, finding_code)
+    if chosen is None:
+        return base
+    finding = next(f for f in findings if f.code == chosen.finding)
+    remedy = finding.remedies[chosen.number - 1]
+    new_launch, overlay, pip = _apply(dep, remedy, dest=dest, replace=replace)
+    return dataclasses.replace(
+        base,
+        chosen=chosen,
+        remedy=remedy,
+        new_launch=new_launch,
+        new_command=render_command(new_launch),
+        overlay=overlay,
+        pip_command=pip,
+    )
+
+
+def recheck(command: str, *, gpu: str | None, engine_version: str | None) -> tuple[str, tuple[Finding, ...]]:
+    """Check the new command as the operator would: from its rendered text, not our objects."""
+    from servepilot.checks import run_checks
+    from servepilot.deployment import build_deployment
+
+    dep = build_deployment(command=[command], gpu=gpu, engine_version=engine_version, command_file=None)
+    result = run_checks(dep)
+    return result.verdict, tuple(result.findings)
+
+
+def write_script(path: str | Path, command: str, *, note: str) -> Path:
+    """Save the new command as an executable shell script (atomically: tmp file + rename)."""
+    path = Path(path)
+    text = f"#!/usr/bin/env bash\n# written by servepilot fix: {note}\n{command}\n"
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent if str(path.parent) else ".")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def _options(dep: Deployment, findings) -> list[RemedyOption]:
+    out = []
+    for f in findings:
+        for i, r in enumerate(f.remedies, start=1):
+            why_not = _why_not_applicable(dep, r)
+            out.append(
+                RemedyOption(
+                    finding=f.code,
+                    severity=f.severity,
+                    title=f.title,
+                    number=i,
+                    kind=r.kind,
+                    change=r.change,
+                    tradeoff=r.tradeoff,
+                    applicable=why_not is None,
+                    why_not=why_not,
+                )
+            )
+    return out
+
+
+def _why_not_applicable(dep: Deployment, remedy: Remedy) -> str | None:
+    if remedy.kind not in APPLICABLE_KINDS:
+        return f"a {remedy.kind} remedy is for the operator to carry out"
+    args = remedy.args or {}
+    if remedy.kind == "flag" and not ("set" in args or "unset" in args):
+        return "the remedy carries no flag values servepilot can apply"
+    if remedy.kind == "env" and not isinstance(args.get("env"), dict):
+        return "the remedy carries no environment values servepilot can apply"
+    if remedy.kind == "upgrade" and not isinstance(args.get("upgrade"), dict):
+        return "the remedy names no package and version"
+    if remedy.kind == "overlay":
+        if not isinstance(args.get("overlay"), dict) or not args["overlay"]:
+            return "the remedy carries no patch"
+        if dep.launch.shell.ssh_host:
+            return f"the checkpoint is on {dep.launch.shell.ssh_host}; run fix there"
+        if dep.spec is None or not Path(dep.spec.path).is_dir():
+            return "the checkpoint directory is not readable here"
+    return None
+
+
+def _choose(options: tuple[RemedyOption, ...], number: int | None, code: str | None) -> RemedyOption | None:
+    if number is not None and number < 1:
+        raise BadInput(f"--remedy {number}: remedies are numbered from 1")
+    if code is not None:
+        mine = [o for o in options if o.finding == code]
+        if not mine:
+            codes = sorted({o.finding for o in options})
+            raise BadInput(f"--finding {code}: the check found no such finding with remedies (found: {', '.join(codes) or 'none'})")
+        return _pick(mine, number, code)
+    error_codes = []
+    for o in options:
+        if o.severity == "error" and o.finding not in error_codes:
+            error_codes.append(o.finding)
+    for c in error_codes:
+        mine = [o for o in options if o.finding == c]
+        if any(o.applicable for o in mine):
+            return _pick(mine, number, c)
+    return None
+
+
+def _pick(mine: list[RemedyOption], number: int | None, code: str) -> RemedyOption | None:
+    if number is None:
+        return next((o for o in mine if o.applicable), None)
+    if number > len(mine):
+        raise BadInput(f"--remedy {number}: {code} has {len(mine)} remedies")
+    chosen = mine[number - 1]
+    if not chosen.applicable:
+        raise BadInput(f"--remedy {number} of {code} ({chosen.change}) cannot be applied: {chosen.why_not}")
+    return chosen
+
+
+def _apply(dep: Deployment, remedy: Remedy, *, dest, replace: bool):
+    """-> (new launch, overlay plan or None, pip command or None)."""
+    from servepilot.engines.cmdline import with_model, with_options
+
+    args = remedy.args or {}
+    launch = dep.launch
+    if remedy.kind == "flag":
+        return with_options(launch, dict(args.get("set") or {}), list(args.get("unset") or [])), None, None
+    if remedy.kind == "env":
+        env = dict(launch.shell.env)
+        env.update({str(k): str(v) for k, v in (args["env"].get("set") or {}).items()})
+        for key in args["env"].get("unset") or []:
+            env.pop(key, None)
+        shell = dataclasses.replace(launch.shell, env=env)
+        return dataclasses.replace(launch, shell=shell), None, None
+    if remedy.kind == "upgrade":
+        up = args["upgrade"]
+        return launch, None, f"pip install '{up.get('package', launch.engine)}{up.get('specifier', '')}'"
+    from servepilot.overlay.build import plan_overlay
+
+    overlay = plan_overlay(Path(dep.spec.path), args["overlay"], dest, replace=replace)
+    return with_model(launch, str(overlay.dest), served_model_name(launch)), overlay, None
+
+
+def served_model_name(launch: EngineLaunch) -> str | None:
+    """The name clients use today: the operator's own served name, else the model argument.
+
+    Pointing the engine at an overlay changes the model path; without this the OpenAI API
+    would start answering to "/models/x-servepilot-abc" and break every client.
+    """
+    option = SERVED_NAME_OPTION.get(launch.engine)
+    given = launch.options.get(option) if option else None
+    if isinstance(given, (list, tuple)):
+        given = given[0] if given else None
+    return given or launch.model
