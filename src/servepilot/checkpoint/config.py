@@ -1,0 +1,270 @@
+"""config.json → architecture: attention geometry, MoE, MTP, sizes.
+
+Keys are read the way Hugging Face transformers and vLLM read them; where several names
+exist for one thing (num_experts / n_routed_experts / num_local_experts) each is listed
+with the families that use it. A value of the wrong type is never coerced: it is reported
+in `notes` and treated as absent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from servepilot.checkpoint.families import Family, find_family
+from servepilot.checkpoint.spec import AttentionSpec, MoESpec
+
+# layer_types values (transformers configuration_*.py) → the spec's two words.
+LAYER_TYPE_WORDS = {
+    "sliding_attention": "sliding",
+    "full_attention": "full",
+    "sliding": "sliding",
+    "full": "full",
+    "chunked_attention": "sliding",  # Llama-4 local chunks behave as windows for the KV cache
+}
+
+
+def text_tower(config: dict) -> dict:
+    """The text model's config: `text_config` of multimodal wrappers (Kimi-K2.5, Gemma-3), else the config."""
+    text = config.get("text_config")
+    return text if isinstance(text, dict) else config
+
+
+@dataclass
+class ArchitectureReading:
+    """What config.json says about the model, plus what it could not say (`notes`)."""
+
+    architectures: tuple[str, ...] = ()
+    model_type: str | None = None
+    text_model_type: str | None = None
+    family: Family | None = None
+    hidden_size: int | None = None
+    intermediate_size: int | None = None
+    vocab_size: int | None = None
+    max_position_embeddings: int | None = None
+    dtype: str | None = None
+    tie_word_embeddings: bool = False
+    attention: AttentionSpec | None = None
+    moe: MoESpec | None = None
+    mtp_layers: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+class _Reader:
+    """Typed reads from the text tower first, then the outer config, with notes on bad values."""
+
+    def __init__(self, outer: dict, text: dict, notes: list[str]):
+        self.outer, self.text, self.notes = outer, text, notes
+        self.nested = text is not outer
+
+    def _where(self, key: str, in_text: bool) -> str:
+        return f"text_config.{key}" if in_text and self.nested else key
+
+    def get_int(self, *keys: str, minimum: int = 0) -> int | None:
+        for key in keys:
+            for d, in_text in ((self.text, True), (self.outer, False)):
+                if key not in d or d[key] is None:
+                    continue
+                v = d[key]
+                if type(v) is int and v >= minimum:
+                    return v
+                if isinstance(v, float) and v.is_integer() and v >= minimum:
+                    return int(v)
+                self.notes.append(f"{self._where(key, in_text)} is {v!r}, not an integer >= {minimum}: ignored")
+                return None
+        return None
+
+    def get_str(self, *keys: str) -> str | None:
+        for key in keys:
+            for d in (self.text, self.outer):
+                v = d.get(key)
+                if isinstance(v, str):
+                    return v
+        return None
+
+    def raw(self, key: str):
+        if key in self.text:
+            return self.text[key]
+        return self.outer.get(key)
+
+
+def read_architecture(config: dict) -> ArchitectureReading:
+    """Read a config.json dict (outer, with its text_config when nested)."""
+    text = text_tower(config)
+    out = ArchitectureReading()
+    r = _Reader(config, text, out.notes)
+
+    archs = config.get("architectures")
+    if isinstance(archs, list):
+        out.architectures = tuple(a for a in archs if isinstance(a, str))
+    out.model_type = config.get("model_type") if isinstance(config.get("model_type"), str) else None
+    if text is not config:
+        tm = text.get("model_type")
+        out.text_model_type = tm if isinstance(tm, str) else None
+    text_archs = text.get("architectures") if text is not config else None
+    text_archs = tuple(a for a in text_archs if isinstance(a, str)) if isinstance(text_archs, list) else ()
+
+    outer_family = find_family(out.model_type, out.architectures)
+    family = None
+    if text is not config:
+        family = find_family(out.text_model_type, text_archs)
+    if family is None and outer_family is not None and not outer_family.wrapper:
+        family = outer_family
+    out.family = family
+    if family is None:
+        shown = out.text_model_type or out.model_type
+        if shown is None:
+            out.notes.append("config.json has no model_type: attention geometry read from standard keys only")
+        else:
+            out.notes.append(
+                f"model_type {shown!r} is not a family servepilot knows: attention geometry read from standard keys only"
+            )
+
+    out.hidden_size = r.get_int("hidden_size", "d_model", "n_embd", minimum=1)
+    out.intermediate_size = r.get_int("intermediate_size", "ffn_hidden_size", "n_inner", minimum=1)
+    out.vocab_size = r.get_int("vocab_size", minimum=1)
+    out.max_position_embeddings = r.get_int("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", minimum=1)
+    out.dtype = r.get_str("torch_dtype", "dtype")
+    tie = r.raw("tie_word_embeddings")
+    out.tie_word_embeddings = bool(tie) if isinstance(tie, bool) else False
+    out.mtp_layers = r.get_int("num_nextn_predict_layers") or 0
+
+    out.attention = _attention(r, family, out)
+    out.moe = _moe(r)
+
+    for name, value in (("hidden_size", out.hidden_size), ("vocab_size", out.vocab_size),
+                        ("max_position_embeddings", out.max_position_embeddings)):
+        if value is None:
+            out.notes.append(f"{name}: not in config.json")
+    if out.attention is None:
+        out.notes.append("attention: num_hidden_layers and num_attention_heads not both in config.json")
+    return out
+
+
+def _attention(r: _Reader, family: Family | None, out: ArchitectureReading) -> AttentionSpec | None:
+    layers = r.get_int("num_hidden_layers", "n_layer", "num_layers", minimum=1)
+    heads = r.get_int("num_attention_heads", "n_head", "num_heads", minimum=1)
+    if layers is None or heads is None:
+        return None
+    kv_heads = r.get_int("num_key_value_heads", "num_kv_heads", "n_head_kv", minimum=1)
+    if kv_heads is None:
+        mq = r.raw("multi_query")
+        # transformers: num_key_value_heads defaults to num_attention_heads (MHA); falcon's
+        # multi_query flag means one KV head.
+        kv_heads = 1 if mq is True else heads
+    head_dim = r.get_int("head_dim", minimum=1)
+    if head_dim is None and out.hidden_size:
+        head_dim = out.hidden_size // heads
+
+    kv_lora = r.get_int("kv_lora_rank", minimum=1)
+    mla = kv_lora is not None and family is not None and family.attention == "mla"
+    if kv_lora is not None and not mla:
+        out.notes.append(
+            "kv_lora_rank is set but the family is not one servepilot knows to use MLA: the KV "
+            "cache is described by num_key_value_heads x head_dim, as engines do for unknown models"
+        )
+
+    kwargs: dict = {}
+    if mla:
+        rope = r.get_int("qk_rope_head_dim", minimum=0)
+        nope = r.get_int("qk_nope_head_dim", minimum=0)
+        kwargs.update(
+            kv_lora_rank=kv_lora,
+            q_lora_rank=r.get_int("q_lora_rank", minimum=1),
+            qk_rope_head_dim=rope,
+            qk_nope_head_dim=nope,
+            v_head_dim=r.get_int("v_head_dim", minimum=1),
+        )
+        if rope is not None and nope is not None:
+            head_dim = rope + nope
+        else:
+            out.notes.append("MLA model without qk_rope_head_dim and qk_nope_head_dim: head size unknown")
+        index_topk = r.get_int("index_topk", minimum=1)
+        if index_topk is not None:  # DeepSeek-V3.2 / GLM-5 lightning indexer: sparse MLA
+            kwargs.update(sparse=True, index_topk=index_topk)
+    else:
+        v = r.get_int("v_head_dim", minimum=1)
+        if v is not None and v != head_dim:
+            kwargs["v_head_dim"] = v
+
+    if head_dim is None:
+        out.notes.append("head_dim: neither head_dim nor hidden_size in config.json")
+        head_dim = 0
+
+    layer_types, window = _layer_types(r, layers)
+    n_sliding = sum(1 for t in layer_types if t == "sliding")
+    n_full = sum(1 for t in layer_types if t == "full")
+    if mla:
+        kind = "mla"
+    elif n_sliding and n_full:
+        kind = "hybrid"
+    elif kv_heads == 1 and heads > 1:
+        kind = "mqa"
+    elif kv_heads < heads:
+        kind = "gqa"
+    else:
+        kind = "mha"
+    return AttentionSpec(
+        kind=kind,
+        num_layers=layers,
+        num_heads=heads,
+        num_kv_heads=kv_heads,
+        head_dim=head_dim,
+        sliding_window=window,
+        layer_types=layer_types,
+        num_sliding_layers=n_sliding,
+        num_full_layers=n_full,
+        **kwargs,
+    )
+
+
+def _layer_types(r: _Reader, layers: int) -> tuple[tuple[str, ...], int | None]:
+    """Per-layer "sliding"/"full" (empty when every layer is full attention) and the window."""
+    window = r.get_int("sliding_window", minimum=1)
+    raw = r.raw("layer_types")
+    if isinstance(raw, list) and raw:
+        types = tuple(LAYER_TYPE_WORDS.get(t, str(t)) if isinstance(t, str) else str(t) for t in raw)
+        if len(types) != layers:
+            r.notes.append(f"layer_types lists {len(types)} layers, num_hidden_layers is {layers}")
+        unknown = sorted({t for t in types if t not in ("sliding", "full")})
+        if unknown:
+            r.notes.append(f"layer_types holds kinds servepilot does not know: {', '.join(unknown)}")
+        return types, window
+    if window is None:
+        return (), None
+    if r.raw("use_sliding_window") is False:
+        # Qwen2/Qwen3 carry sliding_window but switch it off with use_sliding_window.
+        return (), None
+    pattern = r.get_int("sliding_window_pattern", minimum=1)
+    if pattern:
+        # Gemma-3: every pattern-th layer is global, the others local (configuration_gemma3.py).
+        return tuple("full" if (i + 1) % pattern == 0 else "sliding" for i in range(layers)), window
+    return ("sliding",) * layers, window
+
+
+def _moe(r: _Reader) -> MoESpec | None:
+    experts = r.get_int(
+        "n_routed_experts",  # DeepSeek, Kimi, GLM
+        "num_experts",  # Qwen2/3-MoE
+        "num_local_experts",  # Mixtral, gpt-oss
+        "moe_num_experts",
+        minimum=0,
+    )
+    if not experts:
+        return None
+    per_token = r.get_int("num_experts_per_tok", "experts_per_token", "moe_top_k", minimum=1)
+    if per_token is None:
+        r.notes.append("MoE model without num_experts_per_tok: experts per token unknown (0)")
+    shared = r.get_int("n_shared_experts", "num_shared_experts", minimum=0)
+    if shared is None:
+        shared = 1 if (r.get_int("shared_expert_intermediate_size", minimum=0) or 0) > 0 else 0
+    expert_inter = r.get_int("moe_intermediate_size", minimum=1)
+    if expert_inter is None and r.raw("num_local_experts"):
+        expert_inter = r.get_int("intermediate_size", minimum=1)  # Mixtral/gpt-oss: experts use intermediate_size
+    return MoESpec(
+        num_experts=experts,
+        experts_per_token=per_token or 0,
+        num_shared_experts=shared,
+        first_dense_layers=r.get_int("first_k_dense_replace", minimum=0) or 0,
+        expert_intermediate_size=expert_inter,
+        moe_layer_freq=r.get_int("moe_layer_freq", "decoder_sparse_step", minimum=1) or 1,
+    )

@@ -1,0 +1,233 @@
+"""Read a checkpoint (directory, .safetensors, .gguf, config.json or cached model id) into a ModelSpec.
+
+Only JSON files and headers are read. Damage to some shards is collected in
+`ModelSpec.problems` (and `weights.damaged`) while the rest is still reported; a path that
+cannot be read at all raises a typed error naming it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from servepilot.checkpoint.config import read_architecture, text_tower
+from servepilot.checkpoint.customcode import read_custom_code
+from servepilot.checkpoint.estimate import estimate_bytes_from_architecture, estimate_params
+from servepilot.checkpoint.index import INDEX_NAME, read_index
+from servepilot.checkpoint.jsonfile import read_json_object
+from servepilot.checkpoint.quant import read_quantization
+from servepilot.checkpoint.safetensors import LazyTensors, read_safetensors_summary
+from servepilot.checkpoint.spec import ModelSpec, WeightsInfo
+from servepilot.errors import BadInput, HeaderError
+
+HF_QUANT_CONFIG = "hf_quant_config.json"
+# How many missing or damaged shard names a problem line spells out before "+N more".
+SHOW_NAMES = 5
+
+
+def inspect_path(path: str | Path) -> ModelSpec:
+    """A checkpoint directory, one .safetensors or .gguf file, a config.json, or an HF model id."""
+    p = Path(path).expanduser()
+    if not p.exists():
+        from servepilot.checkpoint.hub import looks_like_model_id, resolve_model_id
+
+        if looks_like_model_id(str(path)):
+            return _inspect_dir(resolve_model_id(str(path)))
+        raise BadInput("no such file or directory", path=path)
+    if p.is_dir():
+        return _inspect_dir(p)
+    name = p.name.lower()
+    if name.endswith(".gguf"):
+        return _inspect_gguf(p)
+    if name.endswith(".safetensors"):
+        return _inspect_safetensors_file(p)
+    if name.endswith(".json"):
+        return inspect_config_file(p)
+    try:
+        with open(p, "rb") as f:
+            magic = f.read(4)
+    except OSError as exc:
+        raise BadInput(f"cannot read file: {exc.strerror or exc}", path=p) from None
+    if magic == b"GGUF":
+        return _inspect_gguf(p)
+    raise BadInput("not a checkpoint: expected a directory, a .safetensors, .gguf or config.json file", path=p)
+
+
+def inspect_config_file(path: str | Path) -> ModelSpec:
+    """A lone config.json (any file name); hf_quant_config.json beside a config.json is read too.
+
+    A file that is itself an hf_quant_config.json (producer + quantization, no model_type)
+    is reported as a quantization declaration with an unknown architecture.
+    """
+    p = Path(path)
+    config = read_json_object(p)
+    hf_quant = None
+    if _is_hf_quant_config(config):
+        spec = _spec_from_config({}, p.parent, path=p, hf_quant=config)
+        return dataclasses.replace(spec, unknown=(f"{p.name} is a quantization config only: architecture unknown",))
+    if p.name == "config.json" and (p.parent / HF_QUANT_CONFIG).is_file():
+        hf_quant = read_json_object(p.parent / HF_QUANT_CONFIG)
+    spec = _spec_from_config(config, p.parent, path=p, hf_quant=hf_quant)
+    return _with_estimate(spec)
+
+
+def _is_hf_quant_config(d: dict) -> bool:
+    return isinstance(d.get("quantization"), dict) and "model_type" not in d and "architectures" not in d
+
+
+def _spec_from_config(config: dict, root: Path, *, path: Path, hf_quant: dict | None) -> ModelSpec:
+    arch = read_architecture(config)
+    quant, kv, quant_notes = read_quantization(config, hf_quant)
+    code, code_notes = read_custom_code(config, root)
+    problems = [n for n in code_notes if "outside the checkpoint" in n]
+    notes = quant_notes + [n for n in code_notes if n not in problems]
+    return ModelSpec(
+        path=str(path),
+        format="hf",
+        architectures=arch.architectures,
+        model_type=arch.model_type,
+        text_model_type=arch.text_model_type,
+        family=arch.family.family if arch.family else None,
+        hidden_size=arch.hidden_size,
+        intermediate_size=arch.intermediate_size,
+        vocab_size=arch.vocab_size,
+        max_position_embeddings=arch.max_position_embeddings,
+        dtype=arch.dtype,
+        tie_word_embeddings=arch.tie_word_embeddings,
+        attention=arch.attention,
+        moe=arch.moe,
+        mtp_layers=arch.mtp_layers,
+        quant=quant,
+        kv_cache=kv,
+        custom_code=code,
+        unknown=tuple(arch.notes),
+        problems=tuple(problems),
+        notes=tuple(notes),
+        config=config,
+        text_config=text_tower(config) if text_tower(config) is not config else {},
+    )
+
+
+def _with_estimate(spec: ModelSpec) -> ModelSpec:
+    """Weights from the architecture when nothing on disk says (source "estimate")."""
+    est = estimate_params(spec)
+    nbytes = estimate_bytes_from_architecture(spec)
+    if est is None or nbytes is None:
+        return dataclasses.replace(spec, unknown=spec.unknown + ("weights: no shards, no index, and too little in config.json to estimate",))
+    weights = WeightsInfo(source="estimate", total_bytes=nbytes, total_params=est.total, estimated=True)
+    return dataclasses.replace(spec, weights=weights)
+
+
+def _inspect_dir(root: Path) -> ModelSpec:
+    config_path = root / "config.json"
+    if not config_path.is_file():
+        ggufs = _gguf_models(root)
+        if ggufs:
+            if len(ggufs) > 1:
+                names = ", ".join(p.name for p in ggufs[:SHOW_NAMES])
+                raise BadInput(f"holds {len(ggufs)} GGUF models ({names}): name one file", path=root)
+            return _inspect_gguf(ggufs[0])
+        shards = sorted(root.glob("*.safetensors"))
+        if shards:
+            weights, problems = _weights_from_shards(root, [(s.name, s) for s in shards], index=None)
+            return ModelSpec(path=str(root), format="safetensors", weights=weights, problems=tuple(problems),
+                             unknown=("no config.json: architecture unknown",))
+        raise BadInput("not a checkpoint: no config.json, *.safetensors or *.gguf files", path=root)
+
+    config = read_json_object(config_path)
+    hf_quant = read_json_object(root / HF_QUANT_CONFIG) if (root / HF_QUANT_CONFIG).is_file() else None
+    spec = _spec_from_config(config, root, path=root, hf_quant=hf_quant)
+    weights, problems = _read_weights(root)
+    if weights is None:
+        return _with_estimate(spec)
+    return dataclasses.replace(spec, weights=weights, problems=spec.problems + tuple(problems))
+
+
+def _read_weights(root: Path) -> tuple[WeightsInfo | None, list[str]]:
+    """Headers of the shards present; else the index's total_size; else None (estimate)."""
+    index = read_index(root / INDEX_NAME) if (root / INDEX_NAME).is_file() else None
+    if index is not None:
+        present = [(n, root / n) for n in index.shards if (root / n).is_file()]
+        missing = [n for n in index.shards if not (root / n).is_file()]
+        if not present:
+            if index.total_size is None:
+                return None, []
+            return WeightsInfo(source="index", total_bytes=index.total_size, shards=len(index.shards),
+                               index_total_bytes=index.total_size), []
+        weights, problems = _weights_from_shards(root, present, index=index)
+        if missing:
+            problems.insert(0, f"{INDEX_NAME} names {len(missing)} shard(s) that are missing: {_names(missing)}")
+        return weights, problems
+    shards = sorted(root.glob("*.safetensors"))
+    if not shards:
+        return None, []
+    return _weights_from_shards(root, [(s.name, s) for s in shards], index=None)
+
+
+def _weights_from_shards(root: Path, shards: list[tuple[str, Path]], index) -> tuple[WeightsInfo, list[str]]:
+    damaged: list[str] = []
+    read: list[tuple[str, str]] = []
+    counts: dict[str, int] = {}
+    total_bytes = 0
+    for name, path in shards:
+        try:
+            s = read_safetensors_summary(path)
+        except HeaderError as exc:
+            damaged.append(f"{name}: {exc.problem}")
+            continue
+        read.append((str(path), name))
+        total_bytes += s.data_bytes
+        for dtype, n in s.params_by_dtype.items():
+            counts[dtype] = counts.get(dtype, 0) + n
+    problems = [f"damaged shard {d}" for d in damaged]
+    weights = WeightsInfo(
+        source="safetensors",
+        total_bytes=total_bytes if read else None,
+        shards=len(read),
+        params_by_dtype=dict(sorted(counts.items(), key=lambda kv: -kv[1])),
+        total_params=sum(counts.values()) if read else None,
+        damaged=tuple(damaged),
+        index_total_bytes=index.total_size if index is not None else None,
+        tensors=LazyTensors(read),  # type: ignore[arg-type]  # a lazy Sequence[TensorInfo]
+    )
+    return weights, problems
+
+
+def _names(names: list[str]) -> str:
+    shown = ", ".join(names[:SHOW_NAMES])
+    return shown + (f" (+{len(names) - SHOW_NAMES} more)" if len(names) > SHOW_NAMES else "")
+
+
+def _inspect_safetensors_file(path: Path) -> ModelSpec:
+    s = read_safetensors_summary(path)  # HeaderError for a damaged lone file: exit 2
+    weights = WeightsInfo(
+        source="safetensors",
+        total_bytes=s.data_bytes,
+        shards=1,
+        params_by_dtype=dict(sorted(s.params_by_dtype.items(), key=lambda kv: -kv[1])),
+        total_params=s.total_params,
+        tensors=LazyTensors([(str(path), path.name)]),  # type: ignore[arg-type]
+    )
+    return ModelSpec(path=str(path), format="safetensors", weights=weights,
+                     unknown=("a lone safetensors file: no config.json, architecture unknown",))
+
+
+def _gguf_models(root: Path) -> list[Path]:
+    """One path per GGUF model in a directory: split files count once, mmproj files not at all."""
+    from servepilot.checkpoint.gguf_reader import SPLIT_RE
+
+    models = []
+    for p in sorted(root.glob("*.gguf")):
+        if p.name.lower().startswith("mmproj"):
+            continue
+        m = SPLIT_RE.match(p.name)
+        if m and int(m["i"]) != 1:
+            continue
+        models.append(p)
+    return models
+
+
+def _inspect_gguf(path: Path) -> ModelSpec:
+    from servepilot.checkpoint.gguf_spec import spec_from_gguf
+
+    return spec_from_gguf(path)

@@ -1,0 +1,45 @@
+"""Read a checkpoint's JSON file, turning every failure into one CheckpointError."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from servepilot.errors import CheckpointError
+
+# A config.json or index over this size is not a config: the largest real ones (a full
+# weight_map of ~290k tensors) are about 30 MB.
+MAX_JSON_BYTES = 256 * 1024 * 1024
+
+
+def read_json_object(path: str | Path) -> dict:
+    """Parse `path` as one JSON object; malformed JSON names the file, line and column."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+        if size > MAX_JSON_BYTES:
+            raise CheckpointError(f"JSON file is {size:,} bytes, over the {MAX_JSON_BYTES:,} byte limit", path=path)
+        raw = path.read_bytes()
+    except CheckpointError:
+        raise
+    except FileNotFoundError:
+        raise CheckpointError("file not found", path=path) from None
+    except IsADirectoryError:
+        raise CheckpointError("expected a JSON file, found a directory", path=path) from None
+    except OSError as exc:
+        raise CheckpointError(f"cannot read file: {exc.strerror or exc}", path=path) from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise CheckpointError(f"not UTF-8 text (byte {exc.start})", path=path) from None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CheckpointError(
+            f"malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}", path=path
+        ) from None
+    except RecursionError:
+        raise CheckpointError("malformed JSON: nested too deeply", path=path) from None
+    if not isinstance(value, dict):
+        raise CheckpointError(f"expected a JSON object, found {type(value).__name__}", path=path)
+    return value

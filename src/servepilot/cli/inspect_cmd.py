@@ -1,0 +1,159 @@
+"""`servepilot inspect PATH`: parse, one library call, render (text or --json)."""
+
+from __future__ import annotations
+
+import click
+
+from servepilot.cli.common import JSON_OPTION
+
+SCHEMA = "servepilot.inspect/1"
+EXIT_DAMAGED = 2  # DESIGN.md: bad input; the report is still printed, the damage listed
+
+
+@click.command("inspect")
+@click.argument("path")
+@JSON_OPTION
+def inspect(path: str, as_json: bool) -> int:
+    """Read a checkpoint's headers into a model spec (never the weights).
+
+    PATH is a checkpoint directory, one .safetensors or .gguf file, a config.json, or a
+    Hugging Face model id (org/name) already in the local cache. Exit 2 when the path
+    cannot be read, or when some shards are damaged or missing (the rest is still shown).
+    """
+    from servepilot.checkpoint.inspect import inspect_path
+
+    spec = inspect_path(path)
+    if as_json:
+        from servepilot.cli.output import emit_json
+
+        emit_json(SCHEMA, {"model": spec})
+    else:
+        render_text(spec)
+    return EXIT_DAMAGED if spec.problems else 0
+
+
+def _n(v) -> str:
+    return f"{v:,}" if isinstance(v, int) else "?"
+
+
+def _size(n: int | None) -> str:
+    from servepilot.cli.output import human_bytes
+
+    return "?" if n is None else f"{human_bytes(n)} ({n / 1e9:,.1f} GB)"
+
+
+def text_rows(spec) -> list[tuple[str, str]]:
+    """(label, line) pairs: the whole report, short enough to read in ten seconds."""
+    rows: list[tuple[str, str]] = []
+    model = " · ".join(spec.architectures) or "?"
+    types = spec.model_type or "?"
+    if spec.text_model_type:
+        types += f" → text {spec.text_model_type}"
+    rows.append(("model", f"{model} · {types} · family {spec.family or 'unknown'}"))
+
+    a = spec.attention
+    if a is not None:
+        parts = [a.kind.upper(), f"{a.num_layers} layers", f"{a.num_heads} heads"]
+        if a.kind == "mla":
+            parts.append(f"kv_lora_rank {a.kv_lora_rank} · q_lora_rank {a.q_lora_rank}")
+            parts.append(f"rope {a.qk_rope_head_dim} + nope {a.qk_nope_head_dim} · v {a.v_head_dim}")
+            if a.mla_head_size:
+                parts.append(f"latent {a.mla_head_size}/token/layer")
+            if a.sparse:
+                parts.append(f"sparse (index_topk {a.index_topk})")
+        else:
+            parts.append(f"{a.num_kv_heads} KV heads · head_dim {a.head_dim}")
+        if a.sliding_window and a.num_sliding_layers:
+            parts.append(f"{a.num_sliding_layers} sliding (window {a.sliding_window}) + {a.num_full_layers} full")
+        rows.append(("attention", " · ".join(parts)))
+    m = spec.moe
+    if m is not None and m.num_experts:
+        line = f"{m.num_experts} routed + {m.num_shared_experts} shared · {m.experts_per_token} per token"
+        if m.first_dense_layers:
+            line += f" · first {m.first_dense_layers} dense"
+        if m.expert_intermediate_size:
+            line += f" · expert intermediate {m.expert_intermediate_size}"
+        rows.append(("moe", line))
+    if spec.mtp_layers:
+        rows.append(("mtp", f"{spec.mtp_layers} next-token prediction layer(s)"))
+    rows.append(("sizes", f"hidden {_n(spec.hidden_size)} · vocab {_n(spec.vocab_size)} · "
+                          f"max positions {_n(spec.max_position_embeddings)} · dtype {spec.dtype or '?'}"))
+
+    q = spec.quant
+    if q is None:
+        rows.append(("quant", "none declared"))
+    else:
+        parts = [f"{q.method} {q.quant_algo or ''}".strip()]
+        if q.bits:
+            parts.append(f"{q.bits}-bit")
+        if q.group_size:
+            parts.append(f"group {q.group_size}")
+        if q.weight_block_size:
+            parts.append("block " + "x".join(str(b) for b in q.weight_block_size))
+        if q.ignore:
+            parts.append(f"{len(q.ignore)} modules kept unquantized")
+        if q.producer:
+            parts.append(q.producer)
+        where = f"engine reads {q.declared_in}"
+        others = [d.where for d in q.declarations if d.where != q.declared_in]
+        if others:
+            where += f" (also declared in {', '.join(others)})"
+        rows.append(("quant", " · ".join(parts) + " · " + where))
+    kv = spec.kv_cache
+    rows.append(("kv cache", f"{kv.dtype} declared in {kv.where}" if kv else "no dtype declared (engine default)"))
+
+    code = spec.custom_code
+    if code is not None:
+        files = []
+        for f in code.files:
+            mark = f"sha256 {f.sha256[:12]}" if f.sha256 else ("present" if f.present else "MISSING")
+            files.append(f"{f.name} ({mark})")
+        rows.append(("custom code", "needs --trust-remote-code: " + ", ".join(files)))
+
+    w = spec.weights
+    if w is not None:
+        if w.source == "safetensors":
+            line = f"{_size(w.total_bytes)} in {w.shards} shard(s), from safetensors headers"
+        elif w.source == "gguf":
+            line = f"{_size(w.total_bytes)} in {w.shards} file(s), from GGUF headers"
+        elif w.source == "index":
+            line = f"{_size(w.total_bytes)} from the index total_size ({w.shards} shards named, none present)"
+        else:
+            line = f"~{_size(w.total_bytes)} ESTIMATED from the architecture"
+        if w.total_params:
+            line += f" · {w.total_params / 1e9:,.2f} B " + ("parameters" if w.estimated else "elements")
+        rows.append(("weights", line))
+        if w.params_by_dtype:
+            rows.append(("", " · ".join(f"{k} {v / 1e9:,.2f} B" for k, v in list(w.params_by_dtype.items())[:6])))
+    g = spec.gguf
+    if g is not None:
+        line = f"{g.architecture or '?'} · {g.file_type or '?'} · context {_n(g.context_length)} · " \
+               f"{_n(g.block_count)} blocks · {_n(g.head_count)}/{_n(g.head_count_kv)} heads/KV heads"
+        if g.split_files:
+            line += f" · {len(g.split_files)} split files"
+        rows.append(("gguf", line))
+        rows.append(("", "tensor types: " + ", ".join(f"{k} x{v}" for k, v in list(g.tensor_types.items())[:8])))
+    for note in spec.notes:
+        rows.append(("note", note))
+    for item in spec.unknown:
+        rows.append(("unknown", item))
+    for problem in spec.problems:
+        rows.append(("PROBLEM", problem))
+    return rows
+
+
+def render_text(spec) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    from servepilot.cli.output import console
+
+    style = {"PROBLEM": "bold red", "unknown": "yellow", "note": "cyan"}
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column()
+    for label, line in text_rows(spec):
+        grid.add_row(label, f"[{style[label]}]{escape(line)}[/]" if label in style else escape(line))
+    out = console()
+    out.print(f"[bold]{escape(spec.name)}[/]  {escape(spec.path)}  [dim]({spec.format})[/]")
+    out.print(grid)
