@@ -1,0 +1,360 @@
+"""`servepilot launch | ps | logs | stop | history | cleanup`: parse, one library call, render."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+import time
+
+import click
+
+from servepilot.cli.common import JSON_OPTION, deployment_options
+from servepilot.cli.output import emit_json, human_bytes
+
+LAUNCH_SCHEMA = "servepilot.launch/1"
+
+
+def _echo(msg: str = "", err: bool = False) -> None:
+    click.echo(msg, err=err)
+    (sys.stderr if err else sys.stdout).flush()
+
+
+def _fix_hint(command, command_file) -> str:
+    if command_file:
+        return f"servepilot fix --command-file {shlex.quote(command_file)}"
+    return "servepilot fix -- " + (command[0] if len(command) == 1 else shlex.join(command))
+
+
+def _print_findings(check) -> None:
+    for f in getattr(check, "findings", ()) or ():
+        _echo(f"  {f.severity.upper():7} {f.code} [{f.category}] {f.title}")
+        if f.remedies:
+            r = f.remedies[0]
+            _echo(f"          fix ({r.kind}): {r.change}" + (f" — {r.tradeoff}" if r.tradeoff else ""))
+
+
+def _print_diagnosis(diag: dict) -> None:
+    root = diag.get("root_cause") or {}
+    _echo(f"root cause: {root.get('category', '?')}" + (f" ({root['signature']})" if root.get("signature") else ""))
+    text = root.get("message") or root.get("excerpt")
+    if text:
+        where = f"[{root['process']}] " if root.get("process") else ""
+        at = f"line {root['line']}: " if root.get("line") else ""
+        _echo(f"  {at}{where}{text}")
+    if root.get("explanation"):
+        _echo(f"  {root['explanation']}")
+    for r in diag.get("remedies") or []:
+        if isinstance(r, dict):
+            _echo(f"  fix ({r.get('kind')}): {r.get('change')}" + (f" — {r['tradeoff']}" if r.get("tradeoff") else ""))
+
+
+class _Progress:
+    """Phase lines as the log reveals them; shard progress at most once a second."""
+
+    def __init__(self, started: float):
+        self.started = started
+        self.last_progress = 0.0
+
+    def __call__(self, event) -> None:
+        from servepilot.runs.phases import PHASE_LABELS
+
+        t = time.monotonic() - self.started
+        if event.kind == "phase":
+            _echo(f"[{t:6.1f}s] {PHASE_LABELS.get(event.phase, event.phase)}")
+        elif event.kind == "progress":
+            v = event.values
+            last = v.get("shard") == v.get("shards")
+            if last or time.monotonic() - self.last_progress >= 1.0:
+                self.last_progress = time.monotonic()
+                _echo(f"[{t:6.1f}s]   weight shards {v.get('shard')}/{v.get('shards')} ({v.get('percent')}%)")
+        elif event.kind == "figure":
+            shown = {k: v for k, v in event.values.items() if k != "engine_version"}
+            if shown:
+                text = ", ".join(f"{k}={human_bytes(v) if k.endswith('_bytes') else v}" for k, v in shown.items())
+                _echo(f"[{t:6.1f}s]   {text}")
+        elif event.kind == "fatal":
+            _echo(f"[{t:6.1f}s] fatal: {event.line}")
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return "?"
+    if isinstance(v, float):
+        return f"{v:,.2f}"
+    return f"{v:,}" if isinstance(v, int) else str(v)
+
+
+def _outcome_payload(run, outcome, plan) -> dict:
+    return {
+        "run_id": run.run_id,
+        "name": run.record.get("name"),
+        "state": outcome.state,
+        "run_dir": str(run.run_dir),
+        "log": str(run.log_path),
+        "pid": run.identity.pid,
+        "pgid": run.identity.pgid,
+        "engine": plan.command.engine,
+        "model": plan.command.model,
+        "url": outcome.url,
+        "served_models": list(outcome.served_models),
+        "measured": outcome.figures,
+        "predicted": outcome.predicted,
+        "exit_code": outcome.exit_code,
+        "reason": outcome.reason,
+        "diagnosis": outcome.diagnosis,
+        "notes": list(plan.notes),
+        "elapsed_s": round(outcome.elapsed_s, 3),
+    }
+
+
+@click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--name", help="A name for the run (a prefix of its id; `stop NAME` works).")
+@click.option("--detach", is_flag=True, help="Return once the engine is ready; it keeps running.")
+@click.option("--force", is_flag=True, help="Launch even when check predicts a failure.")
+@click.option("--ready-timeout", type=float, default=None, metavar="S",
+              help="Give up (and stop the engine) if it is not ready after S seconds (default 1800).")
+@deployment_options
+@JSON_OPTION
+def launch(name, detach, force, ready_timeout, gpu, engine_version, command_file, command, as_json):
+    """Run the engine under supervision: check, start, follow the load phases, probe readiness.
+
+    \b
+    servepilot launch --name kimi -- vllm serve /models/kimi-overlay -tp 8
+    servepilot launch --detach -- python -m llama_cpp.server --model m.gguf --port 8001
+    """
+    from servepilot.runs import launch as runs_launch
+    from servepilot.runs import process
+    from servepilot.runs.rundir import check_name
+
+    if name:
+        check_name(name)
+    plan = runs_launch.prepare_launch(list(command), gpu=gpu, engine_version=engine_version, command_file=command_file)
+    if plan.predicted_failure and not force:
+        hint = _fix_hint(command, command_file)
+        if as_json:
+            from servepilot.jsonable import to_jsonable
+
+            emit_json(LAUNCH_SCHEMA, {"state": "refused", "check": to_jsonable(plan.check), "suggestion": hint,
+                                      "notes": list(plan.notes)})
+        else:
+            _echo("check predicts this launch will fail; not starting it (--force to launch anyway):")
+            _print_findings(plan.check)
+            _echo(f"try: {hint}")
+        return 1
+    if not as_json:
+        for note in plan.notes:
+            _echo(f"note: {note}")
+        if plan.predicted_failure:
+            _echo("check predicts a failure; launching anyway (--force)")
+    run = runs_launch.start_run(plan, name=name)
+    started = time.monotonic()
+    if not as_json:
+        _echo(f"run {run.run_id}: pid {run.identity.pid}, log {run.log_path}")
+    supervisor = runs_launch.Supervisor(
+        run, on_event=None if as_json else _Progress(started),
+        ready_timeout_s=ready_timeout or runs_launch.DEFAULT_READY_TIMEOUT_S,
+    )
+    try:
+        outcome = supervisor.wait_ready()
+    except KeyboardInterrupt:
+        return _interrupted(run, process, runs_launch, as_json)
+    payload = _outcome_payload(run, outcome, plan)
+    if outcome.state != "ready":
+        if as_json:
+            emit_json(LAUNCH_SCHEMA, payload)
+        else:
+            _echo(f"run {run.run_id} failed after {outcome.elapsed_s:.1f}s: {outcome.reason}")
+            _print_diagnosis(outcome.diagnosis or {})
+            _echo(f"log: {run.log_path}")
+        return 3
+    if as_json:
+        emit_json(LAUNCH_SCHEMA, payload)
+    else:
+        _print_ready(run, outcome)
+    if detach:
+        runs_launch.detach(run)
+        if not as_json:
+            _echo(f"detached; stop it with: servepilot stop {run.record.get('name') or run.run_id}")
+        return 0
+    if not as_json:
+        _echo("serving; Ctrl-C stops the engine")
+    try:
+        code = supervisor.wait_exit()
+    except KeyboardInterrupt:
+        return _interrupted(run, process, runs_launch, as_json)
+    diagnosis = None
+    state = "exited"
+    if code:
+        from servepilot.runs import integration
+
+        diagnosis = integration.triage_log(run.log_path, plan.command.engine)
+        state = "failed"
+    runs_launch.finish(run.run_id, state, exit_code=code, diagnosis=diagnosis, record=run.record, run_dir=run.run_dir,
+                       category=((diagnosis or {}).get("root_cause") or {}).get("category"))
+    if not as_json:
+        _echo(f"engine exited with code {code}")
+        if diagnosis:
+            _print_diagnosis(diagnosis)
+    return 3 if code else 0
+
+
+def _print_ready(run, outcome) -> None:
+    _echo(f"ready after {outcome.elapsed_s:.1f}s: {outcome.url}")
+    if outcome.served_models:
+        _echo(f"  served model: {', '.join(outcome.served_models)}")
+    m, p = outcome.figures, outcome.predicted or {}
+    _echo(f"  KV tokens:       measured {_fmt(m.get('kv_tokens'))}   planned {_fmt(p.get('kv_tokens'))}")
+    _echo(f"  max concurrency: measured {_fmt(m.get('max_concurrency'))}   planned {_fmt(p.get('max_concurrency'))}")
+
+
+def _interrupted(run, process, runs_launch, as_json) -> int:
+    """Ctrl-C while attached: stop the run's own group gracefully and record it."""
+    if not as_json:
+        _echo("\ninterrupted: stopping the engine's process group", err=True)
+    result = process.stop_group(run.identity, grace_s=runs_launch.DEFAULT_STOP_GRACE_S)
+    runs_launch.finish(run.run_id, "stopped", record=run.record, run_dir=run.run_dir, reason=result.detail)
+    if as_json:
+        emit_json(LAUNCH_SCHEMA, {"run_id": run.run_id, "state": "stopped", "reason": result.detail})
+    return 130
+
+
+@click.command()
+@click.option("--all", "show_all", is_flag=True, help="Every recorded run (default: the last 20).")
+@JSON_OPTION
+def ps(show_all, as_json):
+    """List runs with their state, checked against the live pid and its start time."""
+    from servepilot.runs.manage import list_runs
+
+    rows = list_runs(limit=None if show_all else 20)
+    if as_json:
+        emit_json("servepilot.ps/1", {"runs": rows})
+        return 0
+    if not rows:
+        _echo("no runs yet")
+        return 0
+    _echo(f"{'RUN':<34} {'STATE':<9} {'ENGINE':<10} {'PID':>7} {'PORT':>6} {'AGE':>8}  MODEL")
+    for r in rows:
+        age = f"{r.age_s / 60:.0f}m" if r.age_s >= 60 else f"{r.age_s:.0f}s"
+        _echo(f"{r.id:<34} {r.state:<9} {r.engine or '?':<10} {r.pid or '-':>7} {r.port or '-':>6} {age:>8}  {r.model or '?'}")
+    return 0
+
+
+@click.command()
+@click.argument("run")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing new lines while the run is alive.")
+@JSON_OPTION
+def logs(run, follow, as_json):
+    """Print (or follow) a run's server log. RUN: id, unique id prefix, or --name."""
+    from pathlib import Path
+
+    from servepilot.runs import process
+    from servepilot.runs.follow import LogFollower
+    from servepilot.runs.manage import resolve_run
+    from servepilot.runs.rundir import LOG_NAME
+
+    row = resolve_run(run)
+    path = Path(row["run_dir"]) / LOG_NAME
+    if as_json:
+        text = path.read_text(errors="replace") if path.exists() else ""
+        emit_json("servepilot.logs/1", {"run_id": row["id"], "log": str(path), "lines": text.splitlines()})
+        return 0
+    follower = LogFollower(path)
+    try:
+        while True:
+            text = follower.read_new()
+            if text:
+                sys.stdout.write(text)
+                sys.stdout.flush()
+            if not follow:
+                break
+            if not text and not process.is_same_process(row.get("pid"), row.get("pid_start_time")):
+                sys.stdout.write(follower.read_new())
+                break
+            time.sleep(follower.sleep_s)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        follower.close()
+    return 0
+
+
+@click.command()
+@click.argument("run")
+@click.option("--grace", type=float, default=10.0, show_default=True, metavar="S",
+              help="Seconds between SIGTERM and SIGKILL.")
+@JSON_OPTION
+def stop(run, grace, as_json):
+    """Stop a run's own process group: SIGTERM, a grace period, then SIGKILL."""
+    from servepilot.runs.manage import stop_run
+
+    result = stop_run(run, grace_s=grace)
+    if as_json:
+        emit_json("servepilot.stop/1", result)
+    else:
+        _echo(f"{result.run_id}: {result.detail} (state {result.state})")
+    return 0
+
+
+@click.command()
+@click.option("--model", metavar="M", help="Only attempts at this model (path or id as launched).")
+@JSON_OPTION
+def history(model, as_json):
+    """Attempts per model: what changed from the previous attempt, and the outcome."""
+    from servepilot.runs.manage import history as runs_history
+
+    models = runs_history(model)
+    if as_json:
+        emit_json("servepilot.history/1", {"models": models})
+        return 0
+    if not models:
+        _echo("no attempts recorded" + (f" for {model}" if model else ""))
+        return 0
+    for group in models:
+        _echo(group["model"])
+        for a in group["attempts"]:
+            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(a["created_at"]))
+            outcome = a["state"] + (f" ({a['category']})" if a.get("category") else "")
+            _echo(f"  {when}  {a['run_id']}  {outcome}")
+            for kind, change in a["changes"].items():
+                _echo(f"      {kind}: {_describe_change(change)}")
+    return 0
+
+
+def _describe_change(change) -> str:
+    if isinstance(change, list):
+        return f"{change[0]} → {change[1]}"
+    parts = []
+    for k, v in change.get("added", {}).items():
+        parts.append(f"+{k}={v}")
+    for k, v in change.get("removed", {}).items():
+        parts.append(f"-{k}={v}")
+    for k, (a, b) in change.get("changed", {}).items():
+        parts.append(f"{k}: {a} → {b}")
+    return ", ".join(parts)
+
+
+@click.command()
+@click.option("--yes", is_flag=True, help="Remove the leftovers (default: only list them).")
+@JSON_OPTION
+def cleanup(yes, as_json):
+    """List engine shared-memory leftovers in /dev/shm whose processes are gone; --yes removes them."""
+    from servepilot.runs import shm
+
+    entries = shm.scan()
+    if yes:
+        entries = shm.remove_leftovers(entries)
+    if as_json:
+        emit_json("servepilot.cleanup/1", {"dir": str(shm.SHM_DIR), "entries": entries,
+                                           "removed": sum(e.removed for e in entries)})
+        return 0
+    if not entries:
+        _echo(f"no engine leftovers in {shm.SHM_DIR}")
+        return 0
+    for e in entries:
+        who = f" held by {', '.join(map(str, e.holders))}" if e.holders else ""
+        done = " removed" if e.removed else ""
+        _echo(f"{e.status:<9} {human_bytes(e.size):>10}  {e.path}{who}{done}")
+    leftovers = [e for e in entries if e.status == "leftover" and not e.removed]
+    if leftovers and not yes:
+        _echo(f"{len(leftovers)} leftover(s); `servepilot cleanup --yes` removes them")
+    return 0

@@ -1,0 +1,87 @@
+"""llama.cpp start-up log lines (llama-server and llama-cpp-python's server), as data.
+
+Same row shape as engines/vllm/logs.py. Lines read from llama-cpp-python 0.3.36 (its
+vendored llama.cpp) serving a GGUF on the CPU.
+"""
+
+ENGINE = "llama.cpp"
+# llama-server listens on 8080; `python -m llama_cpp.server` on 8000 (ServerSettings.port).
+DEFAULT_PORT = 8080
+DEFAULT_PORT_BY_PROGRAM = {"llama_cpp.server": 8000}
+
+PHASES = (
+    {
+        "phase": "weights",
+        "needle": "llama_model_load",
+        "regex": r"llama_model_load",
+        "versions": ">=0.0",
+        "source": "llama.cpp src/llama.cpp (llama_model_load_from_file_impl)",
+    },
+    {
+        "phase": "weights",
+        "needle": "llama_model_loader: loaded meta data",
+        "regex": r"llama_model_loader: loaded meta data",
+        "versions": ">=0.0",
+        "source": "llama.cpp src/llama-model-loader.cpp",
+    },
+    {
+        "phase": "weights",
+        "needle": "model buffer size",
+        "regex": r"load_tensors:\s+\S+ model buffer size =\s+(?P<weights_bytes>[\d.]+) MiB",
+        "units": {"weights_bytes": "MiB"},
+        "versions": ">=0.0",
+        "source": "llama.cpp src/llama-model.cpp (load_tensors)",
+    },
+    {
+        "phase": "kv_cache",
+        "needle": "llama_kv_cache",
+        "regex": r"llama_kv_cache(_unified)?: size =\s+(?P<kv_cache_bytes>[\d.]+) MiB \(\s*(?P<kv_tokens>\d+) cells",
+        "units": {"kv_cache_bytes": "MiB"},
+        "versions": ">=0.0",
+        "source": "llama.cpp src/llama-kv-cache.cpp",
+    },
+    {
+        "phase": "kv_cache",
+        "needle": "n_seq_max",
+        "regex": r"llama_context: n_seq_max\s+=\s+(?P<max_concurrency>\d+)",
+        "versions": ">=0.0",
+        "source": "llama.cpp src/llama-context.cpp",
+    },
+    {
+        "phase": "kv_cache",
+        "needle": "n_ctx_seq",
+        "regex": r"llama_context: n_ctx_seq\s+=\s+(?P<max_model_len>\d+)",
+        "versions": ">=0.0",
+        "source": "llama.cpp src/llama-context.cpp",
+    },
+    {
+        "phase": "server",
+        "needle": "Application startup complete",
+        "regex": r"Application startup complete",
+        "versions": ">=0.0",
+        "source": "uvicorn/lifespan/on.py (llama-cpp-python server)",
+    },
+    {
+        "phase": "server",
+        "needle": "Uvicorn running on",
+        "regex": r"Uvicorn running on",
+        "versions": ">=0.0",
+        "source": "uvicorn/server.py (llama-cpp-python server)",
+    },
+    {
+        "phase": "server",
+        "needle": "server is listening",
+        "regex": r"server is listening on",
+        "versions": ">=0.0",
+        "source": "llama.cpp tools/server/server.cpp",
+    },
+)
+
+FATAL = (
+    {
+        "needle": "failed to load model",
+        "regex": r"(main|srv\s+load_model): (error: )?failed to load model|error: unable to load model",
+        "versions": ">=0.0",
+        "source": "llama.cpp tools/server/server.cpp",
+    },
+)

@@ -1,0 +1,91 @@
+"""SGLang start-up log lines: load phases, measured figures and fatal lines, as data.
+
+Same row shape as engines/vllm/logs.py. Sources read in the sglang 0.5.6 sdist.
+"""
+
+ENGINE = "sglang"
+# python -m sglang.launch_server listens on 30000 by default (ServerArgs.port).
+DEFAULT_PORT = 30000
+
+PHASES = (
+    {
+        "phase": "init",
+        "needle": "Init torch distributed begin",
+        "regex": r"Init torch distributed begin",
+        "versions": ">=0.4",
+        "source": "sglang/srt/model_executor/model_runner.py@v0.5.6",
+    },
+    {
+        "phase": "weights",
+        "needle": "Load weight begin",
+        "regex": r"Load weight begin",
+        "versions": ">=0.4",
+        "source": "sglang/srt/model_executor/model_runner.py@v0.5.6",
+    },
+    {
+        "phase": "weights",
+        "needle": "Loading safetensors checkpoint shards",
+        "regex": r"Loading safetensors checkpoint shards:\s*(?P<percent>\d+)% Completed \|\s*(?P<shard>\d+)/(?P<shards>\d+)",
+        "versions": ">=0.4",
+        "source": "sglang/srt/model_loader/weight_utils.py@v0.5.6 (_BAR_FORMAT)",
+    },
+    {
+        # SGLang's "GB" are GiB: get_available_gpu_memory divides by 1 << 30.
+        "phase": "weights",
+        "needle": "Load weight end",
+        "regex": r"Load weight end\..*mem usage=(?P<weights_bytes>[\d.]+) GB",
+        "units": {"weights_bytes": "GiB"},
+        "versions": ">=0.4",
+        "source": "sglang/srt/model_executor/model_runner.py@v0.5.6",
+    },
+    {
+        "phase": "kv_cache",
+        "needle": "KV Cache is allocated",
+        "regex": r"KV Cache is allocated\. #tokens: (?P<kv_tokens>\d+)",
+        "versions": ">=0.4",
+        "source": "sglang/srt/mem_cache/memory_pool.py@v0.5.6",
+    },
+    {
+        "phase": "kv_cache",
+        "needle": "max_total_num_tokens=",
+        "regex": r"max_total_num_tokens=(?P<kv_tokens>\d+).*?max_running_requests=(?P<max_concurrency>\d+).*?context_len=(?P<max_model_len>\d+)",
+        "versions": ">=0.4",
+        "source": "sglang/srt/managers/scheduler.py@v0.5.6",
+    },
+    {
+        "phase": "cuda_graphs",
+        "needle": "Capture cuda graph",
+        "regex": r"Capture cuda graph (bs|num tokens)",
+        "versions": ">=0.4",
+        "source": "sglang/srt/model_executor/cuda_graph_runner.py@v0.5.6",
+    },
+    {
+        "phase": "server",
+        "needle": "Application startup complete",
+        "regex": r"Application startup complete",
+        "versions": ">=0.4",
+        "source": "uvicorn/lifespan/on.py (uvicorn>=0.20)",
+    },
+    {
+        "phase": "server",
+        "needle": "fired up and ready to roll",
+        "regex": r"The server is fired up and ready to roll",
+        "versions": ">=0.4",
+        "source": "sglang/srt/entrypoints/http_server.py@v0.5.6",
+    },
+)
+
+FATAL = (
+    {
+        "needle": "Capture cuda graph failed",
+        "regex": r"Capture cuda graph failed",
+        "versions": ">=0.4",
+        "source": "sglang/srt/model_executor/cuda_graph_runner.py@v0.5.6",
+    },
+    {
+        "needle": "CUDA out of memory",
+        "regex": r"(torch\.OutOfMemoryError|torch\.cuda\.OutOfMemoryError).*CUDA out of memory",
+        "versions": ">=0.4",
+        "source": "torch/cuda/memory.py (torch>=2.1)",
+    },
+)

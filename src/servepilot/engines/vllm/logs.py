@@ -1,0 +1,128 @@
+"""vLLM start-up log lines: load phases, measured figures and fatal lines, as data.
+
+Each row: `needle` (a literal that must appear in the line; a cheap prefilter so the
+supervisor runs regexes only on the few lines that can match), `regex` (named groups are
+figures, see runs/phases.py for their units), `phase` (the load phase the line starts),
+`versions` (PEP 440 range the format was read at) and `source` (where the text is printed).
+"""
+
+ENGINE = "vllm"
+# `vllm serve` and the OpenAI api_server listen on 8000 unless --port says otherwise.
+DEFAULT_PORT = 8000
+
+PHASES = (
+    {
+        "phase": "init",
+        "needle": "Initializing a V1 LLM engine",
+        "regex": r"Initializing a V1 LLM engine \(v(?P<engine_version>[^)\s]+)\)",
+        "versions": ">=0.8",
+        "source": "vllm/v1/engine/core.py@v0.16.0",
+    },
+    {
+        "phase": "weights",
+        "needle": "Starting to load model",
+        "regex": r"Starting to load model",
+        "versions": ">=0.8",
+        "source": "vllm/v1/worker/gpu_model_runner.py@v0.16.0",
+    },
+    {
+        # tqdm with bar_format "{desc}: {percentage:3.0f}% Completed | {n_fmt}/{total_fmt} ...";
+        # tqdm redraws with carriage returns, so each update is its own \r-separated record.
+        "phase": "weights",
+        "needle": "Loading safetensors checkpoint shards",
+        "regex": r"Loading safetensors checkpoint shards:\s*(?P<percent>\d+)% Completed \|\s*(?P<shard>\d+)/(?P<shards>\d+)",
+        "versions": ">=0.4",
+        "source": "vllm/model_executor/model_loader/weight_utils.py@v0.16.0 (_BAR_FORMAT)",
+    },
+    {
+        "phase": "weights",
+        "needle": "Model loading took",
+        "regex": r"Model loading took (?P<weights_bytes>[\d.]+) ?GiB",
+        "units": {"weights_bytes": "GiB"},
+        "versions": ">=0.8",
+        "source": "vllm/v1/worker/gpu_model_runner.py@v0.16.0",
+    },
+    {
+        "phase": "profiling",
+        "needle": "Dynamo bytecode transform time",
+        "regex": r"Dynamo bytecode transform time",
+        "versions": ">=0.8",
+        "source": "vllm/compilation/backends.py@v0.16.0",
+    },
+    {
+        "phase": "profiling",
+        "needle": "torch.compile takes",
+        "regex": r"torch\.compile takes [\d.]+ s in total",
+        "versions": ">=0.8",
+        "source": "vllm/compilation/monitor.py@v0.16.0",
+    },
+    {
+        "phase": "kv_cache",
+        "needle": "Available KV cache memory",
+        "regex": r"Available KV cache memory: (?P<available_kv_bytes>[\d.]+) GiB",
+        "units": {"available_kv_bytes": "GiB"},
+        "versions": ">=0.8",
+        "source": "vllm/v1/worker/gpu_worker.py@v0.16.0",
+    },
+    {
+        # v0.16.0 prints the tokens and the concurrency on two lines; later versions merge
+        # them into "GPU KV cache size: N tokens, Maximum concurrency for L tokens ...".
+        "phase": "kv_cache",
+        "needle": "KV cache size:",
+        "regex": r"KV cache size: (?P<kv_tokens>[\d,]+) tokens",
+        "versions": ">=0.8",
+        "source": "vllm/v1/core/kv_cache_utils.py@v0.16.0 (_report_kv_cache_config)",
+    },
+    {
+        "phase": "kv_cache",
+        "needle": "Maximum concurrency for",
+        "regex": r"Maximum concurrency for (?P<max_model_len>[\d,]+) tokens per request: (?P<max_concurrency>[\d.]+)x",
+        "versions": ">=0.8",
+        "source": "vllm/v1/core/kv_cache_utils.py@v0.16.0",
+    },
+    {
+        "phase": "cuda_graphs",
+        "needle": "Capturing CUDA graph",
+        "regex": r"Capturing CUDA graphs?",
+        "versions": ">=0.8",
+        "source": "vllm/v1/worker/gpu_model_runner.py@v0.16.0 (tqdm desc)",
+    },
+    {
+        "phase": "cuda_graphs",
+        "needle": "Graph capturing finished",
+        "regex": r"Graph capturing finished in [\d.]+ secs",
+        "versions": ">=0.8",
+        "source": "vllm/v1/worker/gpu_model_runner.py@v0.16.0",
+    },
+    {
+        "phase": "server",
+        "needle": "Starting vLLM API server",
+        "regex": r"Starting vLLM API server",
+        "versions": ">=0.8",
+        "source": "vllm/entrypoints/openai/api_server.py@v0.16.0",
+    },
+    {
+        # uvicorn prints this before it binds the socket, so it is a hint to probe now,
+        # never proof of readiness (the HTTP probe decides).
+        "phase": "server",
+        "needle": "Application startup complete",
+        "regex": r"Application startup complete",
+        "versions": ">=0.4",
+        "source": "uvicorn/lifespan/on.py (uvicorn>=0.20)",
+    },
+)
+
+FATAL = (
+    {
+        "needle": "Engine core initialization failed",
+        "regex": r"Engine core initialization failed",
+        "versions": ">=0.8",
+        "source": "vllm/v1/engine/core_client.py@v0.16.0",
+    },
+    {
+        "needle": "CUDA out of memory",
+        "regex": r"(torch\.OutOfMemoryError|torch\.cuda\.OutOfMemoryError).*CUDA out of memory",
+        "versions": ">=0.4",
+        "source": "torch/cuda/memory.py (torch>=2.1)",
+    },
+)

@@ -1,0 +1,72 @@
+"""The environment a run gets, and the redacted view of it that servepilot records."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+REDACTED = "<redacted>"
+
+# Names that carry credentials by convention: HF_TOKEN, OPENAI_API_KEY, WANDB_API_KEY,
+# AWS_SECRET_ACCESS_KEY, DB_PASSWORD, GOOGLE_APPLICATION_CREDENTIALS, HTTP_AUTH...
+# Matched anywhere in the name, case-insensitively; KEY also catches harmless names such as
+# KEYBOARD, which costs only a redacted value in the record.
+SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
+
+
+def is_secret(name: str) -> bool:
+    return bool(SECRET_NAME.search(name))
+
+
+def redact(env: Mapping[str, str]) -> dict[str, str]:
+    """The same mapping with the values of secret-looking names replaced."""
+    return {k: (REDACTED if is_secret(k) else v) for k, v in env.items()}
+
+
+def run_environment(parent: Mapping[str, str], overrides: Mapping[str, str]) -> dict[str, str]:
+    """The full environment the engine process gets: the parent's plus the command's K=V."""
+    env = dict(parent)
+    env.update({str(k): str(v) for k, v in overrides.items()})
+    return env
+
+
+def environment_diff(parent: Mapping[str, str], child: Mapping[str, str]) -> dict[str, str | None]:
+    """What the child's environment sets differently from the parent's, redacted.
+
+    A name the child drops maps to None (recorded so history can show an unset).
+    """
+    diff: dict[str, str | None] = {}
+    for k, v in child.items():
+        if parent.get(k) != v:
+            diff[k] = v
+    for k in parent:
+        if k not in child:
+            diff[k] = None
+    return {k: (REDACTED if v is not None and is_secret(k) else v) for k, v in sorted(diff.items())}
+
+
+def redact_argv(argv: list[str] | tuple[str, ...]) -> list[str]:
+    """The command line with the values of secret-looking flags replaced.
+
+    Engines take credentials as flags too (vLLM's `--api-key`, `--hf-token`); the run
+    record and history must not keep them. Both `--flag value` and `--flag=value` forms.
+    """
+    out: list[str] = []
+    hide_next = False
+    for word in argv:
+        if hide_next and not word.startswith("-"):
+            out.append(REDACTED)
+            hide_next = False
+            continue
+        hide_next = False
+        if word.startswith("-"):
+            name, eq, _ = word.lstrip("-").partition("=")
+            if is_secret(name.replace("-", "_")):
+                if eq:
+                    out.append(word.split("=", 1)[0] + "=" + REDACTED)
+                else:
+                    out.append(word)
+                    hide_next = True
+                continue
+        out.append(word)
+    return out

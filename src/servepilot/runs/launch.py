@@ -1,0 +1,359 @@
+"""Launch an engine under supervision: plan, start, follow, probe, diagnose, record.
+
+Plan first (STYLE.md habit 3): `prepare_launch` reads the command, refuses what launch
+cannot do (an ssh-wrapped command), runs check and the planner, and returns a frozen
+`LaunchPlan` that the CLI shows or refuses. `start_run` then makes the run directory and
+starts the process; `Supervisor.wait_ready` follows it until it serves or fails.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from servepilot.errors import BadInput
+from servepilot.jsonable import to_jsonable
+from servepilot.runs import environment, integration, process, rundir, store
+from servepilot.runs.follow import LogFollower
+from servepilot.runs.phases import Event, PhaseTracker, default_port
+from servepilot.runs.readiness import Probe, base_url, probe
+
+# An engine that printed a fatal line usually exits by itself within seconds (vLLM tears
+# down its workers); if it has not after this long it is hung (the story's multi-process
+# hang) and servepilot stops its group.
+FATAL_SETTLE_S = 5.0
+# Probing costs a TCP connect and two requests; twice a second is plenty next to start-up
+# times of seconds to minutes.
+PROBE_INTERVAL_S = 0.5
+# Large checkpoints take ten minutes or more to load (the story: 540 GB); half an hour
+# before calling a start hung.
+DEFAULT_READY_TIMEOUT_S = 1800.0
+DEFAULT_STOP_GRACE_S = 10.0
+
+LIVE_STATES = ("starting", "ready")
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """Everything decided before a process starts."""
+
+    command: integration.LaunchCommand
+    check: Any = field(default=None, metadata={"json": False})
+    plan: Any = field(default=None, metadata={"json": False})
+    notes: tuple[str, ...] = ()
+
+    @property
+    def predicted_failure(self) -> bool:
+        return self.check is not None and getattr(self.check, "verdict", None) == "fail"
+
+    @property
+    def port(self) -> int | None:
+        return self.command.port or default_port(self.command.engine, self.command.program)
+
+
+def prepare_launch(command: list[str], *, gpu: str | None = None, engine_version: str | None = None,
+                   command_file: str | None = None) -> LaunchPlan:
+    cmd = integration.build_launch_command(command, gpu, engine_version, command_file)
+    if cmd.ssh_host:
+        raise BadInput(
+            f"the command runs on {cmd.ssh_host} over ssh; servepilot launch starts engines on this machine only",
+            hint="run `servepilot launch -- ...` on that host itself",
+        )
+    if not cmd.argv:
+        raise BadInput("no engine command to run", hint="servepilot launch -- vllm serve MODEL ...")
+    notes = list(cmd.notes)
+    if cmd.dropped:
+        notes.append(
+            "servepilot owns the log and the process: dropped from the command: " + ", ".join(cmd.dropped)
+        )
+    check, note = integration.run_check(cmd)
+    if note:
+        notes.append(note)
+    plan, note = integration.plan(cmd)
+    if note:
+        notes.append(note)
+    return LaunchPlan(command=cmd, check=check, plan=plan, notes=tuple(notes))
+
+
+@dataclass
+class Run:
+    """A started attempt: its record on disk and in the history, and its live process."""
+
+    run_id: str
+    run_dir: Path
+    identity: process.ProcessIdentity
+    plan: LaunchPlan
+    record: dict[str, Any]
+    proc: Any = None  # subprocess.Popen while this process is the engine's parent
+
+    @property
+    def log_path(self) -> Path:
+        return self.run_dir / rundir.LOG_NAME
+
+
+def _command_text(cmd: integration.LaunchCommand, env_diff: dict[str, str | None]) -> str:
+    assigns = [f"{k}={shlex.quote(v)}" for k, v in env_diff.items() if v is not None]
+    return " ".join([*assigns, shlex.join(environment.redact_argv(cmd.argv))]) + "\n"
+
+
+def start_run(plan: LaunchPlan, *, name: str | None = None, cwd: str | Path | None = None) -> Run:
+    """Create the run directory and history row, then start the engine in its own session."""
+    cmd = plan.command
+    cwd = str(Path(cwd or os.getcwd()).resolve())
+    parent_env = dict(os.environ)
+    child_env = environment.run_environment(parent_env, cmd.env)
+    env_diff = environment.environment_diff(parent_env, child_env)
+    run_id, run_dir = rundir.create_run_dir(name)
+    (run_dir / rundir.COMMAND_NAME).write_text(_command_text(cmd, env_diff))
+    record: dict[str, Any] = {
+        "id": run_id,
+        "name": name,
+        "created_at": time.time(),
+        "run_dir": str(run_dir),
+        "log": str(run_dir / rundir.LOG_NAME),
+        "engine": cmd.engine,
+        "engine_version": cmd.engine_version,
+        "model": cmd.model,
+        "argv": environment.redact_argv(cmd.argv),
+        "env": env_diff,
+        "cwd": cwd,
+        "host": cmd.host,
+        "port": plan.port,
+        "gpus": list(cmd.gpus),
+        "gpu_key": cmd.gpu_key,
+        "dropped": list(cmd.dropped),
+        "notes": list(plan.notes),
+        "overlay": integration.overlay_of(cmd.model),
+        "check": to_jsonable(plan.check) if plan.check is not None else None,
+        "plan": to_jsonable(plan.plan) if plan.plan is not None else None,
+        "state": "starting",
+    }
+    db = store.connect()
+    try:
+        store.insert_run(
+            db, id=run_id, name=name, created_at=record["created_at"], run_dir=str(run_dir),
+            engine=cmd.engine, engine_version=cmd.engine_version, model=cmd.model,
+            argv_json=record["argv"], env_json=env_diff, cwd=cwd, host=cmd.host, port=plan.port,
+            state="starting", check_verdict=getattr(plan.check, "verdict", None),
+            options_json=_flags(record["argv"]), overlay=_overlay_key(record["overlay"]),
+            gpu_key=cmd.gpu_key, gpus_json=list(cmd.gpus),
+            model_key=(record["overlay"] or {}).get("original") or cmd.model,
+        )
+        log_fd = rundir.open_log_exclusive(run_dir)
+        try:
+            proc, identity = process.spawn(cmd.argv, env=child_env, cwd=cwd, log_fd=log_fd)
+        except BaseException as exc:
+            store.update_run(db, run_id, state="failed", ended_at=time.time(),
+                             diagnosis_json={"error": str(exc)})
+            record.update(state="failed", error=str(exc))
+            rundir.write_record(run_dir, record)
+            raise
+        finally:
+            os.close(log_fd)  # the child holds its own copy; we read through the path
+        record.update(pid=identity.pid, pid_start_time=identity.start_time, pgid=identity.pgid)
+        store.update_run(db, run_id, pid=identity.pid, pid_start_time=identity.start_time, pgid=identity.pgid)
+    finally:
+        db.close()
+    rundir.write_record(run_dir, record)
+    return Run(run_id=run_id, run_dir=run_dir, identity=identity, plan=plan, record=record, proc=proc)
+
+
+def _flags(argv: list[str]) -> dict[str, str]:
+    """The operator's flags as {name: value} for history's diff (positional model aside)."""
+    return integration._flag_values(list(argv))
+
+
+def _overlay_key(overlay: dict | None) -> str | None:
+    if not overlay:
+        return None
+    return f"{overlay.get('dir')} (patches {overlay.get('patches_hash', '?')[:12]} of {overlay.get('original', '?')})"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a supervised start ended."""
+
+    run_id: str
+    state: str  # "ready" | "failed" | "stopped"
+    elapsed_s: float
+    url: str | None = None
+    served_models: tuple[str, ...] = ()
+    figures: dict = field(default_factory=dict)
+    exit_code: int | None = None
+    reason: str | None = None  # "exited with code 1", "fatal line", "not ready after 1800 s", ...
+    diagnosis: dict | None = None
+    predicted: dict | None = None  # the planner's kv_tokens / max_concurrency beside `figures`
+    exited_at: float | None = None  # time.time() when the exit was noticed (bench: diagnosis latency)
+
+
+class Supervisor:
+    """Follow one run from start to ready (or failure) and record what happened."""
+
+    def __init__(self, run: Run, *, on_event: Callable[[Event], None] | None = None,
+                 ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S):
+        self.run = run
+        self.on_event = on_event or (lambda e: None)
+        self.ready_timeout_s = ready_timeout_s
+        self.tracker = PhaseTracker(run.plan.command.engine)
+        self.follower = LogFollower(run.log_path)
+        self._exited = threading.Event()
+        self._exit_code: int | None = None
+        self._exit_time: float | None = None
+        if run.proc is not None:
+            threading.Thread(target=self._reap, name=f"reap-{run.identity.pid}", daemon=True).start()
+
+    def _reap(self) -> None:
+        self._exit_code = self.run.proc.wait()
+        self._exit_time = time.time()
+        self._exited.set()
+
+    def _alive(self) -> bool:
+        if self.run.proc is not None:
+            return not self._exited.is_set()
+        return process.is_same_process(self.run.identity.pid, self.run.identity.start_time)
+
+    def _pump(self) -> None:
+        text = self.follower.read_new()
+        if text:
+            for event in self.tracker.feed(text):
+                self.on_event(event)
+
+    def wait_ready(self) -> Outcome:
+        started = time.monotonic()
+        port = self.run.plan.port
+        url = base_url(self.run.plan.command.host, port) if port else None
+        next_probe = 0.0
+        fatal_since: float | None = None
+        try:
+            while True:
+                self._pump()
+                if not self._alive():
+                    self._pump()  # the last lines, written just before the exit
+                    return self._failed(started, reason=None)
+                now = time.monotonic()
+                if self.tracker.fatal_line and fatal_since is None:
+                    fatal_since = now
+                if fatal_since is not None and now - fatal_since > FATAL_SETTLE_S:
+                    process.stop_group(self.run.identity, grace_s=DEFAULT_STOP_GRACE_S)
+                    return self._failed(started, reason=f"fatal line, then no exit for {FATAL_SETTLE_S:g} s: stopped")
+                if now - started > self.ready_timeout_s:
+                    process.stop_group(self.run.identity, grace_s=DEFAULT_STOP_GRACE_S)
+                    return self._failed(started, reason=f"not ready after {self.ready_timeout_s:g} s: stopped")
+                if url and fatal_since is None and (now >= next_probe or self.tracker.server_hint):
+                    self.tracker.server_hint = False
+                    next_probe = now + PROBE_INTERVAL_S
+                    result = self._probe(url, port)
+                    if result is not None and result.ready and self._alive():
+                        return self._ready(started, url, result)
+                if self.run.proc is not None:
+                    self._exited.wait(self.follower.sleep_s)  # wakes at once on exit
+                else:
+                    time.sleep(self.follower.sleep_s)
+        finally:
+            self.follower.close()
+
+    def _probe(self, url: str, port: int) -> Probe | None:
+        # Only ask once our own process tree listens on the port: otherwise a different
+        # server already on that port (the port-in-use failure) would look ready.
+        ports = process.listening_ports(self.run.identity)
+        if port not in ports:
+            return None
+        return probe(url)
+
+    def _ready(self, started: float, url: str, result: Probe) -> Outcome:
+        figures = dict(self.tracker.figures)
+        opts = self.run.plan.command.options or {}
+        tp = opts.get("tensor_parallel_size") or opts.get("tensor-parallel-size") or opts.get("tp")
+        if tp is not None and "tp" not in figures:
+            try:
+                figures["tp"] = int(tp)
+            except (TypeError, ValueError):
+                pass
+        resolved = getattr(self.run.plan.check, "resolved", None)
+        kv_dtype = resolved.get("kv_cache_dtype") if isinstance(resolved, dict) else getattr(resolved, "kv_cache_dtype", None)
+        if kv_dtype and "kv_cache_dtype" not in figures:
+            figures["kv_cache_dtype"] = str(kv_dtype)
+        outcome = Outcome(
+            run_id=self.run.run_id, state="ready", elapsed_s=time.monotonic() - started, url=url,
+            served_models=result.served_models, figures=figures, predicted=_predicted(self.run.plan.plan),
+        )
+        cmd = self.run.plan.command
+        db = store.connect()
+        try:
+            store.update_run(db, self.run.run_id, only_if_state=("starting",), state="ready", ready_at=time.time(),
+                             served_model=", ".join(result.served_models) or None)
+            if any(figures.get(k) is not None for k in store.MEASUREMENT_FIELDS):
+                store.record_measurement(db, self.run.run_id, model=cmd.model, engine=cmd.engine,
+                                         gpu_key=cmd.gpu_key, figures=figures)
+        finally:
+            db.close()
+        self.run.record.update(state="ready", ready_at=time.time(), url=url,
+                               served_models=list(result.served_models), figures=figures)
+        rundir.write_record(self.run.run_dir, self.run.record)
+        return outcome
+
+    def _failed(self, started: float, reason: str | None) -> Outcome:
+        exited_at = self._exit_time or time.time()
+        code = self._exit_code
+        if reason is None:
+            reason = f"exited with code {code}" if code is not None else "the process exited"
+        diagnosis = integration.triage_log(self.run.log_path, self.run.plan.command.engine)
+        category = (diagnosis.get("root_cause") or {}).get("category")
+        finish(self.run.run_id, "failed", exit_code=code, category=category, diagnosis=diagnosis, record=self.run.record,
+               run_dir=self.run.run_dir, reason=reason)
+        return Outcome(
+            run_id=self.run.run_id, state="failed", elapsed_s=time.monotonic() - started, exit_code=code,
+            reason=reason, diagnosis=diagnosis, figures=dict(self.tracker.figures), exited_at=exited_at,
+            predicted=_predicted(self.run.plan.plan),
+        )
+
+    def wait_exit(self) -> int | None:
+        """Foreground after ready: block until the engine exits; returns its exit code."""
+        if self.run.proc is not None:
+            self._exited.wait()
+            return self._exit_code
+        while process.is_same_process(self.run.identity.pid, self.run.identity.start_time):
+            time.sleep(0.5)
+        return None
+
+
+def _predicted(plan: Any) -> dict | None:
+    if plan is None:
+        return None
+    return {k: getattr(plan, k, None) for k in ("kv_tokens", "max_concurrency")}
+
+
+def finish(run_id: str, state: str, *, exit_code: int | None = None, category: str | None = None,
+           diagnosis: dict | None = None, record: dict | None = None, run_dir: Path | None = None,
+           reason: str | None = None) -> bool:
+    """Record how a run ended, unless someone (a `stop`) already recorded it."""
+    db = store.connect()
+    try:
+        changed = store.update_run(
+            db, run_id, only_if_state=("starting", "ready", "exited"), state=state, exit_code=exit_code,
+            ended_at=time.time(), category=category, diagnosis_json=diagnosis,
+        )
+    finally:
+        db.close()
+    if changed and record is not None and run_dir is not None:
+        record.update(state=state, exit_code=exit_code, ended_at=time.time(), reason=reason,
+                      diagnosis=diagnosis)
+        rundir.write_record(run_dir, record)
+    return changed
+
+
+# Popen objects of engines left running by --detach. Kept referenced so the interpreter
+# never finalises them mid-run (Popen.__del__ would warn that the child is still running);
+# the engine is in its own session and outlives this process regardless.
+_DETACHED: list[Any] = []
+
+
+def detach(run: Run) -> None:
+    if run.proc is not None:
+        _DETACHED.append(run.proc)

@@ -1,0 +1,188 @@
+"""The run verbs after launch: find a run, its live state, stop it, history between attempts."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from servepilot.errors import BadInput
+from servepilot.runs import process, rundir, store
+
+LIVE_STATES = ("starting", "ready")
+
+
+def resolve_run(ref: str) -> dict[str, Any]:
+    """The run named by its id, a unique id prefix, or its --name (the newest of that name)."""
+    db = store.connect()
+    try:
+        rows = store.find_runs(db, ref)
+    finally:
+        db.close()
+    if not rows:
+        raise BadInput(f"no run matches {ref!r}", hint="`servepilot ps` lists runs")
+    by_name = [r for r in rows if r["name"] == ref]
+    if by_name:
+        return by_name[-1]
+    if len(rows) > 1:
+        ids = ", ".join(r["id"] for r in rows[:5])
+        raise BadInput(f"{ref!r} matches {len(rows)} runs ({ids}{', ...' if len(rows) > 5 else ''})",
+                       hint="give more of the id")
+    return rows[0]
+
+
+def identity_of(row: dict[str, Any]) -> process.ProcessIdentity | None:
+    if not row.get("pid") or not row.get("pid_start_time"):
+        return None
+    return process.ProcessIdentity(row["pid"], row["pid_start_time"], row["pgid"] or row["pid"])
+
+
+def live_state(row: dict[str, Any], db=None) -> str:
+    """The run's state checked against its process: a recorded starting/ready run whose pid
+    is gone, or now belongs to another process (start time differs), has exited."""
+    state = row["state"]
+    if state not in LIVE_STATES:
+        return state
+    if process.is_same_process(row.get("pid"), row.get("pid_start_time")):
+        return state
+    if db is not None:
+        store.update_run(db, row["id"], only_if_state=LIVE_STATES, state="exited", ended_at=time.time())
+    return "exited"
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """One line of `ps`."""
+
+    id: str
+    name: str | None
+    state: str
+    engine: str | None
+    model: str | None
+    pid: int | None
+    port: int | None
+    created_at: float
+    age_s: float
+    served_model: str | None
+    category: str | None
+    exit_code: int | None
+    run_dir: str
+
+
+def list_runs(all_runs: bool = True, limit: int | None = None) -> list[RunRow]:
+    db = store.connect()
+    try:
+        rows = store.list_runs(db, limit=limit)
+        out = []
+        now = time.time()
+        for r in rows:
+            state = live_state(r, db)
+            if not all_runs and state not in LIVE_STATES:
+                continue
+            out.append(RunRow(
+                id=r["id"], name=r["name"], state=state, engine=r["engine"], model=r["model"],
+                pid=r["pid"], port=r["port"], created_at=r["created_at"], age_s=round(now - r["created_at"], 1),
+                served_model=r.get("served_model"), category=r.get("category"), exit_code=r.get("exit_code"),
+                run_dir=r["run_dir"],
+            ))
+        return out
+    finally:
+        db.close()
+
+
+@dataclass(frozen=True)
+class StopOutcome:
+    run_id: str
+    state: str
+    detail: str
+    killed: bool = False
+
+
+def stop_run(ref: str, grace_s: float = 10.0) -> StopOutcome:
+    row = resolve_run(ref)
+    ident = identity_of(row)
+    if ident is None:
+        return StopOutcome(row["id"], row["state"], "the run never started a process")
+    result = process.stop_group(ident, grace_s=grace_s)  # raises NotOurProcess on a recycled pid
+    db = store.connect()
+    try:
+        if result.signalled:
+            store.update_run(db, row["id"], only_if_state=(*LIVE_STATES, "exited"), state="stopped",
+                             ended_at=time.time())
+        state = store.get_run(db, row["id"])["state"]
+        if not result.signalled:
+            state = live_state({**row, "state": state}, db)
+    finally:
+        db.close()
+    if result.signalled:
+        record = rundir.read_record(Path(row["run_dir"]))
+        if record is not None:
+            record.update(state=state, ended_at=time.time(), stop=result.detail)
+            rundir.write_record(Path(row["run_dir"]), record)
+    return StopOutcome(row["id"], state, result.detail, result.killed)
+
+
+# -- history ------------------------------------------------------------------------------
+
+
+def _dict_diff(old: dict | None, new: dict | None) -> dict[str, Any]:
+    old, new = old or {}, new or {}
+    added = {k: new[k] for k in new if k not in old}
+    removed = {k: old[k] for k in old if k not in new}
+    changed = {k: [old[k], new[k]] for k in new if k in old and old[k] != new[k]}
+    return {k: v for k, v in (("added", added), ("removed", removed), ("changed", changed)) if v}
+
+
+def attempt_changes(prev: dict | None, cur: dict) -> dict[str, Any]:
+    """What differs between two attempts at the same model (empty for the first)."""
+    if prev is None:
+        return {}
+    changes: dict[str, Any] = {}
+    flags = _dict_diff(prev.get("options_json"), cur.get("options_json"))
+    if flags:
+        changes["flags"] = flags
+    env = _dict_diff(prev.get("env_json"), cur.get("env_json"))
+    if env:
+        changes["env"] = env
+    for key in ("overlay", "engine_version", "engine", "gpu_key"):
+        if prev.get(key) != cur.get(key):
+            changes[key] = [prev.get(key), cur.get(key)]
+    return changes
+
+
+def history(model: str | None = None) -> list[dict[str, Any]]:
+    """Attempts grouped by model, oldest first, each with what changed and how it ended."""
+    db = store.connect()
+    try:
+        rows = store.list_runs(db, model=model)
+        groups: dict[str, list[dict]] = {}
+        for r in rows:
+            r["state"] = live_state(r, db)
+            # An overlay of a checkpoint is another attempt at the same model.
+            groups.setdefault(r.get("model_key") or r["model"] or "?", []).append(r)
+    finally:
+        db.close()
+    out = []
+    for m, runs in groups.items():
+        attempts = []
+        prev = None
+        for r in runs:
+            diag = r.get("diagnosis_json") or {}
+            root = diag.get("root_cause") or {}
+            attempts.append({
+                "run_id": r["id"],
+                "name": r["name"],
+                "created_at": r["created_at"],
+                "engine": r["engine"],
+                "engine_version": r["engine_version"],
+                "state": r["state"],
+                "exit_code": r["exit_code"],
+                "category": r.get("category"),
+                "cause": root.get("message") or root.get("excerpt") or diag.get("error"),
+                "check_verdict": r.get("check_verdict"),
+                "changes": attempt_changes(prev, r),
+            })
+            prev = r
+        out.append({"model": m, "attempts": attempts})
+    return out

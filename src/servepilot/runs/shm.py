@@ -1,0 +1,125 @@
+"""Engine leftovers in /dev/shm: find the ones no live process holds, remove on request.
+
+A crashed vLLM or SGLang run leaves shared-memory segments (torch's psm_*, Python
+multiprocessing's sem.mp-*, NCCL's nccl-*, vLLM's message-queue buffers) that fill the
+64 MiB-default /dev/shm of a container until the next launch fails in `shm`. A file is a
+leftover only when no process has it open (/proc/<pid>/fd) or mapped (/proc/<pid>/maps).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import stat
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+SHM_DIR = Path("/dev/shm")
+
+# Name patterns, with who creates them.
+PATTERNS = (
+    "psm_*",  # torch.multiprocessing file_system sharing strategy (torch/csrc/.../libshm)
+    "torch_*",  # torch shared-memory manager segments
+    "sem.mp-*",  # CPython multiprocessing named semaphores (Lib/multiprocessing/synchronize.py)
+    "nccl-*",  # NCCL shared-memory transport (src/transport/shm.cc)
+    "vllm*",  # vLLM shared-memory message queues (vllm/distributed/device_communicators/shm_broadcast.py)
+    "sglang*",
+    "wnsm_*",  # Python multiprocessing.shared_memory default names (Lib/multiprocessing/shared_memory.py)
+    "cuda.shm.*",  # CUDA IPC shared memory handles
+)
+
+# A file younger than this may belong to an engine that is starting and has not opened it
+# yet (or between creating and mapping it); leave it for the next cleanup.
+MIN_AGE_S = 60.0
+
+
+@dataclass(frozen=True)
+class ShmEntry:
+    path: str
+    size: int
+    age_s: float
+    holders: tuple[int, ...]  # pids that have it open or mapped
+    status: str  # "leftover" | "in_use" | "too_new" | "unknown" (cannot see all processes)
+    removed: bool = False
+
+
+def _scan_holders(dir_: Path) -> tuple[dict[str, set[int]], set[int]]:
+    """path -> pids holding it (open fd or mapping) under `dir_`; and uids we could not inspect."""
+    prefix = str(dir_).rstrip("/") + "/"
+    held: dict[str, set[int]] = {}
+    blind_uids: set[int] = set()
+    me = os.getpid()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        pid = int(entry.name)
+        if pid == me:
+            continue
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+            for fd in fds:
+                try:
+                    target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                except OSError:
+                    continue
+                if target.startswith(prefix):
+                    held.setdefault(target.removesuffix(" (deleted)"), set()).add(pid)
+            with open(f"/proc/{pid}/maps") as maps:
+                for line in maps:
+                    idx = line.find(prefix)
+                    if idx >= 0:
+                        held.setdefault(line[idx:].rstrip("\n").removesuffix(" (deleted)"), set()).add(pid)
+        except PermissionError:
+            try:
+                blind_uids.add(os.stat(f"/proc/{pid}").st_uid)
+            except OSError:
+                pass
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # exited while we looked
+    return held, blind_uids
+
+
+def scan(shm_dir: Path = SHM_DIR, patterns: tuple[str, ...] = PATTERNS, now: float | None = None) -> list[ShmEntry]:
+    now = now if now is not None else time.time()
+    if not shm_dir.is_dir():
+        return []
+    held, blind_uids = _scan_holders(shm_dir)
+    out = []
+    for entry in sorted(os.scandir(shm_dir), key=lambda e: e.name):
+        if not any(fnmatch.fnmatchcase(entry.name, p) for p in patterns):
+            continue
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            continue
+        holders = tuple(sorted(held.get(entry.path, ())))
+        age = now - st.st_mtime
+        if holders:
+            status = "in_use"
+        elif st.st_uid in blind_uids:
+            status = "unknown"
+        elif age < MIN_AGE_S:
+            status = "too_new"
+        else:
+            status = "leftover"
+        out.append(ShmEntry(entry.path, st.st_size, round(age, 1), holders, status))
+    return out
+
+
+def remove_leftovers(entries: list[ShmEntry], shm_dir: Path = SHM_DIR) -> list[ShmEntry]:
+    """Unlink the `leftover` entries, re-checking each just before (a process may have
+    opened it since the scan). Returns the entries with `removed` set."""
+    held, _ = _scan_holders(shm_dir)
+    out = []
+    for e in entries:
+        if e.status == "leftover" and not held.get(e.path):
+            try:
+                os.unlink(e.path)
+                e = ShmEntry(e.path, e.size, e.age_s, e.holders, e.status, removed=True)
+            except FileNotFoundError:
+                pass
+        out.append(e)
+    return out
