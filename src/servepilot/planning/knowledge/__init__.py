@@ -1,0 +1,1 @@
+"""Versioned memory facts of the engines (YAML data files beside this module)."""

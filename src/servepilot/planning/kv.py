@@ -1,0 +1,294 @@
+"""KV cache geometry and capacity, with vLLM's own formulas.
+
+Sources (vllm-project/vllm): `vllm/v1/kv_cache_interface.py` (page sizes, per-request
+usage), `vllm/v1/core/kv_cache_utils.py` (groups, blocks, reported tokens, concurrency,
+the "estimated maximum model length"), `vllm/config/model.py` (KV heads per TP rank),
+all @v0.16.0; V0 sizing from `vllm/worker/cache_engine.py` (one block spans every layer).
+
+Model of hybrid (sliding + full) models, as vLLM v1 builds it: layers are grouped by type
+in order of first appearance; the group size is the smallest type's layer count (or the
+largest when they differ by < 25 %); each type is cut into ceil(n / group_size) groups
+(padding the last). All groups share one page size, so blocks = available // page //
+group_size, and the reported "GPU KV cache size" is blocks // number_of_groups ×
+block_size: the same figure as if every layer were full attention (plus padding). Sliding
+layers pay off in concurrency: a request holds only cdiv(min(window - 1 + batched tokens,
+max_model_len), block) + 1 blocks of each sliding group. V0 and
+--disable-hybrid-kv-cache-manager treat every layer as full attention.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from servepilot.checkpoint.spec import ModelSpec
+from servepilot.errors import BadInput
+
+# Bytes per KV element for each --kv-cache-dtype value ("auto" follows the model dtype).
+# vllm/utils/torch_utils.py STR_DTYPE_TO_TORCH_DTYPE@v0.16.0: fp8* are stored as uint8.
+_DTYPE_BYTES = {
+    "bfloat16": 2,
+    "float16": 2,
+    "half": 2,
+    "float": 4,
+    "float32": 4,
+    "fp8": 1,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+    "fp8_inc": 1,
+    "int8": 1,
+    "uint8": 1,
+}
+FP8_DS_MLA_BYTES_PER_TOKEN_PER_LAYER = 656  # vllm/v1/kv_cache_interface.py@v0.16.0
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def model_dtype_name(spec: ModelSpec, override: str | None = None) -> str:
+    """The dtype vLLM runs the model in: --dtype, else the config's, with float32 cast down.
+
+    vLLM's "auto" dtype turns a float32 checkpoint into bfloat16 (fp16 on GPUs without bf16);
+    the planner assumes bfloat16 there.
+    """
+    name = (override or "auto").lower()
+    if name in ("auto", "", None):
+        name = (spec.dtype or "bfloat16").lower()
+        if name in ("float32", "float"):
+            name = "bfloat16"
+    return name
+
+
+def kv_dtype_bytes(kv_cache_dtype: str, model_dtype: str = "bfloat16") -> int:
+    """Bytes per stored element for a KV cache dtype; BadInput for a dtype the planner lacks."""
+    name = (kv_cache_dtype or "auto").lower()
+    if name == "auto":
+        name = model_dtype
+    if name in _DTYPE_BYTES:
+        return _DTYPE_BYTES[name]
+    raise BadInput(f"KV cache dtype {kv_cache_dtype!r}: the planner does not know its bytes per element")
+
+
+def kv_heads_per_gpu(spec: ModelSpec, tp: int) -> int:
+    """vLLM ModelConfig.get_num_kv_heads: 1 for MLA, else max(1, kv_heads // tp)."""
+    att = _attention(spec)
+    if att.kind == "mla":
+        return 1
+    return max(1, att.num_kv_heads // max(1, tp))
+
+
+def kv_bytes_per_token_per_layer(spec: ModelSpec, tp: int = 1, kv_cache_dtype: str = "auto",
+                                 model_dtype: str | None = None) -> int:
+    """KV bytes one GPU stores for one token in one attention layer.
+
+    MLA: one latent of kv_lora_rank + qk_rope_head_dim, not divided by TP (fp8_ds_mla: 656 B).
+    Others: 2 (K and V) × max(1, kv_heads // tp) × head_dim × dtype bytes (head_dim + v_head_dim
+    when they differ, as FullAttentionSpec sums head_size and head_size_v).
+    """
+    att = _attention(spec)
+    dtype = (kv_cache_dtype or "auto").lower()
+    mdtype = model_dtype or model_dtype_name(spec)
+    if att.kind == "mla":
+        if dtype == "fp8_ds_mla":
+            return FP8_DS_MLA_BYTES_PER_TOKEN_PER_LAYER
+        head = att.mla_head_size
+        if head is None:
+            raise BadInput(f"{spec.path}: MLA model without kv_lora_rank / qk_rope_head_dim in its config")
+        return head * kv_dtype_bytes(dtype, mdtype)
+    if dtype == "fp8_ds_mla":
+        raise BadInput("KV cache dtype fp8_ds_mla is only for MLA models")
+    v_dim = att.v_head_dim or att.head_dim
+    return kv_heads_per_gpu(spec, tp) * (att.head_dim + v_dim) * kv_dtype_bytes(dtype, mdtype)
+
+
+def kv_bytes_per_token(spec: ModelSpec, tp: int = 1, kv_cache_dtype: str = "auto") -> int:
+    """KV bytes per token per GPU over all attention layers (sliding layers included).
+
+    This is what the engine reserves per token of "GPU KV cache size"; sliding-window layers
+    reduce what a long request holds, not this figure (see the module docstring).
+    """
+    return kv_bytes_per_token_per_layer(spec, tp, kv_cache_dtype) * len(layer_types(spec))
+
+
+def layer_types(spec: ModelSpec) -> tuple[str, ...]:
+    """'full' or 'sliding' for every decoder layer (MTP / next-n layers are not included:
+    vLLM allocates no KV cache for them unless speculative decoding uses them)."""
+    att = _attention(spec)
+    n = att.num_layers
+    window = sliding_window(spec)
+    if att.layer_types and len(att.layer_types) >= n:
+        kinds = tuple("sliding" if "sliding" in str(t) or "local" in str(t) else "full" for t in att.layer_types[:n])
+        return kinds if window else tuple("full" for _ in kinds)
+    if window and att.num_sliding_layers and att.num_full_layers:
+        # No explicit list: assume the pattern repeats evenly (gpt-oss: 1:1, Gemma-3: 5:1).
+        ratio = max(1, round(att.num_sliding_layers / att.num_full_layers))
+        return tuple("full" if (i + 1) % (ratio + 1) == 0 else "sliding" for i in range(n))
+    if window:
+        return tuple("sliding" for _ in range(n))
+    return tuple("full" for _ in range(n))
+
+
+def sliding_window(spec: ModelSpec) -> int | None:
+    att = _attention(spec)
+    cfg = spec.text_config or spec.config or {}
+    if cfg.get("use_sliding_window") is False:  # Qwen2: the window is declared but off
+        return None
+    return att.sliding_window or None
+
+
+def pp_layer_ranges(num_layers: int, pp: int) -> list[range]:
+    """vllm/distributed/utils.py get_pp_indices: even split, the remainder to the later ranks
+    except the last (partitions[-2], [-3], ... get one more layer)."""
+    pp = max(1, pp)
+    parts = [num_layers // pp] * pp
+    for i in range(2, num_layers % pp + 2):
+        parts[-i] += 1
+    out, start = [], 0
+    for p in parts:
+        out.append(range(start, start + p))
+        start += p
+    return out
+
+
+def kv_groups(types: tuple[str, ...], hybrid: bool) -> list[tuple[str, list[int]]]:
+    """vLLM v1 KV cache groups: (type, layer indices) per group (see the module docstring)."""
+    if not types:
+        return []
+    if not hybrid or len(set(types)) == 1:
+        kind = types[0] if len(set(types)) == 1 else "full"
+        return [(kind, list(range(len(types))))]
+    by_type: dict[str, list[int]] = {}
+    for i, t in enumerate(types):
+        by_type.setdefault(t, []).append(i)
+    counts = [len(v) for v in by_type.values()]
+    group_size = min(counts)
+    if max(counts) < min(counts) * 1.25:
+        group_size = max(counts)
+    groups = []
+    for kind, layers in by_type.items():
+        n_groups = cdiv(len(layers), group_size)
+        for i in range(n_groups):
+            groups.append((kind, layers[i::n_groups]))
+    return groups
+
+
+@dataclass(frozen=True)
+class KVCapacity:
+    """What the engine will report about its KV cache."""
+
+    page_size_bytes: int  # one block of one layer
+    block_size: int
+    num_blocks: int
+    kv_tokens: int  # "GPU KV cache size: N tokens"
+    max_concurrency: float  # "Maximum concurrency for max_model_len tokens per request"
+    needed_bytes: int  # KV memory one max_model_len request needs on the tightest GPU
+    fits: bool  # at least one max_model_len request fits
+    max_model_len_fit: int | None  # the engine's own suggestion when it does not fit
+    longest_context: int  # the longest single request that fits (up to search_limit)
+    groups: int  # KV cache groups (1 unless hybrid)
+
+
+def capacity(
+    *,
+    types: tuple[str, ...],
+    window: int | None,
+    bytes_per_token_per_layer: int,
+    available_per_stage: list[int],
+    block_size: int,
+    max_model_len: int,
+    generation: str,
+    hybrid: bool,
+    max_num_batched_tokens: int,
+    search_limit: int | None = None,
+    num_gpu_blocks_override: int | None = None,
+) -> KVCapacity:
+    """Blocks, tokens, concurrency and fit, as vLLM computes them (V0 or V1 rules).
+
+    `available_per_stage`: KV bytes available on one GPU of each pipeline stage (TP ranks of
+    a stage are alike). The engine takes the smallest block count over all workers.
+    """
+    page = block_size * bytes_per_token_per_layer
+    use_hybrid = hybrid and generation == "v1"
+    groups = kv_groups(types, use_hybrid)
+    stages = pp_layer_ranges(len(types), len(available_per_stage))
+    blocks_per_stage = []
+    for rng, avail in zip(stages, available_per_stage, strict=True):
+        group_size = max((sum(1 for i in layers if i in rng) for _, layers in groups), default=1)
+        blocks_per_stage.append(max(0, int(max(0, avail) // page // max(1, group_size))))
+    num_blocks = min(blocks_per_stage) if blocks_per_stage else 0
+    if num_gpu_blocks_override:
+        num_blocks = int(num_gpu_blocks_override)
+    n_groups = max(1, len(groups))
+    kv_tokens = num_blocks // n_groups * block_size
+
+    def per_layer_usage(kind: str, length: int) -> int:
+        if kind == "sliding" and window and use_hybrid:
+            tokens = min(window - 1 + max_num_batched_tokens, length)
+            return (cdiv(tokens, block_size) + 1) * page
+        return cdiv(length, block_size) * page
+
+    def needed(length: int, rng: range) -> int:
+        return sum(per_layer_usage(types[i] if use_hybrid else "full", length) for i in rng)
+
+    # Concurrency: blocks one max_model_len request holds, summed over groups.
+    if generation == "v0":
+        max_concurrency = num_blocks * block_size / max_model_len if max_model_len else 0.0
+    else:
+        blocks_per_request = sum(per_layer_usage(kind, max_model_len) // page for kind, _ in groups) or 1
+        max_concurrency = num_blocks / blocks_per_request
+
+    # Fit: V0 compares max_model_len with blocks x block_size; V1 compares the KV bytes one
+    # request needs with the available bytes (per worker) and binary-searches a length.
+    tight = min(range(len(stages)), key=lambda s: available_per_stage[s]) if stages else 0
+    limit = max(max_model_len, search_limit or 0)
+    if generation == "v0":
+        cap = num_blocks * block_size
+        fits = cap >= max_model_len
+        suggestion = None if fits else cap
+        longest = min(cap, limit)
+        need = cdiv(max_model_len, block_size) * page * len(stages[tight]) if stages else 0
+    else:
+        need = max((needed(max_model_len, rng) for rng in stages), default=0)
+        fits = all(needed(max_model_len, rng) <= avail for rng, avail in zip(stages, available_per_stage, strict=True))
+        fits = fits and min(available_per_stage, default=0) > 0
+
+        def longest_fitting(upper: int) -> int:
+            return min(
+                (_search(lambda n, r=rng, a=avail: needed(n, r) <= a, upper) for rng, avail in zip(stages, available_per_stage, strict=True)),
+                default=0,
+            )
+
+        suggestion = None if fits else longest_fitting(max_model_len)
+        longest = longest_fitting(limit)
+    return KVCapacity(
+        page_size_bytes=page,
+        block_size=block_size,
+        num_blocks=num_blocks,
+        kv_tokens=kv_tokens,
+        max_concurrency=max_concurrency,
+        needed_bytes=need,
+        fits=fits,
+        max_model_len_fit=suggestion,
+        longest_context=longest,
+        groups=n_groups,
+    )
+
+
+def _search(fits, upper: int) -> int:
+    """kv_cache_utils.estimate_max_model_len: the largest n in [1, upper] with fits(n), or 0."""
+    if upper < 1 or not fits(1):
+        return 0
+    lo, hi, best = 1, upper, 1
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            best, lo = mid, mid + 1
+        else:
+            hi = mid - 1
+    return best
+
+
+def _attention(spec: ModelSpec):
+    if spec.attention is None:
+        raise BadInput(f"{spec.path}: the attention geometry is unknown (no layers / heads in the config)")
+    return spec.attention

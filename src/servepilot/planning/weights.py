@@ -1,0 +1,286 @@
+"""Weights per GPU, split the way the engine splits them.
+
+Tensor parallel (vLLM `ColumnParallelLinear` / `RowParallelLinear`): q/k/v/o, gate/up/down,
+the MLA q_b/kv_b projections and dense experts are divided by TP; K and V by
+min(TP, kv_heads) (a rank holds max(1, kv_heads // tp) heads, replicas when kv_heads < tp);
+norms, router gates and the MLA down-projections q_a / kv_a (`ReplicatedLinear` in
+vllm/model_executor/models/deepseek_v2.py@v0.16.0) are replicated. Embedding and lm_head are
+vocab-parallel: ceil(vocab padded to 64 / tp) rows each. MoE experts: divided by TP inside
+each expert, or with --enable-expert-parallel whole experts spread over EP = TP × DP ranks
+(ceil(E / EP) per rank, vllm/model_executor/layers/fused_moe/layer.py determine_expert_map).
+Pipeline parallel: decoder layers by `get_pp_indices`, embedding on the first stage,
+final norm and lm_head on the last. Layers past num_hidden_layers (DeepSeek's MTP layer)
+are not loaded without speculative decoding. Unknown names: divided by TP, and listed.
+
+Sources of the tensors, best first: safetensors headers (exact, per tensor, stored dtype:
+packed U8 + scales for NVFP4 / MXFP4), the index total split in the proportions of the
+architecture, the architecture alone (an estimate).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from servepilot.checkpoint.spec import ModelSpec, TensorInfo
+from servepilot.planning.kv import cdiv, pp_layer_ranges
+
+_LAYER = re.compile(r"(?:^|\.)(?:layers|h|blocks|block)\.(\d+)\.")
+_EXPERT = re.compile(r"\.experts\.")
+_SHARED = re.compile(r"shared_expert")
+_VOCAB = re.compile(r"(embed_tokens|wte|word_embeddings|tok_embeddings|embed_in|lm_head|embed_out)(\.|$)|^output\.weight$")
+_LM_HEAD = re.compile(r"(lm_head|embed_out)(\.|$)|^output\.weight$")
+_NORM = re.compile(r"(norm|ln_\d|ln_f)(\.|_)|(^|\.)(norm|ln_f)\.")
+_ROUTER = re.compile(r"(\.mlp\.gate\.|\.router\.|block_sparse_moe\.gate\.|e_score_correction_bias|\.gate\.weight$)")
+_REPLICATED = re.compile(r"(q_a_proj|kv_a_proj_with_mqa|fused_qkv_a_proj)\.")
+_KV = re.compile(r"\.(k_proj|v_proj)\.")
+_TP = re.compile(
+    r"\.(q_proj|q_b_proj|kv_b_proj|o_proj|qkv_proj|gate_proj|up_proj|down_proj|gate_up_proj|w1|w2|w3|"
+    r"c_attn|c_fc|c_proj|dense|query_key_value|dense_h_to_4h|dense_4h_to_h|wq|wk|wv|wo)\.|\.sinks$"
+)
+_VISION = re.compile(r"^(vision_tower|visual|vision_model|mm_projector|multi_modal_projector)\.")
+
+
+@dataclass(frozen=True)
+class WeightsSplit:
+    """Weight bytes of one GPU of each pipeline stage (TP ranks of a stage are alike)."""
+
+    per_stage: tuple[int, ...]
+    total_bytes: int  # the whole checkpoint as loaded (MTP layers left out)
+    source: str  # "safetensors" | "index" | "estimate" | "gguf"
+    exact: bool
+    by_kind: dict = field(default_factory=dict)  # kind -> bytes on the first stage's GPU
+    fallback_tensors: tuple[str, ...] = ()  # names split by TP for want of a rule
+    notes: tuple[str, ...] = ()
+
+    @property
+    def max_per_gpu(self) -> int:
+        return max(self.per_stage) if self.per_stage else 0
+
+
+def classify(name: str) -> str:
+    """The split rule for one tensor name: vocab, expert, replicated, kv, tp or fallback."""
+    if _VOCAB.search(name):
+        return "vocab"
+    if _EXPERT.search(name) and not _SHARED.search(name):
+        return "expert"
+    if _NORM.search(name) or _ROUTER.search(name) or _REPLICATED.search(name):
+        return "replicated"
+    if _KV.search(name):
+        return "kv"
+    if _TP.search(name) or _SHARED.search(name):
+        return "tp"
+    if _VISION.search(name):
+        return "vision"
+    return "fallback"
+
+
+def split_weights(spec: ModelSpec, *, tp: int = 1, pp: int = 1, dp: int = 1,
+                  expert_parallel: bool = False, vocab_padding: int = 64) -> WeightsSplit:
+    """Per-GPU weight bytes for each pipeline stage."""
+    tensors, source, exact, notes = _tensors(spec)
+    if not tensors:
+        total = _known_total(spec)
+        if total is None:
+            from servepilot.errors import BadInput
+
+            raise BadInput(f"{spec.path}: the weights' size is unknown (no safetensors headers, index or architecture)")
+        per = cdiv(total, max(1, tp) * max(1, pp))
+        return WeightsSplit((per,) * max(1, pp), total, source, False, {"fallback": per}, (),
+                            (*notes, f"no per-tensor layout: {total:,} B divided by TP × PP",))
+    att = spec.attention
+    num_layers = att.num_layers if att else None
+    kv_heads = att.num_kv_heads if att and att.kind != "mla" else None
+    num_experts = spec.moe.num_experts if spec.moe else None
+    vocab = spec.vocab_size
+    stages = pp_layer_ranges(num_layers, pp) if num_layers else [range(0, 1 << 30)] * 1
+    per_stage = [0.0] * max(1, pp)
+    by_kind: dict[str, float] = {}
+    fallback: list[str] = []
+    skipped_mtp = 0
+    loaded_total = 0
+    ep = max(1, tp) * max(1, dp)
+    for t in tensors:
+        kind = classify(t.name)
+        m = _LAYER.search(t.name)
+        layer = int(m.group(1)) if m else None
+        if layer is not None and num_layers is not None and layer >= num_layers:
+            skipped_mtp += t.nbytes
+            continue
+        loaded_total += t.nbytes
+        share = _share(kind, t, tp=tp, kv_heads=kv_heads, num_experts=num_experts, ep=ep,
+                       expert_parallel=expert_parallel, vocab=vocab, vocab_padding=vocab_padding)
+        if kind in ("fallback", "vision"):
+            fallback.append(t.name)
+        for s, rng in enumerate(stages[: len(per_stage)]):
+            if _on_stage(t.name, kind, layer, s, rng, len(per_stage), spec.tie_word_embeddings):
+                per_stage[s] += share
+                if s == 0:
+                    by_kind[kind] = by_kind.get(kind, 0) + share
+    if skipped_mtp:
+        notes = (*notes, f"{skipped_mtp:,} B in layers past num_hidden_layers (MTP) are not loaded without speculative decoding")
+    if fallback:
+        notes = (*notes, f"{len(fallback)} tensor(s) with no split rule (divided by TP): {', '.join(fallback[:3])}" + (" ..." if len(fallback) > 3 else ""))
+    scale = 1.0
+    if source == "index":
+        # Architecture proportions scaled to the index's exact total.
+        index_total = _known_total(spec) or loaded_total
+        scale = index_total / (loaded_total + skipped_mtp) if loaded_total else 1.0
+        loaded_total = int(loaded_total * scale)
+    return WeightsSplit(
+        per_stage=tuple(int(round(b * scale)) for b in per_stage),
+        total_bytes=loaded_total,
+        source=source,
+        exact=exact,
+        by_kind={k: int(round(v * scale)) for k, v in by_kind.items()},
+        fallback_tensors=tuple(fallback),
+        notes=notes,
+    )
+
+
+def _share(kind, t: TensorInfo, *, tp, kv_heads, num_experts, ep, expert_parallel, vocab, vocab_padding) -> float:
+    tp = max(1, tp)
+    if kind == "replicated" or len(t.shape) <= 1 and kind not in ("vocab", "kv", "tp", "expert"):
+        return float(t.nbytes)
+    if kind == "vocab":
+        if vocab:
+            padded = cdiv(vocab, vocab_padding) * vocab_padding
+            return t.nbytes * cdiv(padded, tp) / vocab
+        return t.nbytes / tp
+    if kind == "kv":
+        if kv_heads:
+            return t.nbytes * max(1, kv_heads // tp) / kv_heads
+        return t.nbytes / tp
+    if kind == "expert":
+        if expert_parallel and num_experts:
+            return t.nbytes * cdiv(num_experts, ep) / num_experts
+        return t.nbytes / tp
+    return t.nbytes / tp
+
+
+def _on_stage(name: str, kind: str, layer: int | None, stage: int, rng: range, n_stages: int, tied: bool) -> bool:
+    if layer is not None:
+        return layer in rng
+    if kind == "vocab":
+        is_head = bool(_LM_HEAD.search(name))
+        if is_head:
+            return stage == n_stages - 1
+        return stage == 0 or (tied and stage == n_stages - 1)
+    if _NORM.search(name):  # the final norm
+        return stage == n_stages - 1
+    return stage == 0  # vision tower and other non-layer tensors
+
+
+def _known_total(spec: ModelSpec) -> int | None:
+    w = spec.weights
+    if w is None:
+        return None
+    return w.total_bytes or w.index_total_bytes
+
+
+def _tensors(spec: ModelSpec) -> tuple[list[TensorInfo], str, bool, tuple[str, ...]]:
+    w = spec.weights
+    if w is not None and w.tensors and not w.damaged:
+        return list(w.tensors), "safetensors", True, ()
+    notes: tuple[str, ...] = ()
+    if w is not None and w.damaged:
+        notes = (f"{len(w.damaged)} damaged shard(s): headers not used",)
+    synthetic = architecture_tensors(spec)
+    if w is not None and _known_total(spec) and w.source in ("index", "safetensors", "gguf"):
+        return synthetic, "index", False, (*notes, "split in the proportions of the architecture, scaled to the index total")
+    return synthetic, "estimate", False, (*notes, "weights estimated from the architecture (config.json)")
+
+
+def _linear_bytes_per_param(spec: ModelSpec, name: str) -> float:
+    """Stored bytes per weight of a quantized linear layer (scales included), else model dtype."""
+    q = spec.quant
+    dtype_bytes = 4 if (spec.dtype or "").lower() in ("float32", "float") else 2
+    if q is None:
+        return dtype_bytes
+    if any(_ignored(name, str(p)) for p in q.ignore):
+        return dtype_bytes
+    method = (q.method or "").lower()
+    algo = (q.quant_algo or "").upper()
+    if "NVFP4" in algo or method == "nvfp4":
+        return 0.5 + 1 / 16  # e2m1 pairs in U8 + one FP8 scale per 16 weights
+    if method == "mxfp4":
+        return 0.5 + 1 / 32 if ".experts." in name else dtype_bytes  # gpt-oss: experts only
+    if method in ("fp8", "fbgemm_fp8", "ptpc_fp8") or "FP8" in algo or "W8A8" in algo or "INT8" in algo:
+        return 1.0
+    if q.bits:
+        group = q.group_size or 128
+        return q.bits / 8 + 2.5 / group  # fp16 scale + packed zero point per group
+    return dtype_bytes
+
+
+def _ignored(name: str, pattern: str) -> bool:
+    """A quant config's ignore / exclude_modules entry: a module name, a glob, or "re:<regex>"."""
+    from fnmatch import fnmatch
+
+    module = name.rsplit(".", 1)[0]
+    if pattern.startswith("re:"):
+        return re.search(pattern[3:], module) is not None
+    return module == pattern or fnmatch(module, pattern) or fnmatch(name, pattern) or module.endswith("." + pattern)
+
+
+def architecture_tensors(spec: ModelSpec) -> list[TensorInfo]:
+    """The tensors a checkpoint of this architecture holds, in Llama / DeepSeek naming."""
+    att = spec.attention
+    h = spec.hidden_size
+    if att is None or not h:
+        return []
+    out: list[TensorInfo] = []
+    emb_bytes = 4 if (spec.dtype or "").lower() in ("float32", "float") else 2
+
+    def add(name: str, rows: int, cols: int = 0, linear: bool = True):
+        params = rows * (cols or 1)
+        per = _linear_bytes_per_param(spec, name) if linear and cols else emb_bytes
+        shape = (rows, cols) if cols else (rows,)
+        out.append(TensorInfo(name=name, dtype="synthetic", shape=shape, nbytes=int(params * per)))
+
+    v = spec.vocab_size or 0
+    if v:
+        add("model.embed_tokens.weight", v, h, linear=False)
+        if not spec.tie_word_embeddings:
+            add("lm_head.weight", v, h, linear=False)
+    add("model.norm.weight", h)
+    moe = spec.moe
+    inter = spec.intermediate_size or 4 * h
+    for i in range(att.num_layers):
+        p = f"model.layers.{i}."
+        add(p + "input_layernorm.weight", h)
+        add(p + "post_attention_layernorm.weight", h)
+        if att.kind == "mla":
+            nope, rope = att.qk_nope_head_dim or 128, att.qk_rope_head_dim or 64
+            vd = att.v_head_dim or 128
+            if att.q_lora_rank:
+                add(p + "self_attn.q_a_proj.weight", att.q_lora_rank, h)
+                add(p + "self_attn.q_a_layernorm.weight", att.q_lora_rank)
+                add(p + "self_attn.q_b_proj.weight", att.num_heads * (nope + rope), att.q_lora_rank)
+            else:
+                add(p + "self_attn.q_proj.weight", att.num_heads * (nope + rope), h)
+            add(p + "self_attn.kv_a_proj_with_mqa.weight", (att.kv_lora_rank or 512) + rope, h)
+            add(p + "self_attn.kv_a_layernorm.weight", att.kv_lora_rank or 512)
+            add(p + "self_attn.kv_b_proj.weight", att.num_heads * (nope + vd), att.kv_lora_rank or 512)
+            add(p + "self_attn.o_proj.weight", h, att.num_heads * vd)
+        else:
+            hd = att.head_dim
+            add(p + "self_attn.q_proj.weight", att.num_heads * hd, h)
+            add(p + "self_attn.k_proj.weight", att.num_kv_heads * hd, h)
+            add(p + "self_attn.v_proj.weight", att.num_kv_heads * (att.v_head_dim or hd), h)
+            add(p + "self_attn.o_proj.weight", h, att.num_heads * hd)
+        is_moe_layer = bool(moe and moe.num_experts and i >= moe.first_dense_layers and i % max(1, moe.moe_layer_freq) == 0)
+        if is_moe_layer:
+            ei = moe.expert_intermediate_size or inter
+            add(p + "mlp.gate.weight", moe.num_experts, h)
+            for e in range(moe.num_experts):
+                for proj, r, c in (("gate_proj", ei, h), ("up_proj", ei, h), ("down_proj", h, ei)):
+                    add(p + f"mlp.experts.{e}.{proj}.weight", r, c)
+            if moe.num_shared_experts:
+                si = ei * moe.num_shared_experts
+                for proj, r, c in (("gate_proj", si, h), ("up_proj", si, h), ("down_proj", h, si)):
+                    add(p + f"mlp.shared_experts.{proj}.weight", r, c)
+        else:
+            for proj, r, c in (("gate_proj", inter, h), ("up_proj", inter, h), ("down_proj", h, inter)):
+                add(p + f"mlp.{proj}.weight", r, c)
+    return out
