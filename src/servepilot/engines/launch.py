@@ -18,6 +18,7 @@ class ShellContext:
     append: bool = False  # `>>`
     tail: tuple[str, ...] = ()  # `; echo ...` and other commands after the engine's
     prefix_commands: tuple[str, ...] = ()  # `pkill ...; sleep 3;` before it
+    ssh_options: tuple[str, ...] = ()  # `ssh -p 2222 -i key HOST ...`: the options before HOST
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,7 @@ class EngineLaunch:
     shell: ShellContext = field(default_factory=ShellContext)
     config_file: str | None = None  # vLLM --config x.yaml
     engine_version: str | None = None  # from --engine-version or the installed package
+    notes: tuple[str, ...] = ()  # what parsing noticed: values the engine rejects, unknown flags
 
     def get(self, name: str, default=None):
         return self.options.get(name, default)
