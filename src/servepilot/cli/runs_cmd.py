@@ -128,7 +128,8 @@ def launch(name, detach, force, ready_timeout, gpu, engine_version, command_file
 
     if name:
         check_name(name)
-    plan = runs_launch.prepare_launch(list(command), gpu=gpu, engine_version=engine_version, command_file=command_file)
+    plan = runs_launch.prepare_launch(list(command), gpu=gpu, engine_version=engine_version,
+                                      command_file=command_file, force=force)
     if plan.predicted_failure and not force:
         hint = _fix_hint(command, command_file)
         if as_json:

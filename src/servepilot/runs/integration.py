@@ -7,6 +7,7 @@ available. Anything else those modules raise (bad input) propagates as usual.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import shlex
 from dataclasses import dataclass, field
@@ -52,11 +53,18 @@ class LaunchCommand:
 
 
 def build_launch_command(command: list[str], gpu: str | None, engine_version: str | None,
-                         command_file: str | None) -> LaunchCommand:
+                         command_file: str | None, force: bool = False) -> LaunchCommand:
     build = _optional("servepilot.deployment", "build_deployment")
     if build is None:
         return _fallback_command(command, command_file, engine_version)
-    dep = build(command=list(command), gpu=gpu, engine_version=engine_version, command_file=command_file)
+    try:
+        dep = build(command=list(command), gpu=gpu, engine_version=engine_version, command_file=command_file)
+    except CommandLineError as exc:
+        if not force:
+            raise CommandLineError(exc.problem, path=exc.path,
+                                   hint=(exc.hint + "; " if exc.hint else "") + "--force launches it unchecked") from exc
+        fallback = _fallback_command(command, command_file, engine_version)
+        return dataclasses.replace(fallback, notes=(f"servepilot does not understand this command ({exc.one_line()}); launched unchecked (--force)",))
     launch = dep.launch
     shell = launch.shell
     dropped = []

@@ -58,8 +58,13 @@ class LaunchPlan:
 
 
 def prepare_launch(command: list[str], *, gpu: str | None = None, engine_version: str | None = None,
-                   command_file: str | None = None) -> LaunchPlan:
-    cmd = integration.build_launch_command(command, gpu, engine_version, command_file)
+                   command_file: str | None = None, force: bool = False) -> LaunchPlan:
+    """Read the command and predict its outcome; nothing is started.
+
+    A command servepilot cannot understand is refused (fail closed) unless `force`, in
+    which case it is read with the minimal shell split and launched without a check.
+    """
+    cmd = integration.build_launch_command(command, gpu, engine_version, command_file, force=force)
     if cmd.ssh_host:
         raise BadInput(
             f"the command runs on {cmd.ssh_host} over ssh; servepilot launch starts engines on this machine only",

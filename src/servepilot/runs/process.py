@@ -115,6 +115,8 @@ def verify_ours(identity: ProcessIdentity) -> list[psutil.Process]:
     Refuses (NotOurProcess) when the pid is alive but started at another time (recycled),
     or when it now leads or belongs to a different process group.
     """
+    if not identity.start_time:
+        raise NotOurProcess(f"the start time of pid {identity.pid} was never recorded; not signalling it")
     try:
         p = psutil.Process(identity.pid)
         alive = p.status() != psutil.STATUS_ZOMBIE

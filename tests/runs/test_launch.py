@@ -1,0 +1,184 @@
+import json
+import shlex
+import socket
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from servepilot.errors import BadInput
+from servepilot.runs import launch, manage, process, store
+from servepilot.runs.environment import REDACTED
+
+
+def _start(cmd, **kw):
+    plan = launch.prepare_launch(cmd, force=True)
+    run = launch.start_run(plan, name=kw.pop("name", None))
+    return run, launch.Supervisor(run, **kw)
+
+
+def _finish(run):
+    """Never leave a process behind, whatever the test did."""
+    if run.proc.poll() is None:
+        process.stop_group(run.identity, grace_s=2)
+    run.proc.wait(10)
+    assert process.group_members(run.identity.pgid, not_before=run.identity.start_time) == []
+
+
+def _row(run_id):
+    db = store.connect()
+    try:
+        return store.get_run(db, run_id)
+    finally:
+        db.close()
+
+
+def test_ready_then_stop(fake_cmd, port):
+    events = []
+    run, sup = _start(fake_cmd(), name="fake", on_event=events.append, ready_timeout_s=30)
+    try:
+        out = sup.wait_ready()
+        assert out.state == "ready", out
+        assert out.url == f"http://127.0.0.1:{port}"
+        assert out.served_models == ("fake-model",)
+        assert _row(run.run_id)["state"] == "ready"
+        assert _row(run.run_id)["served_model"] == "fake-model"
+        assert [r.state for r in manage.list_runs()] == ["ready"]
+        stopped = manage.stop_run("fake", grace_s=5)
+        assert stopped.state == "stopped"
+        run.proc.wait(5)
+        assert process.group_members(run.identity.pgid, not_before=run.identity.start_time) == []
+        record = json.loads((run.run_dir / "run.json").read_text())
+        assert record["state"] == "stopped" and record["pid"] == run.identity.pid
+        assert record["pid_start_time"] == run.identity.start_time
+    finally:
+        _finish(run)
+
+
+def test_health_less_server_is_ready_through_v1_models(fake_cmd):
+    run, sup = _start(fake_cmd("--no-health"), ready_timeout_s=30)
+    try:
+        assert sup.wait_ready().state == "ready"
+    finally:
+        _finish(run)
+
+
+def test_exit_before_ready_is_diagnosed_within_a_second(fake_cmd, tmp_path):
+    log = tmp_path / "canned.log"
+    log.write_text("INFO Starting\nTraceback (most recent call last):\nValueError: Model path does not exist: /nope\n")
+    run, sup = _start(fake_cmd("--log", str(log), "--exit", "1"), ready_timeout_s=30)
+    try:
+        out = sup.wait_ready()
+        done = time.time()
+        assert out.state == "failed" and out.exit_code == 1
+        assert out.reason == "exited with code 1"
+        assert out.diagnosis["root_cause"]["category"] in ("other", "unsupported_arch")
+        assert done - out.exited_at < 1.0
+        row = _row(run.run_id)
+        assert row["state"] == "failed" and row["exit_code"] == 1
+        assert row["diagnosis_json"]["root_cause"]["category"] == row["category"]
+        assert "ValueError" in (run.run_dir / "server.log").read_text()
+    finally:
+        _finish(run)
+
+
+def test_fatal_line_then_hang_is_stopped(fake_cmd, tmp_path, monkeypatch):
+    monkeypatch.setattr(launch, "FATAL_SETTLE_S", 0.3)
+    log = tmp_path / "canned.log"
+    log.write_text("ERROR [core.py:1] RuntimeError: Engine core initialization failed. See root cause above.\n")
+    run, sup = _start(fake_cmd("--log", str(log), "--hang", "--child"), ready_timeout_s=30)
+    try:
+        out = sup.wait_ready()
+        assert out.state == "failed"
+        assert "fatal line" in out.reason
+        run.proc.wait(5)
+        assert process.group_members(run.identity.pgid, not_before=run.identity.start_time) == []
+    finally:
+        _finish(run)
+
+
+def test_ready_timeout_stops_the_group(fake_cmd):
+    run, sup = _start(fake_cmd("--hang"), ready_timeout_s=0.5)
+    try:
+        out = sup.wait_ready()
+        assert out.state == "failed" and out.reason.startswith("not ready after 0.5 s")
+    finally:
+        _finish(run)
+
+
+def test_someone_elses_server_on_the_port_is_not_mistaken_for_ours(fake_cmd, port):
+    other = __import__("subprocess").Popen(
+        [sys.executable, str(Path(__file__).with_name("fake_engine.py")), "--port", str(port)],
+        stdout=__import__("subprocess").DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.2).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        # Ours lives 1.5 s before trying to bind (and failing): plenty of probe chances.
+        run, sup = _start(fake_cmd("--delay", "1.5"), ready_timeout_s=30)
+        try:
+            out = sup.wait_ready()
+            assert out.state == "failed", out
+            assert "Address already in use" in (run.run_dir / "server.log").read_text()
+        finally:
+            _finish(run)
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_ssh_wrapped_command_is_refused():
+    with pytest.raises(BadInput, match="ssh"):
+        launch.prepare_launch(["ssh root@gpu-box 'vllm serve /models/x --port 8000'"], force=True)
+
+
+def test_shell_redirections_are_dropped_and_said(fake_cmd, tmp_path):
+    stray = tmp_path / "stray.log"
+    line = shlex.join(fake_cmd("--exit", "0")) + f" > {stray} 2>&1 &"
+    plan = launch.prepare_launch([f"nohup {line}"], force=True)
+    assert any("dropped" in n and str(stray) in n for n in plan.notes)
+    run = launch.start_run(plan)
+    try:
+        out = launch.Supervisor(run, ready_timeout_s=30).wait_ready()
+        assert out.state == "failed" and out.exit_code == 0
+        assert "exiting with 0" in (run.run_dir / "server.log").read_text()
+        assert not stray.exists()
+    finally:
+        _finish(run)
+
+
+def test_command_environment_reaches_the_engine_but_not_the_record(tmp_path):
+    code = "import os; print('token', os.environ['HF_TOKEN'], 'mode', os.environ['MODE'])"
+    cmd = f"HF_TOKEN=hf_supersecret MODE=fast {shlex.quote(sys.executable)} -c {shlex.quote(code)} --api-key sk-abc"
+    plan = launch.prepare_launch([cmd], force=True)
+    run = launch.start_run(plan)
+    try:
+        launch.Supervisor(run, ready_timeout_s=30).wait_ready()
+        assert "token hf_supersecret mode fast" in (run.run_dir / "server.log").read_text()
+        for name in ("run.json", "command.txt"):
+            text = (run.run_dir / name).read_text()
+            assert "hf_supersecret" not in text and "sk-abc" not in text, name
+        record = json.loads((run.run_dir / "run.json").read_text())
+        assert record["env"]["HF_TOKEN"] == REDACTED and record["env"]["MODE"] == "fast"
+        assert record["cwd"] == str(Path.cwd().resolve())
+        row = _row(run.run_id)
+        assert "hf_supersecret" not in json.dumps(row)
+    finally:
+        _finish(run)
+
+
+def test_every_attempt_gets_its_own_directory_and_log(fake_cmd):
+    runs = []
+    for _ in range(3):
+        run, sup = _start(fake_cmd("--exit", "2"), name="same", ready_timeout_s=30)
+        runs.append(run)
+        sup.wait_ready()
+        _finish(run)
+    assert len({r.run_dir for r in runs}) == 3
+    assert all((r.run_dir / "server.log").read_text().count("exiting with 2") == 1 for r in runs)

@@ -1,0 +1,88 @@
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from servepilot.runs import shm
+
+
+@pytest.fixture
+def all_processes_visible(monkeypatch):
+    """Some sandboxes hide a process from root (PID 1 of a container runtime); scan then
+    reports every file of that uid as `unknown` and removes nothing, correctly. To exercise
+    removal, these tests see holders as scanned for real but without the blind uids."""
+    real = shm._scan_holders
+    monkeypatch.setattr(shm, "_scan_holders", lambda d: (real(d)[0], set()))
+
+
+def test_an_invisible_process_makes_files_of_its_uid_unknown(tmp_path, monkeypatch):
+    target = tmp_path / "psm_x"
+    target.write_bytes(b"x")
+    _age(target, 3600)
+    real = shm._scan_holders
+    monkeypatch.setattr(shm, "_scan_holders", lambda d: (real(d)[0], {os.getuid()}))
+    entries = shm.scan(tmp_path)
+    assert entries[0].status == "unknown"
+    assert not shm.remove_leftovers(entries, tmp_path)[0].removed and target.exists()
+
+
+def _age(path, seconds):
+    t = time.time() - seconds
+    os.utime(path, (t, t))
+
+
+def test_cleanup_never_touches_a_live_processs_file(tmp_path, all_processes_visible):
+    held_open = tmp_path / "psm_live"
+    held_mapped = tmp_path / "nccl-mapped"
+    dead = tmp_path / "sem.mp-dead"
+    unrelated = tmp_path / "my-own-data"
+    fresh = tmp_path / "vllm-fresh"
+    for p in (held_open, held_mapped, dead, unrelated):
+        p.write_bytes(b"\0" * 4096)
+        _age(p, 3600)
+    fresh.write_bytes(b"\0")
+    code = (
+        "import mmap,sys,time\n"
+        f"f=open({str(held_open)!r},'rb')\n"
+        f"g=open({str(held_mapped)!r},'r+b'); m=mmap.mmap(g.fileno(),4096); g.close()\n"
+        "print('ready',flush=True); time.sleep(600)\n"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        entries = {os.path.basename(e.path): e for e in shm.scan(tmp_path)}
+        assert set(entries) == {"psm_live", "nccl-mapped", "sem.mp-dead", "vllm-fresh"}  # unrelated name skipped
+        assert entries["psm_live"].status == "in_use" and holder.pid in entries["psm_live"].holders
+        assert entries["nccl-mapped"].status == "in_use" and holder.pid in entries["nccl-mapped"].holders
+        assert entries["sem.mp-dead"].status == "leftover"
+        assert entries["vllm-fresh"].status == "too_new"
+        # Listing removes nothing; --yes removes only the leftover.
+        assert dead.exists()
+        after = shm.remove_leftovers(list(entries.values()), tmp_path)
+        assert [os.path.basename(e.path) for e in after if e.removed] == ["sem.mp-dead"]
+        assert held_open.exists() and held_mapped.exists() and fresh.exists() and unrelated.exists()
+        assert not dead.exists()
+    finally:
+        holder.kill()
+        holder.wait()
+        holder.stdout.close()
+
+
+def test_a_file_opened_after_the_scan_is_not_removed(tmp_path, all_processes_visible):
+    target = tmp_path / "psm_late"
+    target.write_bytes(b"x")
+    _age(target, 3600)
+    entries = shm.scan(tmp_path)
+    assert entries[0].status == "leftover"
+    holder = subprocess.Popen([sys.executable, "-c", f"f=open({str(target)!r}); print('ok',flush=True); import time; time.sleep(600)"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        holder.stdout.readline()
+        after = shm.remove_leftovers(entries, tmp_path)
+        assert not after[0].removed and target.exists()
+    finally:
+        holder.kill()
+        holder.wait()
+        holder.stdout.close()
