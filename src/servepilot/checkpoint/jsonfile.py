@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 from pathlib import Path
 
@@ -33,7 +34,7 @@ def read_json_object(path: str | Path) -> dict:
     except UnicodeDecodeError as exc:
         raise CheckpointError(f"not UTF-8 text (byte {exc.start})", path=path) from None
     try:
-        value = json.loads(text)
+        value = loads_without_gc(text)
     except json.JSONDecodeError as exc:
         raise CheckpointError(
             f"malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}", path=path
@@ -43,3 +44,16 @@ def read_json_object(path: str | Path) -> dict:
     if not isinstance(value, dict):
         raise CheckpointError(f"expected a JSON object, found {type(value).__name__}", path=path)
     return value
+
+
+def loads_without_gc(text: str | bytes):
+    """json.loads with the cyclic GC paused: an index or header of ~280k small dicts makes
+    the GC rescan the growing heap again and again (measured: 1.65 s vs 0.77 s for 119
+    Kimi-K2 headers kept in memory). JSON cannot hold cycles, so nothing is lost."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return json.loads(text)
+    finally:
+        if was_enabled:
+            gc.enable()
