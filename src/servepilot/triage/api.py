@@ -1,0 +1,82 @@
+"""triage_file / triage_text: stream a log through the scanner, assembler and diagnosis."""
+
+from __future__ import annotations
+
+import io
+import os
+from datetime import datetime
+from pathlib import Path
+
+from servepilot.errors import BadInput
+from servepilot.triage.diagnosis import Diagnosis, decide
+from servepilot.triage.events import Assembler
+from servepilot.triage.markers import guess_engine
+from servepilot.triage.scan import ScanStats, needles_for, scan_lines
+from servepilot.triage.signatures import ENGINES, Matcher, load_signatures
+
+# Below this size every line is parsed (a few ms); above it the needle prefilter runs.
+DENSE_FILE_BYTES = 4 << 20
+_HEAD_BYTES = 1 << 20  # enough to see the engine's start-up banner
+_TAIL_BYTES = 64 << 10  # the last lines, for where a log without errors stopped
+
+
+def _check_engine(engine: str | None) -> str | None:
+    if engine is None:
+        return None
+    name = {"llamacpp": "llama.cpp", "llama-cpp": "llama.cpp"}.get(engine.lower(), engine.lower())
+    if name not in ENGINES:
+        raise BadInput(f"unknown engine {engine!r}; expected one of {', '.join(ENGINES)}")
+    return name
+
+
+def _run(stream, size: int | None, engine: str | None, since: datetime | None) -> Diagnosis:
+    head = stream.read(_HEAD_BYTES)
+    stream.seek(0)
+    detected = engine or guess_engine(head)
+    dense = size is None or size <= DENSE_FILE_BYTES
+    stats = ScanStats()
+    asm = Assembler(since=since)
+    for line_no, line in scan_lines(stream, None if dense else needles_for(detected), stats):
+        asm.feed(line_no, line)
+    asm.finish()
+    tail = _tail(stream, stats.lines)
+    return decide(asm, Matcher(load_signatures(), engine), stats.lines, detected, tail)
+
+
+def _tail(stream, total_lines: int) -> list[tuple[int, str]]:
+    """The last lines of the stream with their line numbers."""
+    end = stream.seek(0, io.SEEK_END)
+    start = max(0, end - _TAIL_BYTES)
+    stream.seek(start)
+    # split on "\n" only: a progress bar's "\r" redraws are one line in the file
+    lines = stream.read(end - start).decode("utf-8", errors="replace").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if start > 0 and lines:
+        lines = lines[1:]  # a partial first line
+    first = total_lines - len(lines) + 1
+    return [(first + i, line) for i, line in enumerate(lines)]
+
+
+def triage_file(path: str | os.PathLike, engine: str | None = None, since: datetime | None = None) -> Diagnosis:
+    """Diagnose a log file of any size, streaming it in chunks.
+
+    `engine` (vllm | sglang | llama.cpp) limits the signatures; by default the engine is
+    guessed from the log's first megabyte. `since`: lines stamped earlier belong to an older
+    run; they are ignored and the diagnosis is marked stale.
+    """
+    engine = _check_engine(engine)
+    p = Path(path)
+    try:
+        with p.open("rb") as f:
+            return _run(f, os.fstat(f.fileno()).st_size, engine, since)
+    except IsADirectoryError as exc:
+        raise BadInput("is a directory, not a log file", path=p) from exc
+    except OSError as exc:
+        raise BadInput(f"cannot read log: {exc.strerror or exc}", path=p) from exc
+
+
+def triage_text(text: str, engine: str | None = None) -> Diagnosis:
+    """Diagnose log text held in memory (an excerpt, a captured stderr)."""
+    engine = _check_engine(engine)
+    return _run(io.BytesIO(text.encode("utf-8", errors="replace")), None, engine, None)

@@ -1,0 +1,226 @@
+"""Parsed lines to error events: tracebacks reassembled per process, launches counted.
+
+Several processes write into one log at once, so their traceback lines interleave. Every
+line carries its process prefix (or none), and a traceback is collected per (process, pid)
+until its exception line closes it. vLLM's multiproc executor logs a worker's traceback
+line by line at ERROR level (`(Worker_TP4 pid=1) ERROR ... [multiproc_executor.py:751]
+Traceback ...`); a run of ERROR lines without a Traceback header (a Triton compile error
+echo, a pasted excerpt) is collected the same way and closed by its exception line.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from servepilot.triage.lines import LogLine, parse_line
+from servepilot.triage.markers import banner_kind, is_healthy, is_unique_process_name
+
+# `ValueError: msg`, `torch.OutOfMemoryError: msg`, `ncclSystemError: msg`, a bare
+# `KeyboardInterrupt`, and Triton's repr form `ValueError("msg")`.
+_EXCEPTION = re.compile(
+    r"^(?P<type>(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*|nccl\w+)(?:Error|Exception|Exit|Interrupt|Warning|Fault)|"
+    r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*Error\w*)"
+    r"(?::\s?(?P<msg>.*)|\((?P<repr>.*)\))?$"
+)
+_TRACEBACK_HEAD = "Traceback (most recent call last)"
+_CHAIN = re.compile(
+    r"^(?:The above exception was the direct cause of the following exception"
+    r"|During handling of the above exception, another exception occurred)"
+)
+# A line with no level that still says something failed (C++ engines, shells, NCCL).
+_PLAIN_ERROR = re.compile(
+    r"\berror\b|\bfailed\b|\bFATAL\b|\bBus error\b|Segmentation fault|\bAborted\b|\bKilled\b|CUDA error|NCCL WARN",
+    re.IGNORECASE,
+)
+_FRAMES_KEPT = 40  # frames kept per traceback for the excerpt and the refine context
+
+
+@dataclass
+class ErrorEvent:
+    """One error as the log shows it: an exception (with its traceback) or an error line."""
+
+    line_no: int
+    process: str | None
+    pid: int | None
+    launch: int
+    exc_type: str | None
+    message: str  # "ValueError: ..." as printed, or the error line's message
+    lines: list[str] = field(default_factory=list)  # traceback / block lines before it
+    text: str = ""  # the cleaned line as printed (excerpt)
+    chained: bool = False  # printed after "The above exception was the direct cause ..."
+    is_error: bool = True  # False: a plain line kept only in case a signature knows it
+    block: list[str] = field(default_factory=list)  # a run of ERROR lines: each may hold the message
+
+    @property
+    def context(self) -> str:
+        return "\n".join(self.lines)
+
+
+@dataclass
+class _Open:
+    mode: str  # "tb" or "block"
+    start_line: int
+    lines: list[str] = field(default_factory=list)
+    first: tuple[int, LogLine] | None = None
+
+
+def exception_parts(message: str) -> tuple[str, str] | None:
+    """(type, message) for an exception line, else None."""
+    m = _EXCEPTION.match(message)
+    if not m:
+        return None
+    msg = m.group("msg")
+    if msg is None:
+        msg = (m.group("repr") or "").strip("'\"")
+    return m.group("type"), msg
+
+
+def parse_timestamp(ts: str, since: datetime) -> datetime | None:
+    """A line's timestamp as a datetime in `since`'s year (vLLM prints no year)."""
+    try:
+        if len(ts) >= 19 and ts[4] == "-":
+            return datetime.fromisoformat(ts[:19].replace("T", " "))
+        dt = datetime.strptime(f"{since.year}-{ts[:14]}", "%Y-%m-%d %H:%M:%S")
+    except ValueError:
+        return None
+    # A December line read in January belongs to the year before.
+    if dt - since.replace(tzinfo=None) > timedelta(days=180):
+        dt = dt.replace(year=dt.year - 1)
+    return dt
+
+
+class Assembler:
+    """Feed (line number, raw line) in order; read events, launches and health afterwards."""
+
+    def __init__(self, since: datetime | None = None):
+        self.since = since.replace(tzinfo=None) if since and since.tzinfo else since
+        self.events: list[ErrorEvent] = []
+        self.launch = 0
+        self.launch_reasons: list[str] = []
+        self.healthy_launches: dict[int, int] = {}  # launch -> line of its first readiness line
+        self.banner_lines: list[int] = []
+        self.old_lines = 0
+        self.first_old_line: int | None = None
+        self.engine_hint: str | None = None
+        self._open: dict[tuple, _Open] = {}
+        self._chain: set[tuple] = set()
+        self._seen_banners: set[tuple[str, str | None]] = set()
+        self._pids: dict[str, int] = {}
+
+    # -- launches --------------------------------------------------------------------------
+    def _new_launch(self, line_no: int, why: str) -> None:
+        self._flush_all()
+        self.launch += 1
+        self.launch_reasons.append(f"line {line_no}: {why}")
+        self._seen_banners.clear()
+        self._pids.clear()
+
+    def _track_launch(self, line_no: int, ll: LogLine) -> None:
+        kind = banner_kind(ll.message)
+        if kind:
+            key = (kind, ll.process)
+            if key in self._seen_banners:
+                self._new_launch(line_no, f"second start-up banner ({ll.message[:60]!r})")
+            self._seen_banners.add(key)
+            self.banner_lines.append(line_no)
+        if ll.process and ll.pid is not None and is_unique_process_name(ll.process):
+            known = self._pids.get(ll.process)
+            if known is not None and known != ll.pid:
+                self._new_launch(line_no, f"{ll.process} has a new pid ({known} -> {ll.pid})")
+            self._pids[ll.process] = ll.pid
+        if is_healthy(ll.message):
+            self.healthy_launches.setdefault(self.launch, line_no)
+
+    # -- events ----------------------------------------------------------------------------
+    def feed(self, line_no: int, raw: str) -> None:
+        ll = parse_line(raw)
+        if self.since and ll.timestamp:
+            ts = parse_timestamp(ll.timestamp, self.since)
+            if ts is not None and ts < self.since:
+                self.old_lines += 1
+                if self.first_old_line is None:
+                    self.first_old_line = line_no
+                return
+        self._track_launch(line_no, ll)
+        self._feed_error(line_no, ll)
+
+    def _feed_error(self, line_no: int, ll: LogLine) -> None:
+        key = (ll.process, ll.pid)
+        msg = ll.message
+        opened = self._open.get(key)
+        if msg.startswith(_TRACEBACK_HEAD):
+            if opened and opened.mode == "block":
+                self._close_block(key)
+            elif opened and opened.mode == "tb" and opened.lines:
+                self._emit_truncated(key)
+            self._open[key] = _Open("tb", line_no, [ll.text])
+            return
+        if _CHAIN.match(msg):
+            self._chain.add(key)
+            if opened and opened.mode == "block":
+                self._close_block(key)
+            return
+        exc = exception_parts(msg)
+        if exc is not None:
+            context = self._open.pop(key, None)
+            if context is not None and context.mode == "block":
+                self._append_block(context)  # its lines may name the cause (NCCL WARN ...)
+            self._emit(line_no, ll, exc[0], msg, context.lines if context else [], chained=key in self._chain)
+            self._chain.discard(key)
+            return
+        if opened and opened.mode == "tb":
+            opened.lines.append(ll.text)
+            if len(opened.lines) > _FRAMES_KEPT:
+                del opened.lines[1:-_FRAMES_KEPT]
+            return
+        is_error_line = ll.level in ("ERROR", "CRITICAL") or (
+            ll.level is None and _PLAIN_ERROR.search(msg) is not None
+        )
+        if is_error_line:
+            if opened is None:
+                opened = self._open[key] = _Open("block", line_no, first=(line_no, ll))
+            opened.lines.append(ll.text)
+            if len(opened.lines) > _FRAMES_KEPT:
+                del opened.lines[1:-_FRAMES_KEPT]
+            return
+        if opened and opened.mode == "block":
+            self._close_block(key)
+        if msg and ll.level != "DEBUG":
+            # A non-error line can still be a known message (a benign fallback notice, an
+            # engine message pasted without its exception type): a signature may know it.
+            self.events.append(
+                ErrorEvent(line_no, ll.process, ll.pid, self.launch, None, msg, [], ll.text, is_error=False)
+            )
+
+    def _emit(self, line_no, ll, exc_type, message, lines, chained=False):
+        self.events.append(
+            ErrorEvent(line_no, ll.process, ll.pid, self.launch, exc_type, message, list(lines), ll.text, chained)
+        )
+
+    def _close_block(self, key) -> None:
+        self._append_block(self._open.pop(key))
+
+    def _append_block(self, opened: _Open) -> None:
+        if opened.first is None:
+            return
+        line_no, ll = opened.first
+        self.events.append(
+            ErrorEvent(
+                line_no, ll.process, ll.pid, self.launch, None, ll.message, [], ll.text, block=opened.lines
+            )
+        )
+
+    def _emit_truncated(self, key) -> None:
+        self._open.pop(key, None)
+
+    def _flush_all(self) -> None:
+        for key in list(self._open):
+            if self._open[key].mode == "block":
+                self._close_block(key)
+            else:
+                self._open.pop(key)
+
+    def finish(self) -> None:
+        self._flush_all()

@@ -1,0 +1,150 @@
+"""One log line to its parts: process prefix, level, timestamp, source and message.
+
+Engines print through several layers of prefixes, and a line may carry all of them:
+
+    vllm  | (Worker_TP4 pid=207083) ERROR 12-29 15:21:11 [multiproc_executor.py:751] msg
+    ^ docker compose  ^ vLLM process prefix   ^ vLLM logging format (vllm/logger.py)
+
+The process prefix is written by `_add_prefix` around stdout/stderr in v0.16
+(vllm/utils/system_utils.py@v0.16.0) and is part of the logging format itself in v0.34
+(vllm/logger.py@v0.34.0); both look the same on the page, so one pattern serves both.
+SGLang puts the rank inside its timestamp bracket (`[2025-01-01 10:00:00 TP3] msg`,
+sglang/srt/utils.py `configure_logger`), llama.cpp prints `function: message`, uvicorn
+`LEVEL:    message`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# CSI sequences (colours, cursor moves) and OSC titles; tqdm and rich both emit them.
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+
+# `(Worker_TP4 pid=1)`, `(VllmWorker TP0 pid=3974)`, `(RayWorkerWrapper pid=9, ip=10.0.0.2)`.
+# The opening bracket is optional because excerpts pasted into issues often lose it.
+_PROCESS = re.compile(
+    r"(?:^|(?<=[\s|]))\(?(?P<process>[A-Za-z][\w.\-]*(?: [A-Za-z]+\d+)?) pid=(?P<pid>\d+)"
+    r"(?:, ip=(?P<ip>[0-9A-Fa-f.:]+))?\)\s?"
+)
+
+# vLLM: `%(levelname)s %(asctime)s [%(fileinfo)s:%(lineno)d] %(message)s`, date `%m-%d %H:%M:%S`
+# (vllm/logger.py@v0.16.0). Before v0.6 the source had no opening bracket:
+# `INFO 04-19 17:25:10 api_server.py:149] msg`.
+_VLLM_FORMAT = re.compile(
+    r"(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) "
+    r"(?P<ts>\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?) "
+    r"\[?(?P<src>[\w./\-]+:\d+)\] ?"
+)
+
+# SGLang: `[2025-01-01 10:00:00 DP0 TP3] msg` (the rank part is optional).
+_SGLANG_FORMAT = re.compile(
+    r"\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?)(?P<ranks>(?: (?:DP|PP|TP|EP|CP)\d+)*)\] ?"
+)
+
+# A leading ISO timestamp (docker --timestamps, journald, Python logging defaults), then
+# optionally a level: `2025-01-01T10:00:00.123Z ERROR msg`, `2025-01-01 10:00:00,123 - x - ERROR - msg`.
+_ISO_PREFIX = re.compile(
+    r"(?P<ts>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)"
+    r"(?:\s*(?:-\s*[\w.]+\s*-\s*)?(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b\s*[-:]?)?\s*"
+)
+
+# uvicorn's default formatter: `ERROR:    [Errno 98] ...`, `INFO:     Uvicorn running on ...`.
+_UVICORN = re.compile(r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+")
+
+# llama.cpp: `llama_model_load: error loading model: ...`, `srv  load_model: failed ...`,
+# `main: server is listening on ...` (C function name, lower case, then a colon).
+_LLAMACPP = re.compile(r"(?:(?P<tag>srv|slot|que|res)\s+)?(?P<func>[a-z_][a-z0-9_]*):\s+")
+
+# docker compose service column `vllm  | ` and kubectl-style pod prefixes before a process prefix.
+_COMPOSE = re.compile(r"[\w.\-]+\s+\|\s")
+
+_LEVEL_WORDS = {"WARN": "WARNING"}
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """A parsed log line; every part but `text` and `message` may be None."""
+
+    text: str  # ANSI stripped, the last carriage-return segment, no trailing newline
+    process: str | None  # "Worker_TP4", "EngineCore_DP0", "APIServer", "TP3", ...
+    pid: int | None
+    level: str | None  # "ERROR", "WARNING", "INFO", ...
+    timestamp: str | None  # as printed: "12-29 15:21:11" or "2025-01-01 10:00:00"
+    source: str | None  # "multiproc_executor.py:751", or a llama.cpp function name
+    message: str  # what is left after the prefixes
+
+
+def clean_text(raw: str) -> str:
+    """Strip ANSI escapes and keep what a terminal would show after the last `\\r`."""
+    raw = raw.rstrip("\r\n")
+    if "\r" in raw:
+        # A progress bar redraws itself with \r; the terminal shows the last non-empty segment.
+        segments = [s for s in raw.split("\r") if s.strip()]
+        raw = segments[-1] if segments else ""
+    if "\x1b" in raw:
+        raw = _ANSI.sub("", raw)
+    return raw
+
+
+def parse_line(raw: str) -> LogLine:
+    """Split one raw log line into its prefixes and message; never raises."""
+    text = clean_text(raw)
+    rest = text
+    process = pid = level = timestamp = source = None
+
+    m = _PROCESS.search(rest, 0, 200)
+    if m:
+        process, pid = m.group("process"), int(m.group("pid"))
+        rest = rest[m.end() :]
+    elif _COMPOSE.match(rest):
+        rest = rest[_COMPOSE.match(rest).end() :]
+
+    m = _VLLM_FORMAT.match(rest)
+    if m:
+        level, timestamp, source = m.group("level"), m.group("ts"), m.group("src")
+        rest = rest[m.end() :]
+    else:
+        m = _SGLANG_FORMAT.match(rest)
+        if m:
+            timestamp = m.group("ts")
+            ranks = m.group("ranks").strip()
+            if ranks and process is None:
+                process = ranks
+            rest = rest[m.end() :]
+        else:
+            m = _ISO_PREFIX.match(rest)
+            if m:
+                timestamp, level = m.group("ts"), m.group("level")
+                rest = rest[m.end() :]
+                # a vLLM line may follow a docker timestamp
+                inner = _PROCESS.match(rest)
+                if inner and process is None:
+                    process, pid = inner.group("process"), int(inner.group("pid"))
+                    rest = rest[inner.end() :]
+                inner = _VLLM_FORMAT.match(rest)
+                if inner:
+                    level, source = inner.group("level"), inner.group("src")
+                    rest = rest[inner.end() :]
+            else:
+                m = _UVICORN.match(rest)
+                if m:
+                    level = m.group("level")
+                    rest = rest[m.end() :]
+    if source is None and level is None:
+        m = _LLAMACPP.match(rest)
+        if m and not rest.startswith(("http:", "https:")):
+            source = m.group("func")
+            if m.group("tag"):
+                source = f"{m.group('tag')} {source}"
+    if level is not None:
+        level = _LEVEL_WORDS.get(level, level)
+    return LogLine(
+        text=text,
+        process=process,
+        pid=pid,
+        level=level,
+        timestamp=timestamp,
+        source=source,
+        message=rest.strip(),
+    )

@@ -1,0 +1,117 @@
+"""Start-up banners (one per launch) and readiness lines, per engine.
+
+A banner that appears a second time from the same process name means a second launch wrote
+into the same log (the story's reused /tmp/vllm_kimi.log). Each text is what the engine
+prints; sources:
+  vLLM   "vLLM API server version %s"        vllm/entrypoints/openai/api_server.py@v0.16.0
+         "Initializing a V1 LLM engine (v%s) with config: %s"   vllm/v1/engine/core.py@v0.16.0
+         "Initializing an LLM engine (v%s) with config: %s"    vllm/engine/llm_engine.py@v0.6.3
+         "Starting vLLM API server %d on %s" vllm/entrypoints/openai/api_server.py@v0.16.0
+  SGLang "server_args=ServerArgs(...)"        sglang/srt/server_args.py (logged at launch)
+         "The server is fired up and ready to roll!"  sglang/srt/entrypoints/http_server.py
+  llama.cpp "build: %d (%s) with %s for %s"   common/common.cpp (common_params print)
+         "main: server is listening on %s"   tools/server/server.cpp
+  uvicorn "Application startup complete." / "Uvicorn running on %s"  uvicorn/lifespan/on.py,
+          uvicorn/server.py (vLLM, SGLang and llama-cpp-python serve through uvicorn)
+"""
+
+from __future__ import annotations
+
+import re
+
+BANNERS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("vllm_api_version", re.compile(r"vLLM API server version")),
+    ("vllm_engine_init", re.compile(r"Initializing an? (?:V1 )?LLM engine")),
+    ("vllm_api_start", re.compile(r"Starting vLLM API server")),
+    ("sglang_server_args", re.compile(r"server_args=ServerArgs\(")),
+    ("llamacpp_build", re.compile(r"^(?:main: )?build(?: =|:) \d+")),
+)
+
+HEALTHY: tuple[re.Pattern[str], ...] = (
+    re.compile(r"Application startup complete"),
+    re.compile(r"Uvicorn running on"),
+    re.compile(r"server is listening on"),
+    re.compile(r"The server is fired up"),
+)
+
+# Process names that exist once per launch: a new pid under the same name is a new launch.
+# Plain "VllmWorkerProcess" or "RayWorkerWrapper" names are shared by every worker of one
+# launch, so they are left out.
+_UNIQUE_NAME = re.compile(r"(?:_|\b)(?:TP|DP|PP|EP|PCP|DCP)\d+$|^APIServer$|^EngineCore(?:_DP\d+)?$")
+
+
+def banner_kind(message: str) -> str | None:
+    """The banner this message is, or None."""
+    for kind, pattern in BANNERS:
+        if pattern.search(message):
+            return kind
+    return None
+
+
+def is_healthy(message: str) -> bool:
+    """True for a line that says the server is up and serving."""
+    return any(p.search(message) for p in HEALTHY)
+
+
+def is_unique_process_name(name: str) -> bool:
+    return bool(_UNIQUE_NAME.search(name))
+
+
+ENGINE_HINTS: tuple[tuple[str, re.Pattern[bytes]], ...] = (
+    ("sglang", re.compile(rb"sglang|server_args=ServerArgs|The server is fired up")),
+    ("llama.cpp", re.compile(rb"llama_model_load|ggml_|llama_init|llama_context|main: build|\bsrv  ")),
+    ("vllm", re.compile(rb"vllm|vLLM|EngineCore|Worker_TP|VllmWorker")),
+)
+
+
+def guess_engine(head: bytes) -> str | None:
+    """Which engine wrote a log, from its first bytes; None when nothing says."""
+    for engine, pattern in ENGINE_HINTS:
+        if pattern.search(head):
+            return engine
+    return None
+
+
+# Where a log that ends with no error and no readiness line stopped. Only phases known to
+# hang are listed: NCCL's bootstrap waits forever on a broken P2P path or unreachable peer
+# (https://github.com/vllm-project/vllm/issues/5484), and CUDA graph capture can deadlock.
+# Each row: (signature id, category, pattern over the message, explanation, source, remedies
+# as (kind, change, tradeoff)).
+STALL_PHASES: tuple[tuple, ...] = (
+    (
+        "log-ends-in-nccl-init",
+        "nccl_distributed",
+        re.compile(r"NCCL INFO|NCCL version|ncclCommInitRank|init_process_group|Initializing NCCL|pynccl"),
+        "The log ends during NCCL initialisation with no error and no readiness line: if the "
+        "engine is still running it hangs there (typically GPU peer-to-peer that never "
+        "completes, or a peer it cannot reach). Try NCCL_P2P_DISABLE=1, or "
+        "--disable-custom-all-reduce, and NCCL_DEBUG=INFO.",
+        "https://github.com/vllm-project/vllm/issues/5484",
+        (
+            ("env", "NCCL_P2P_DISABLE=1", "collectives go through host memory: slower TP"),
+            ("flag", "--disable-custom-all-reduce", "slightly slower small all-reduces"),
+            ("env", "NCCL_DEBUG=INFO to see the last step NCCL reached", "none"),
+        ),
+    ),
+    (
+        "log-ends-in-cuda-graph-capture",
+        "cuda_graph",
+        re.compile(r"Capturing (?:CUDA graph|cudagraphs?)|Capture cuda graph begin|CUDA graph capture"),
+        "The log ends while CUDA graphs are being captured, with no error: if the engine is "
+        "still running it hangs in capture. --enforce-eager (vLLM) or --disable-cuda-graph "
+        "(SGLang) confirms it.",
+        "vllm/v1/worker/gpu_model_runner.py@v0.10.0 (capture_model logs 'Capturing CUDA graphs')",
+        (("flag", "--enforce-eager (vLLM) / --disable-cuda-graph (SGLang)", "no CUDA graphs: slower decoding"),),
+    ),
+)
+STALL_WINDOW_LINES = 20  # the phase must be among the last 20 non-empty lines
+
+
+def stall_phase(tail_messages: list[str]):
+    """The STALL_PHASES row of the last phase line among the final lines, or None."""
+    recent = [m for m in tail_messages if m.strip()][-STALL_WINDOW_LINES:]
+    for message in reversed(recent):
+        for row in STALL_PHASES:
+            if row[2].search(message):
+                return row
+    return None

@@ -1,0 +1,296 @@
+"""Error signatures: a data table (signatures.yaml) and the code that matches a message to one.
+
+Each row names one failure the engines really print, with the message text as the engine
+writes it (`source` says where), its category (DESIGN.md words), an explanation, remedies,
+and how it ranks:
+
+- `priority`: when several rows match the same message, the highest wins (a specific
+  "NCCL ... /dev/shm" row beats the generic "NCCL error" row);
+- `tier` decides which *event* of a log is the root cause (see diagnosis.py): `cause`
+  (default) rows beat `generic` rows (true but vague: "NCCL error", "CUDA error: unspecified
+  launch failure"), which beat unmatched exceptions, which beat `echo` rows (wrappers that
+  repeat an error printed elsewhere: "Engine core initialization failed");
+- `benign: true` rows are known non-failures (a fallback notice) and never a root cause;
+- `unwrap: NAME` names the group holding a wrapped message ("Worker failed with error
+  '...'"): the inner message is matched again and wins when it matches;
+- `refine` rules re-categorise by context (the traceback frames and nearby error lines),
+  e.g. a CUDA OOM inside CUDA graph capture is `cuda_graph`, not `oom_weights`;
+- `analyzer` names a function below that reads a structured message (the attention
+  selector's per-backend reasons).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from importlib import resources
+
+from servepilot.categories import check_category
+from servepilot.checks.finding import REMEDY_KINDS
+
+TIERS = ("cause", "generic", "echo")
+ENGINES = ("vllm", "sglang", "llama.cpp")
+
+
+@dataclass(frozen=True)
+class TriageRemedy:
+    """One fix for a diagnosed failure; `check` names the servepilot check that covers it."""
+
+    kind: str  # flag | overlay | upgrade | hardware | env (checks/finding.py REMEDY_KINDS)
+    change: str
+    tradeoff: str
+    check: str | None = None  # e.g. "SP-KV-001"
+
+
+@dataclass(frozen=True)
+class RefineRule:
+    pattern: re.Pattern[str]
+    category: str
+    explanation: str | None
+
+
+@dataclass(frozen=True)
+class Signature:
+    id: str
+    category: str
+    patterns: tuple[re.Pattern[str], ...]
+    explanation: str
+    remedies: tuple[TriageRemedy, ...]
+    source: str
+    engines: tuple[str, ...]
+    priority: int = 50
+    tier: str = "cause"
+    benign: bool = False
+    unwrap: str | None = None
+    refine: tuple[RefineRule, ...] = ()
+    analyzer: str | None = None
+    examples: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Match:
+    """A signature applied to one message: the category and explanation after refinement."""
+
+    signature: Signature
+    category: str
+    explanation: str
+    remedies: tuple[TriageRemedy, ...]
+    groups: dict
+
+    @property
+    def tier(self) -> str:
+        return self.signature.tier
+
+
+class SignatureDataError(ValueError):
+    """signatures.yaml is malformed (a packaging bug, caught by the test suite)."""
+
+
+def _compile(pattern: str, where: str) -> re.Pattern[str]:
+    try:
+        # Case-insensitive: reporters retype messages ("valueerror: ... trust_remote_code=true").
+        return re.compile(pattern, re.IGNORECASE)
+    except re.error as exc:
+        raise SignatureDataError(f"{where}: bad regex {pattern!r}: {exc}") from exc
+
+
+def _remedy(raw: dict, where: str) -> TriageRemedy:
+    kind = raw.get("kind")
+    if kind not in REMEDY_KINDS:
+        raise SignatureDataError(f"{where}: remedy kind {kind!r} not in {REMEDY_KINDS}")
+    for key in ("change", "tradeoff"):
+        if not isinstance(raw.get(key), str) or not raw[key].strip():
+            raise SignatureDataError(f"{where}: remedy needs a non-empty {key!r}")
+    return TriageRemedy(kind=kind, change=raw["change"], tradeoff=raw["tradeoff"], check=raw.get("check"))
+
+
+def build_signature(raw: dict) -> Signature:
+    """Validate one data row into a Signature; raises SignatureDataError naming the row."""
+    sid = raw.get("id")
+    where = f"signature {sid!r}"
+    if not isinstance(sid, str) or not sid:
+        raise SignatureDataError(f"signature without an id: {raw!r:.80}")
+    missing = [k for k in ("category", "patterns", "explanation", "source", "engines") if not raw.get(k)]
+    if missing:
+        raise SignatureDataError(f"{where}: missing {', '.join(missing)}")
+    try:
+        check_category(raw["category"])
+        for rule in raw.get("refine", ()):
+            check_category(rule["category"])
+    except (ValueError, KeyError) as exc:
+        raise SignatureDataError(f"{where}: {exc}") from exc
+    tier = raw.get("tier", "cause")
+    if tier not in TIERS:
+        raise SignatureDataError(f"{where}: tier {tier!r} not in {TIERS}")
+    engines = tuple(raw["engines"])
+    if any(e not in ENGINES for e in engines):
+        raise SignatureDataError(f"{where}: engines {engines} not within {ENGINES}")
+    analyzer = raw.get("analyzer")
+    if analyzer is not None and analyzer not in ANALYZERS:
+        raise SignatureDataError(f"{where}: unknown analyzer {analyzer!r}")
+    patterns = tuple(_compile(p, where) for p in raw["patterns"])
+    unwrap = raw.get("unwrap")
+    if unwrap and not any(unwrap in p.groupindex for p in patterns):
+        raise SignatureDataError(f"{where}: unwrap group {unwrap!r} is in no pattern")
+    return Signature(
+        id=sid,
+        category=raw["category"],
+        patterns=patterns,
+        explanation=raw["explanation"].strip(),
+        remedies=tuple(_remedy(r, where) for r in raw.get("remedies", ())),
+        source=raw["source"],
+        engines=engines,
+        priority=int(raw.get("priority", 50)),
+        tier=tier,
+        benign=bool(raw.get("benign", False)),
+        unwrap=unwrap,
+        refine=tuple(
+            RefineRule(_compile(r["when"], where), r["category"], r.get("explanation"))
+            for r in raw.get("refine", ())
+        ),
+        analyzer=analyzer,
+        examples=tuple(raw.get("examples", ())),
+    )
+
+
+def parse_signature_rows(rows: list) -> tuple[Signature, ...]:
+    """Build and cross-check a signature table (ids unique)."""
+    if not isinstance(rows, list):
+        raise SignatureDataError("signatures.yaml must hold a list of signatures")
+    sigs = tuple(build_signature(r) for r in rows)
+    seen: set[str] = set()
+    for s in sigs:
+        if s.id in seen:
+            raise SignatureDataError(f"duplicate signature id {s.id!r}")
+        seen.add(s.id)
+    # Highest priority first, so the first match is the best one.
+    return tuple(sorted(sigs, key=lambda s: -s.priority))
+
+
+@functools.cache
+def load_signatures() -> tuple[Signature, ...]:
+    """The packaged signature table, parsed once per process."""
+    import yaml  # lazy: keeps `servepilot --version` fast
+
+    text = resources.files("servepilot.triage").joinpath("signatures.yaml").read_text("utf-8")
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return parse_signature_rows(yaml.load(text, Loader=loader))
+
+
+class _Interp(dict):
+    def __missing__(self, key):
+        return "?"
+
+
+def _render(template: str, groups: dict) -> str:
+    try:
+        return template.format_map(_Interp({k: v for k, v in groups.items() if v is not None}))
+    except (ValueError, IndexError):
+        return template
+
+
+class Matcher:
+    """Matches messages against a signature table, optionally limited to one engine."""
+
+    def __init__(self, signatures: tuple[Signature, ...], engine: str | None = None):
+        self.signatures = tuple(s for s in signatures if engine is None or engine in s.engines)
+        self._cache: dict[str, tuple[Signature, dict] | None] = {}
+
+    def _raw(self, message: str, skip_echo: bool = False) -> tuple[Signature, dict] | None:
+        key = message if not skip_echo else "\x00" + message
+        if key in self._cache:
+            return self._cache[key]
+        found = None
+        for sig in self.signatures:
+            if skip_echo and sig.tier == "echo":
+                continue
+            for pattern in sig.patterns:
+                m = pattern.search(message)
+                if m:
+                    found = (sig, m.groupdict())
+                    break
+            if found:
+                break
+        if len(self._cache) < 50_000:
+            self._cache[message if not skip_echo else key] = found
+        return found
+
+    def match(self, message: str, context: str = "") -> Match | None:
+        """The best signature for a message; `context` (frames, nearby lines) feeds refine rules."""
+        raw = self._raw(message[:4000])
+        if raw is None:
+            return None
+        sig, groups = raw
+        if sig.unwrap and groups.get(sig.unwrap):
+            inner = self._raw(groups[sig.unwrap][:4000], skip_echo=True)
+            if inner is not None and not inner[0].benign:
+                return self._finish(inner[0], inner[1], message + "\n" + context)
+        return self._finish(sig, groups, context + "\n" + message)
+
+    def _finish(self, sig: Signature, groups: dict, context: str) -> Match:
+        category, explanation = sig.category, _render(sig.explanation, groups)
+        remedies = sig.remedies
+        for rule in sig.refine:
+            if rule.pattern.search(context):
+                category = rule.category
+                if rule.explanation:
+                    explanation = _render(rule.explanation, groups)
+                break
+        remedies = tuple(
+            TriageRemedy(r.kind, _render(r.change, groups), _render(r.tradeoff, groups), r.check) for r in remedies
+        )
+        if sig.analyzer:
+            category, explanation, remedies = ANALYZERS[sig.analyzer](groups, category, explanation, remedies)
+        return Match(sig, category, explanation, remedies, groups)
+
+
+# --- analyzers ------------------------------------------------------------------------------
+
+_REASON_ENTRY = re.compile(r"(?P<backend>[A-Z][A-Z0-9_]+):\s*\[(?P<reasons>[^\]]*)\]")
+
+
+def attention_reasons(groups, category, explanation, remedies):
+    """Judge vLLM's attention selector failure by its per-backend reasons.
+
+    The rule: the selector failing is `attention_backend`, unless the KV cache dtype is the
+    only thing standing in the way on this GPU, i.e. every backend that accepts this
+    compute capability (and is not rejected for sparse/MLA/head-size mismatch) lists
+    "kv_cache_dtype not supported". Then changing the KV dtype is the fix: `kv_cache_dtype`.
+    (vllm/v1/attention/backend.py@v0.16.0 validate_configuration writes these reasons.)
+    """
+    text = groups.get("reasons") or ""
+    entries = {m.group("backend"): [r.strip() for r in m.group("reasons").split(",")] for m in _REASON_ENTRY.finditer(text)}
+    if not entries and text:
+        entries = {"selected": [r.strip(" '\"") for r in text.strip("[]").split(",")]}
+    usable = {b: rs for b, rs in entries.items() if not any("compute capability" in r for r in rs)}
+    kv_only = bool(usable) and all(
+        any("kv_cache_dtype" in r for r in rs) and all(("kv_cache_dtype" in r or "block" in r) for r in rs)
+        for rs in usable.values()
+    )
+    if not kv_only:
+        return category, explanation, remedies
+    names = ", ".join(sorted(usable))
+    explanation = (
+        f"No attention backend accepts the KV cache dtype here: the backends that support this "
+        f"GPU ({names}) reject it only for kv_cache_dtype. The KV cache dtype (often inherited "
+        f"from the checkpoint's quantization config when --kv-cache-dtype is auto) is the blocker."
+    )
+    kv_remedies = (
+        TriageRemedy(
+            kind="overlay",
+            change="servepilot fix: overlay the checkpoint without its kv_cache_scheme / kv_cache_quant_algo keys, then --kv-cache-dtype auto",
+            tradeoff="KV cache in the model dtype (BF16): twice the bytes per token of FP8, so about half the KV tokens",
+            check="SP-KV-001",
+        ),
+        TriageRemedy(
+            kind="flag",
+            change="--kv-cache-dtype bfloat16 (where the engine version lets the flag override the checkpoint)",
+            tradeoff="twice the KV bytes per token of FP8",
+            check="SP-KV-001",
+        ),
+    )
+    return "kv_cache_dtype", explanation, kv_remedies + tuple(remedies)
+
+
+ANALYZERS = {"attention_reasons": attention_reasons}
