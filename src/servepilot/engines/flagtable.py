@@ -1,0 +1,247 @@
+"""Engine flag tables (data files `engines/<engine>/knowledge/flags.json`) and an argv parser
+that follows them the way each engine's own argparse would.
+
+A table row is one option name (`--tensor-parallel-size`, `-tp`) with the dest it fills, the
+kind of value it takes, the engine versions that have it (PEP 440) and the source it was read
+from. Parsing never imports the engine; it only needs the table for one engine version.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+
+# Kinds that take no value on the command line.
+NO_VALUE_KINDS = frozenset({"bool", "store_true", "store_false", "negate"})
+
+_VARIABLE = re.compile(r"\$\{?[A-Za-z_][A-Za-z0-9_]*\}?")
+
+
+@dataclass(frozen=True)
+class FlagSpec:
+    name: str  # "--tensor-parallel-size", "-tp"
+    dest: str  # "tensor_parallel_size"
+    kind: str  # see the "kinds" table of the data file
+    versions: str  # PEP 440 specifier; "" = every sampled version
+    source: str
+
+
+@dataclass(frozen=True)
+class FlagTable:
+    """All rows of one engine's table, across versions."""
+
+    engine: str
+    rows: tuple[FlagSpec, ...]
+    defaults: tuple[dict, ...]
+    parser: dict
+    sampled_versions: tuple[str, ...] = ()
+
+    def for_version(self, version: str | None, program: str | None = None) -> VersionTable:
+        """The rows that hold for `version` (None: the newest row of every name)."""
+        by_name: dict[str, FlagSpec] = {}
+        for row in self.rows:
+            if version is None or version_in(version, row.versions):
+                # Rows are ordered oldest range first, so a later row is the newer meaning.
+                by_name[row.name] = row
+        defaults = {}
+        for d in self.defaults:
+            if d.get("program") not in (None, program):
+                continue
+            if version is None or version_in(version, d.get("versions", "")):
+                defaults[d["dest"]] = d
+        return VersionTable(self, version, by_name, defaults)
+
+    def versions_of(self, name: str) -> list[str]:
+        """The version ranges in which `name` exists (empty when the table never had it).
+
+        Adjacent rows (a kind change at a sampled tag) are joined: "<0.10.1.1" and
+        ">=0.10.1.1,<0.18.0" read as "<0.18.0".
+        """
+        ranges: list[list[str]] = []  # [lower, upper] clauses
+        for row in self.rows:
+            if row.name != name:
+                continue
+            clauses = [c for c in row.versions.split(",") if c]
+            lower = next((c for c in clauses if c.startswith(">")), "")
+            upper = next((c for c in clauses if c.startswith("<")), "")
+            if ranges and ranges[-1][1] and lower and ranges[-1][1][1:] == lower.lstrip(">=").lstrip(">"):
+                ranges[-1][1] = upper
+            else:
+                ranges.append([lower, upper])
+        return [",".join(c for c in r if c) or "all sampled versions" for r in ranges]
+
+
+@dataclass
+class VersionTable:
+    """One engine version's flags: lookup by name, canonical spelling per dest."""
+
+    table: FlagTable
+    version: str | None
+    by_name: dict[str, FlagSpec]
+    defaults: dict[str, dict]
+    _long_names: list[str] = field(default_factory=list)
+
+    def __post_init__(self):
+        self._long_names = sorted(n for n in self.by_name if n.startswith("--"))
+
+    @property
+    def parser(self) -> dict:
+        return self.table.parser
+
+    def lookup(self, name: str) -> tuple[FlagSpec | None, bool]:
+        """The row for an option as typed, and whether it is a `--no-` negation.
+
+        Follows argparse: exact match first, then `--no-x` of a BooleanOptionalAction, then
+        (where the engine's parser allows abbreviations) a unique prefix of a long name.
+        """
+        spec = self.by_name.get(name)
+        if spec is not None:
+            return spec, spec.kind == "negate"
+        if name.startswith("--no-"):
+            base = self.by_name.get("--" + name[5:])
+            if base is not None and base.kind == "bool" and self.table.engine != "llama.cpp":
+                return base, True
+        if self.parser.get("allow_abbrev") and name.startswith("--") and len(name) > 3:
+            matches = {self.by_name[n].dest: self.by_name[n] for n in self._long_names if n.startswith(name)}
+            if len(matches) == 1:
+                return next(iter(matches.values())), False
+        return None, False
+
+    def canonical_name(self, dest: str) -> str | None:
+        """The long option to write for `dest`: the one spelled like the dest, else the longest."""
+        names = [n for n, s in self.by_name.items() if s.dest == dest and s.kind != "negate"]
+        if not names:
+            return None
+        spelled = "--" + dest.replace("_", "-")
+        for candidate in (spelled, "--" + dest):
+            if candidate in names:
+                return candidate
+        longs = [n for n in names if n.startswith("--")] or names
+        return max(longs, key=len)
+
+    def spec_for_dest(self, dest: str) -> FlagSpec | None:
+        name = self.canonical_name(dest)
+        return self.by_name.get(name) if name else None
+
+    def default_values(self) -> dict:
+        return {dest: d["value"] for dest, d in self.defaults.items()}
+
+
+def version_in(version: str, specifier: str) -> bool:
+    """Whether the release that `version` leads to satisfies `specifier`.
+
+    "0.16.0rc2.dev313" counts as 0.16.0: the tables are read from release tags, and a nightly
+    of a release behaves like that release far more often than like the one before.
+    """
+    if not specifier:
+        return True
+    from packaging.specifiers import SpecifierSet
+
+    return release_version(version) in SpecifierSet(specifier)
+
+
+def release_version(version: str):
+    from packaging.version import InvalidVersion, Version
+
+    from servepilot.errors import BadInput
+
+    try:
+        v = Version(str(version).strip().lstrip("vV"))
+    except InvalidVersion:
+        raise BadInput(f"engine version {version!r} is not a version number", hint="e.g. --engine-version 0.16.0") from None
+    return Version(".".join(str(p) for p in v.release))
+
+
+@lru_cache(maxsize=8)
+def load_table(engine_package: str, key: str = "flags") -> FlagTable:
+    """The flag table of `servepilot.engines.<engine_package>` (key: "flags" or another list)."""
+    text = resources.files(f"servepilot.engines.{engine_package}").joinpath("knowledge/flags.json").read_text(encoding="utf-8")
+    data = json.loads(text)
+    rows = tuple(FlagSpec(r["name"], r["dest"], r["kind"], r.get("versions", ""), r["source"]) for r in data[key])
+    return FlagTable(
+        engine=data["engine"],
+        rows=rows,
+        defaults=tuple(data.get("defaults", ())),
+        parser=data.get("parser", {}),
+        sampled_versions=tuple(data.get("sampled_versions", ())),
+    )
+
+
+# ---- values -----------------------------------------------------------------------------
+
+_DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+_IEC = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT])i?B", re.IGNORECASE)
+
+
+def human_int(text: str) -> tuple[int, str | None]:
+    """vLLM's human_readable_int ("1k" = 1000, "1K" = 1024, "25.6k"), plus "20GiB"/"20GB".
+
+    Returns (value, problem): vLLM itself rejects "20GiB" (vllm/engine/arg_utils.py@v0.16.0
+    human_readable_int accepts one letter k/m/g/t or K/M/G/T), so such a value is read as the
+    operator meant it and the problem is reported.
+    """
+    value = text.strip()
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgGtT])", value)
+    if m:
+        number, suffix = m.groups()
+        if suffix in _DECIMAL:
+            return int(float(number) * _DECIMAL[suffix]), None
+        if "." in number:
+            return int(float(number) * _BINARY[suffix]), f"{text!r}: vLLM rejects decimals with binary suffixes"
+        return int(number) * _BINARY[suffix], None
+    m = _IEC.fullmatch(value)
+    if m:
+        number, letter = m.groups()
+        binary = "i" in value.lower()
+        mult = _BINARY[letter.upper()] if binary else _DECIMAL[letter.lower()]
+        hint = f"{number}{letter.upper() if binary else letter.lower()}"
+        return int(float(number) * mult), f"{text!r}: vLLM accepts {hint!r}, not {text!r}"
+    return int(value), None
+
+
+def convert_value(kind: str, raw: str, dest: str) -> tuple[object, str | None]:
+    """A typed value for `raw`, and a problem in words when the engine would reject it.
+
+    A value that is an unexpanded shell variable ("${MAX_NUM_SEQS}") is kept as text.
+    """
+    if _VARIABLE.search(raw) and kind not in ("str", "list", "append"):
+        return raw, f"{dest} = {raw!r} is a shell variable that the command does not set"
+    try:
+        if kind == "int":
+            return int(raw), None
+        if kind == "float":
+            return float(raw), None
+        if kind == "human_int":
+            return human_int(raw)
+        if kind == "human_int_or_auto":
+            if raw.strip().lower() in ("auto", "-1"):
+                return -1, None
+            return human_int(raw)
+        if kind == "int_or_str":
+            return (int(raw), None) if re.fullmatch(r"-?\d+", raw.strip()) else (raw, None)
+        if kind == "bool_value":
+            low = raw.strip().lower()
+            if low in ("true", "1", "yes", "on"):
+                return True, None
+            if low in ("false", "0", "no", "off"):
+                return False, None
+            return raw, f"{dest} = {raw!r} is not a boolean"
+        if kind == "json":
+            stripped = raw.strip()
+            if stripped[:1] in ("{", "["):
+                return json.loads(stripped), None
+            try:
+                return json.loads(stripped), None
+            except json.JSONDecodeError:
+                return raw, None
+    except (ValueError, json.JSONDecodeError) as exc:
+        return raw, f"{dest} = {raw!r} is not a valid {kind} value ({exc.__class__.__name__})"
+    return raw, None
+
+
+def has_variable(text: str) -> bool:
+    return bool(_VARIABLE.search(text))
