@@ -11,7 +11,11 @@ import pytest
 from conftest import raw_safetensors, safetensors_bytes
 
 from servepilot.checkpoint import safetensors as st
-from servepilot.checkpoint.safetensors import MAX_HEADER_BYTES, read_safetensors_summary, read_tensor_infos
+from servepilot.checkpoint.safetensors import (
+    MAX_HEADER_BYTES,
+    read_safetensors_summary,
+    read_tensor_infos,
+)
 from servepilot.errors import HeaderError
 
 

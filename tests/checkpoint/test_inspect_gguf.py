@@ -1,0 +1,85 @@
+"""GGUF files written with gguf.GGUFWriter; bad magic, truncation, splits."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from conftest import write_gguf
+
+from servepilot.checkpoint.gguf_reader import read_gguf_file
+from servepilot.checkpoint.inspect import inspect_path
+from servepilot.errors import BadInput, HeaderError
+
+
+def test_single_file(tmp_path):
+    (path,) = write_gguf(tmp_path / "tiny.gguf", n_tensors=3, context_length=4096)
+    spec = inspect_path(path)
+    assert spec.format == "gguf" and spec.family == "llama" and spec.model_type == "llama"
+    g = spec.gguf
+    assert (g.architecture, g.context_length, g.block_count, g.head_count, g.head_count_kv) == ("llama", 4096, 2, 4, 2)
+    assert g.embedding_length == 32 and g.file_type == "MOSTLY_F16"
+    assert g.tensor_types == {"F16": 2, "F32": 1}
+    assert g.file_size == path.stat().st_size and g.split_files == ()
+    assert spec.vocab_size == 100  # from the token table's length
+    assert spec.weights.source == "gguf"
+    assert spec.weights.total_bytes == 2 * 32 * 32 * 2 + 32 * 32 * 4
+    assert spec.weights.params_by_dtype == {"F16": 2048, "F32": 1024}
+    assert spec.attention.kind == "gqa" and spec.attention.head_dim == 8
+    assert spec.quant.method == "gguf" and spec.quant.quant_algo == "MOSTLY_F16"
+    assert [t.name for t in spec.weights.tensors] == [f"blk.{i}.attn_q.weight" for i in range(3)]
+
+
+def test_split_files_are_combined(tmp_path):
+    files = write_gguf(tmp_path / "big.gguf", n_tensors=4, split_max_tensors=2)
+    assert [f.name for f in files] == ["big-00001-of-00002.gguf", "big-00002-of-00002.gguf"]
+    spec = inspect_path(files[1])  # any split names the whole set
+    assert spec.gguf.split_files == tuple(f.name for f in files)
+    assert spec.gguf.file_size == sum(f.stat().st_size for f in files)
+    assert sum(spec.gguf.tensor_types.values()) == 4 and spec.weights.shards == 2
+    files[1].unlink()
+    spec = inspect_path(files[0])
+    assert spec.problems and "missing 1 file(s): big-00002-of-00002.gguf" in spec.problems[0]
+
+
+def test_directory_with_one_gguf_model(tmp_path):
+    write_gguf(tmp_path / "m.gguf")
+    (tmp_path / "mmproj-m.gguf").write_bytes(b"GGUF")  # projector files are not the model
+    assert inspect_path(tmp_path).format == "gguf"
+    write_gguf(tmp_path / "other.gguf")
+    with pytest.raises(BadInput, match="2 GGUF models"):
+        inspect_path(tmp_path)
+
+
+def test_bad_magic(tmp_path):
+    p = tmp_path / "x.gguf"
+    p.write_bytes(b"GGML" + b"\0" * 100)
+    with pytest.raises(HeaderError, match="magic") as info:
+        read_gguf_file(p)
+    assert info.value.path == str(p)
+
+
+@pytest.mark.parametrize("keep", [4, 10, 24, 60, 200, -100, -1])
+def test_truncated_file(tmp_path, keep):
+    (path,) = write_gguf(tmp_path / "t.gguf")
+    data = path.read_bytes()
+    path.write_bytes(data[:keep])
+    with pytest.raises(HeaderError) as info:
+        read_gguf_file(path)
+    assert info.value.path == str(path)
+
+
+def test_hostile_array_length_is_refused_quickly(tmp_path):
+    # magic, version 3, 0 tensors, 1 kv: key "a", type ARRAY(9) of UINT8(0) with 2**62 elements
+    body = b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", 1) + b"a" + struct.pack("<IIQ", 9, 0, 2**62)
+    p = tmp_path / "h.gguf"
+    p.write_bytes(body + b"\0" * 64)
+    with pytest.raises(HeaderError, match="truncated or corrupt"):
+        read_gguf_file(p)
+
+
+def test_empty_file(tmp_path):
+    p = tmp_path / "e.gguf"
+    p.write_bytes(b"")
+    with pytest.raises(HeaderError):
+        read_gguf_file(p)
