@@ -1,0 +1,43 @@
+"""What a rule may read besides the Deployment: the engine's Resolution and, lazily, the memory plan."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+
+def resolver_for(engine: str):
+    """The resolve module of an engine subpackage (same module names in each)."""
+    import importlib
+
+    name = {"llama.cpp": "llamacpp"}.get(engine, engine)
+    return importlib.import_module(f"servepilot.engines.{name}.resolve")
+
+
+@dataclass
+class CheckContext:
+    dep: object
+    notes: list[str] = field(default_factory=list)
+
+    @cached_property
+    def resolver(self):
+        return resolver_for(self.dep.engine)
+
+    @cached_property
+    def resolution(self):
+        return self.resolver.resolve(self.dep)
+
+    @cached_property
+    def plan(self):
+        """The planner's MemoryPlan, or None while planning is unavailable."""
+        try:
+            from servepilot.planning import plan_deployment
+        except ImportError:
+            return None
+        from servepilot.errors import ServepilotError
+
+        try:
+            return plan_deployment(self.dep, resolution=self.resolution)
+        except ServepilotError as exc:
+            self.notes.append(f"memory plan not available: {exc.one_line()}")
+            return None

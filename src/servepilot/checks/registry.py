@@ -1,0 +1,61 @@
+"""The rule table: one plain list of small pure functions, each (dep, ctx) -> list[Finding].
+
+`@rule(code, category, title)` appends to RULES. Every module in `servepilot.checks.rules`
+is imported once (pkgutil), so another engineer adds rules by adding a module, without
+editing this one. `facts` and `sources` on a rule are what `servepilot explain CODE` prints.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from servepilot.categories import check_category
+
+
+@dataclass(frozen=True)
+class Rule:
+    code: str
+    category: str
+    title: str
+    func: Callable
+    facts: tuple[str, ...] = ()  # the engine behaviour the rule encodes, in words
+    sources: tuple[str, ...] = ()  # where that behaviour was read (file@tag, PR URL) or knowledge files
+    engines: tuple[str, ...] = ()  # empty: every engine
+    module: str = field(default="", compare=False)
+
+
+RULES: list[Rule] = []
+_loaded = False
+
+
+def rule(code: str, category: str, title: str, *, facts: tuple[str, ...] = (), sources: tuple[str, ...] = (), engines: tuple[str, ...] = ()):
+    """Register the decorated function as a rule; the function is returned unchanged."""
+    check_category(category)
+
+    def register(func):
+        if any(r.code == code and r.func is not func for r in RULES):
+            raise ValueError(f"rule code {code} registered twice")
+        RULES.append(Rule(code, category, title, func, tuple(facts), tuple(sources), tuple(engines), func.__module__))
+        return func
+
+    return register
+
+
+def load_rules() -> list[Rule]:
+    """Import every module of servepilot.checks.rules (once) and return the table."""
+    global _loaded
+    if not _loaded:
+        from servepilot.checks import rules as package
+
+        for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+            importlib.import_module(f"{package.__name__}.{info.name}")
+        _loaded = True
+    return list(RULES)
+
+
+def find_rule(code: str) -> Rule | None:
+    code = code.strip().upper()
+    return next((r for r in load_rules() if r.code == code), None)

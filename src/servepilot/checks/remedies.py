@@ -1,0 +1,189 @@
+"""Remedies for a failing KV cache / attention backend combination, each verified by re-resolving.
+
+A remedy is offered only when the engine's own rules, re-run with the change, no longer fail.
+Order (the ranking): explicit --kv-cache-dtype, upgrade, checkpoint overlay without the KV
+scheme, --hf-overrides, other hardware.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+from servepilot.checks.finding import Remedy
+from servepilot.checks.kvmath import dtype_change_tradeoff
+
+UPGRADE_CANDIDATES = ("0.10.1", "0.10.2", "0.11.0", "0.12.0", "0.13.0", "0.14.1", "0.16.0", "0.17.0", "0.18.0")
+
+
+def kv_remedies(dep, ctx) -> list[Remedy]:
+    res = ctx.resolution
+    resolver = ctx.resolver
+    out: list[Remedy] = []
+    storage = res.kv_cache_storage or "fp8_e4m3"
+    model_dtype = res.model_dtype or "bfloat16"
+
+    # 1. an explicit 16-bit KV cache
+    alt = resolver.resolve_with(dep, kv_cache_dtype=model_dtype)
+    if not alt.fails and alt.kv_valid:
+        words, numbers = dtype_change_tradeoff(dep, storage, alt.kv_cache_storage or model_dtype, ctx.plan)
+        out.append(Remedy(
+            kind="flag",
+            change=f"--kv-cache-dtype {model_dtype}",
+            tradeoff=f"{words}; attention runs on {alt.attention_backend}; the checkpoint's KV scales go unused",
+            args={"set": {"kv_cache_dtype": model_dtype}, "unset": []},
+        ))
+
+    # 2. a release that accepts the same configuration
+    upgrade = first_passing_release(dep, resolver, res.engine_version)
+    if upgrade is not None:
+        version, alt = upgrade
+        out.append(Remedy(
+            kind="upgrade",
+            change=f"pip install 'vllm>={version}'",
+            tradeoff=f"keeps the {alt.kv_cache_dtype} KV cache (attention on {alt.attention_backend}); a new engine release to install and validate",
+            args={"upgrade": {"package": "vllm", "specifier": f">={version}"}},
+        ))
+
+    # 3. an overlay of the checkpoint without the KV scheme (auto then means the model dtype)
+    if res.kv_requested == "auto" and res.kv_cache_dtype != "auto":
+        overlay = overlay_without_kv(dep)
+        if overlay is not None:
+            patches, stripped_spec = overlay
+            alt = resolver.resolve_with_spec(dep, stripped_spec)
+            if not alt.fails:
+                words, numbers = dtype_change_tradeoff(dep, storage, alt.kv_cache_storage or model_dtype, ctx.plan)
+                files = ", ".join(f"{name} ({', '.join(op['path'] for op in ops)})" for name, ops in patches.items())
+                out.append(Remedy(
+                    kind="overlay",
+                    change=f"serve an overlay of the checkpoint without the KV cache scheme: {files}",
+                    tradeoff=f"{words}; the original checkpoint is untouched (symlinked weights, patched JSON copies)",
+                    args={"overlay": patches},
+                ))
+        hf = hf_overrides_without_kv(dep)
+        if hf is not None:
+            alt = resolver.resolve_with_spec(dep, _spec_with_config(dep.spec, hf))
+            if not alt.fails:
+                out.append(Remedy(
+                    kind="flag",
+                    change=_hf_change(hf),
+                    tradeoff=("same effect as the overlay without touching files; a dict value replaces the whole "
+                              "quantization_config, so the full dict (without the KV keys) must be given, as here"),
+                    args={"set": {"hf_overrides": {"quantization_config": hf}}, "unset": []},
+                ))
+
+    # 4. other GPUs whose backends take this KV dtype
+    for cc, name in (((9, 0), "H100/H200 (SM90)"), ((10, 0), "B200/GB200 (SM100)")):
+        if res.gpu_cc and res.gpu_cc[0] == cc[0]:
+            continue
+        alt = resolver.resolve(_dep_with_cc(dep, cc))
+        if not alt.fails and alt.attention_backend:
+            out.append(Remedy(
+                kind="hardware",
+                change=f"run on {name} GPUs",
+                tradeoff=f"there the same command resolves {alt.attention_backend} with {alt.kv_cache_dtype}; different hardware",
+                args={"hardware": {"compute_capability": f"{cc[0]}.{cc[1]}"}},
+            ))
+            break
+    return out
+
+
+def first_passing_release(dep, resolver, current: str | None):
+    """The oldest read release newer than `current` under which the same command resolves."""
+    from packaging.version import Version
+
+    from servepilot.engines import knowledge as kb
+
+    if current is None:
+        return None
+    now = Version(kb.release_of(current))
+    for version in UPGRADE_CANDIDATES:
+        if Version(version) <= now:
+            continue
+        alt = resolver.resolve_with(dep, engine_version=version)
+        if not alt.fails and alt.attention_backend:
+            return version, alt
+    return None
+
+
+def overlay_without_kv(dep):
+    """RFC 6902 patches removing the KV scheme from every quant declaration, and the patched spec."""
+    spec = dep.spec
+    if spec is None:
+        return None
+    patches: dict[str, list[dict]] = {}
+    qc = (spec.config or {}).get("quantization_config")
+    if isinstance(qc, dict):
+        ops = [{"op": "remove", "path": f"/quantization_config/{k}"} for k in ("kv_cache_scheme", "kv_cache_quant_algo") if k in qc]
+        inner = qc.get("quantization")
+        if isinstance(inner, dict):
+            ops += [{"op": "remove", "path": f"/quantization_config/quantization/{k}"} for k in ("kv_cache_scheme", "kv_cache_quant_algo") if k in inner]
+        if ops:
+            patches["config.json"] = ops
+    new_decls = []
+    for decl in (spec.quant.declarations if spec.quant else ()):
+        raw = decl.raw
+        if decl.where == "hf_quant_config.json" and isinstance(raw, dict):
+            ops = [{"op": "remove", "path": f"/{k}"} for k in ("kv_cache_scheme", "kv_cache_quant_algo") if k in raw]
+            inner = raw.get("quantization")
+            if isinstance(inner, dict):
+                ops += [{"op": "remove", "path": f"/quantization/{k}"} for k in ("kv_cache_scheme", "kv_cache_quant_algo") if k in inner]
+            if ops:
+                patches["hf_quant_config.json"] = ops
+                raw = _apply_removals(raw, ops)
+        new_decls.append(dataclasses.replace(decl, raw=raw, kv_cache=None) if hasattr(decl, "kv_cache") else dataclasses.replace(decl, raw=raw))
+    if not patches:
+        return None
+    config = _apply_removals(spec.config or {}, patches.get("config.json", []))
+    quant = dataclasses.replace(spec.quant, declarations=tuple(new_decls)) if spec.quant else None
+    return patches, dataclasses.replace(spec, config=config, quant=quant, kv_cache=None)
+
+
+def hf_overrides_without_kv(dep) -> dict | None:
+    """The full quantization_config the engine reads, minus its KV keys (for --hf-overrides)."""
+    spec = dep.spec
+    qc = (spec.config or {}).get("quantization_config") if spec else None
+    if not isinstance(qc, dict):
+        for decl in (spec.quant.declarations if spec and spec.quant else ()):
+            if decl.where == "hf_quant_config.json" and isinstance(decl.raw, dict):
+                qc = decl.raw
+                break
+    if not isinstance(qc, dict):
+        return None
+    out = copy.deepcopy(qc)
+    for k in ("kv_cache_scheme", "kv_cache_quant_algo"):
+        out.pop(k, None)
+        if isinstance(out.get("quantization"), dict):
+            out["quantization"].pop(k, None)
+    return out
+
+
+def _spec_with_config(spec, quant_config: dict):
+    config = dict(spec.config or {})
+    config["quantization_config"] = quant_config
+    return dataclasses.replace(spec, config=config)
+
+
+def _apply_removals(doc: dict, ops: list[dict]) -> dict:
+    import jsonpatch
+
+    return jsonpatch.apply_patch(doc, ops) if ops else copy.deepcopy(doc)
+
+
+def _dep_with_cc(dep, cc):
+    gpus = tuple(dataclasses.replace(g, compute_capability=cc) for g in dep.cluster.gpus)
+    return dataclasses.replace(dep, cluster=dataclasses.replace(dep.cluster, gpus=gpus))
+
+
+def _hf_change(hf: dict) -> str:
+    """The flag as typed; long dicts (ignore lists of hundreds of modules) are shortened for reading."""
+    text = "--hf-overrides '" + _json({"quantization_config": hf}) + "'"
+    if len(text) <= 240:
+        return text
+    return f"--hf-overrides '{{\"quantization_config\": {{...the checkpoint's {len(hf)} keys, without kv_cache_scheme / kv_cache_quant_algo...}}}}' (full value in args)"
+
+
+def _json(value) -> str:
+    import json
+
+    return json.dumps(value, separators=(",", ":"))

@@ -1,0 +1,143 @@
+"""Attention backend selection and KV cache dtype: the rules of the story."""
+
+from __future__ import annotations
+
+from servepilot.checks.finding import Evidence, Finding, Remedy
+from servepilot.checks.registry import rule
+from servepilot.checks.remedies import kv_remedies
+
+KNOWLEDGE = "servepilot/engines/vllm/knowledge/attention.yaml"
+KV_KNOWLEDGE = "servepilot/engines/vllm/knowledge/kv_cache.yaml"
+
+
+def _evidence(facts) -> tuple[Evidence, ...]:
+    return tuple(Evidence(f.fact, f.source) for f in facts)
+
+
+@rule(
+    "SP-ATTN-001", "attention_backend", "No attention backend accepts this configuration",
+    facts=(
+        "vLLM walks a priority list of attention backends per platform and compute capability and keeps those whose validate_configuration() returns no reason; none valid raises 'No valid attention backend found'.",
+        "A forced backend (--attention-backend, --attention-config, VLLM_ATTENTION_BACKEND up to 0.14) is validated too: 'Selected backend X is not valid for this configuration. Reason: [...]'.",
+        "On compute capability 12.x only TRITON_MLA passes the MLA capability tests; it accepts an fp8 KV cache only from vLLM 0.18.0 (PR #34597).",
+        "vLLM 0.10/0.11 choose without validating; TRITON_MLA's Impl then raises NotImplementedError for an fp8 KV cache.",
+    ),
+    sources=(KNOWLEDGE, "vllm/platforms/cuda.py@v0.16.0", "vllm/v1/attention/backend.py@v0.16.0", "https://github.com/vllm-project/vllm/pull/34597"),
+    engines=("vllm",),
+)
+def attention_backend_fails(dep, ctx) -> list[Finding]:
+    res = ctx.resolution
+    if not res.fails:
+        return []
+    gpu = dep.cluster.gpus[0].name if dep.cluster.gpus else "the GPU"
+    cc = f"{res.gpu_cc[0]}.{res.gpu_cc[1]}" if res.gpu_cc else "?"
+    lines = [f"vLLM {res.engine_version} on {gpu} (compute capability {cc}) will stop at start-up:", f"  {res.selection_error}"]
+    lines.append(f"KV cache dtype: {res.kv_cache_dtype} (requested {res.kv_requested}).")
+    for f in res.kv_evidence:
+        lines.append(f"  - {f.fact}")
+    if res.candidates:
+        lines.append("Backends tried, in the engine's order:")
+        for c in res.candidates:
+            lines.append(f"  - {c.backend}: {', '.join(c.reasons) if c.reasons else 'valid'}")
+    if res.forced_backend:
+        lines.append(f"Backend forced by {res.forced_by}: {res.forced_backend}.")
+    evidence = _evidence(res.kv_evidence) + tuple(
+        Evidence(f"{c.backend}: {', '.join(c.reasons) or 'valid'}", _backend_source(res, c.backend)) for c in res.candidates
+    )
+    if dep.spec is not None and dep.spec.is_mla and dep.spec.attention:
+        a = dep.spec.attention
+        evidence += (Evidence(f"MLA head size {res.head_size} = kv_lora_rank {a.kv_lora_rank} + qk_rope_head_dim {a.qk_rope_head_dim}", f"{dep.spec.path}/config.json"),)
+    remedies = kv_remedies(dep, ctx)
+    if res.forced_backend and res.forced_by not in (None, "vLLM's SM100 default (check_and_update_config)"):
+        remedies = [_unforce_remedy(res)] + remedies
+    category = "attention_backend"
+    return [Finding(
+        code="SP-ATTN-001", category=category, severity="error",
+        title=f"No attention backend for {res.kv_cache_dtype} KV cache on compute capability {cc}" if not res.forced_backend else f"Forced attention backend {res.forced_backend} is not valid here",
+        detail="\n".join(lines), evidence=evidence, remedies=tuple(remedies),
+    )]
+
+
+def _unforce_remedy(res) -> Remedy:
+    if res.forced_by == "VLLM_ATTENTION_BACKEND":
+        return Remedy("env", "unset VLLM_ATTENTION_BACKEND", "vLLM picks the backend itself from its priority list",
+                      {"env": {"set": {}, "unset": ["VLLM_ATTENTION_BACKEND"]}})
+    dest = "attention_backend" if res.forced_by == "--attention-backend" else "attention_config"
+    return Remedy("flag", f"drop {res.forced_by}", "vLLM picks the backend itself from its priority list", {"set": {}, "unset": [dest]})
+
+
+def _backend_source(res, name: str) -> str:
+    for f in res.facts:
+        if f.fact.startswith(f"{name}:"):
+            return f.source
+    return KNOWLEDGE
+
+
+@rule(
+    "SP-ATTN-002", "attention_backend", "VLLM_ATTENTION_BACKEND is ignored or deprecated",
+    facts=(
+        "VLLM_ATTENTION_BACKEND was deprecated for --attention-backend (PR #26315) and honoured with a warning up to 0.14.x.",
+        "From vLLM 0.15 the variable is no longer read at all (PR #32812): setting it does nothing, silently.",
+    ),
+    sources=(KNOWLEDGE, "https://github.com/vllm-project/vllm/pull/26315", "https://github.com/vllm-project/vllm/pull/32812"),
+    engines=("vllm",),
+)
+def attention_env_ignored(dep, ctx) -> list[Finding]:
+    from servepilot.engines import knowledge as kb
+
+    value = (dep.launch.shell.env or {}).get("VLLM_ATTENTION_BACKEND")
+    res = ctx.resolution
+    if not value or res.engine_version is None:
+        return []
+    row = kb.row_for(kb.load_file("vllm", "attention")["forcing"], res.engine_version)
+    if row is None or (row["env_honoured"] and not row["env_deprecated"]):
+        return []
+    flag = row.get("flag") or "--attention-backend"
+    remedy = Remedy("flag", f"{flag} {value}", "the supported way to force a backend; still validated by the engine",
+                    {"set": {"attention_backend": value}, "unset": []})
+    unset = Remedy("env", "unset VLLM_ATTENTION_BACKEND", "no effect on the launch; removes a misleading setting",
+                   {"env": {"set": {}, "unset": ["VLLM_ATTENTION_BACKEND"]}})
+    if row["env_honoured"]:
+        return [Finding("SP-ATTN-002", "attention_backend", "warning", "VLLM_ATTENTION_BACKEND is deprecated",
+                        f"vLLM {res.engine_version} still honours VLLM_ATTENTION_BACKEND={value} but warns; use {flag}.",
+                        (Evidence(f"env honoured, deprecated in vLLM {res.engine_version}", row.source),), (remedy,))]
+    return [Finding("SP-ATTN-002", "attention_backend", "warning", "VLLM_ATTENTION_BACKEND is silently ignored",
+                    f"vLLM {res.engine_version} no longer reads VLLM_ATTENTION_BACKEND={value}: the engine picks "
+                    f"{res.attention_backend or 'its backend'} from its own priority list instead.",
+                    (Evidence(f"env not read in vLLM {res.engine_version}", row.source),), (remedy, unset))]
+
+
+@rule(
+    "SP-KV-001", "kv_cache_dtype", "KV cache dtype not accepted by this engine version",
+    facts=("--kv-cache-dtype is a closed list (CacheDType) per version: bfloat16 from 0.11, fp8_ds_mla from 0.12, float16 from 0.18.",),
+    sources=(KV_KNOWLEDGE, "vllm/config/cache.py@v0.16.0", "vllm/config/cache.py@v0.18.0"),
+    engines=("vllm",),
+)
+def kv_dtype_invalid(dep, ctx) -> list[Finding]:
+    res = ctx.resolution
+    if res.kv_valid:
+        return []
+    remedies = []
+    model_dtype = res.model_dtype or "bfloat16"
+    if model_dtype in res.kv_valid_values:
+        remedies.append(Remedy("flag", f"--kv-cache-dtype {model_dtype}", "same storage as the model dtype", {"set": {"kv_cache_dtype": model_dtype}, "unset": []}))
+    remedies.append(Remedy("flag", "--kv-cache-dtype auto", "the engine default: model dtype, or the checkpoint's KV scheme", {"set": {"kv_cache_dtype": "auto"}, "unset": []}))
+    return [Finding("SP-KV-001", "kv_cache_dtype", "error", f"--kv-cache-dtype {res.kv_requested} is not valid for vLLM {res.engine_version}",
+                    f"vLLM {res.engine_version} accepts: {', '.join(res.kv_valid_values)}. The argument parser rejects anything else.",
+                    _evidence(res.kv_evidence), tuple(remedies))]
+
+
+@rule(
+    "SP-KV-002", "kv_cache_dtype", "compressed-tensors KV scheme overrides an explicit --kv-cache-dtype",
+    facts=("vLLM 0.16-0.18: the non-MLA Attention layer sets kv_cache_dtype = fp8 whenever a compressed-tensors kv_cache_scheme exists, even over --kv-cache-dtype bfloat16; MLA layers do not.",),
+    sources=(KV_KNOWLEDGE, "vllm/model_executor/layers/attention/attention.py@v0.16.0"),
+    engines=("vllm",),
+)
+def compressed_tensors_forced(dep, ctx) -> list[Finding]:
+    res = ctx.resolution
+    if not res.non_mla_kv_forced or res.kv_requested in ("auto", None) or str(res.kv_requested).startswith("fp8"):
+        return []
+    return [Finding("SP-KV-002", "kv_cache_dtype", "warning", f"--kv-cache-dtype {res.kv_requested} is overridden to fp8",
+                    f"The checkpoint's compressed-tensors kv_cache_scheme makes vLLM {res.engine_version} store the KV cache as fp8 in every attention layer, whatever --kv-cache-dtype says.",
+                    _evidence(res.kv_evidence),
+                    (Remedy("upgrade", "pip install 'vllm>=0.34.0'", "from 0.34 an explicit --kv-cache-dtype wins", {"upgrade": {"package": "vllm", "specifier": ">=0.34.0"}}),))]

@@ -1,0 +1,174 @@
+"""The machine: GPUs, the installed torch, shared memory, NCCL settings, the port."""
+
+from __future__ import annotations
+
+from servepilot.checks.finding import Evidence, Finding, Remedy
+from servepilot.checks.registry import rule
+
+DOCKER_DEFAULT_SHM = 64 * 2**20  # Docker's default --shm-size
+# NCCL keeps per-peer buffers in /dev/shm; vLLM's docs ask for --ipc=host or --shm-size >= 1g
+# (docs/deployment/docker.md) for tensor parallel inference.
+MIN_SHM_FOR_TP = 1 * 2**30
+
+
+def _local(dep) -> bool:
+    return dep.cluster.source == "probe" and dep.cluster.remote_host is None and dep.launch.shell.ssh_host is None
+
+
+@rule(
+    "SP-PORT-001", "port_in_use", "The server port is already taken",
+    facts=("The API server binds --port (default 8000) at start-up; a listener already there makes it fail with 'Address already in use' after the model has loaded.",),
+    sources=("vllm/entrypoints/openai/api_server.py@v0.16.0 (create_server_socket)",),
+)
+def port_in_use(dep, ctx) -> list[Finding]:
+    import socket
+
+    if not _local(dep):
+        return []
+    port = dep.launch.port or {"vllm": 8000, "sglang": 30000, "llama.cpp": 8080}.get(dep.engine)
+    host = dep.launch.get("host") or "127.0.0.1"
+    host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(0.2)
+        busy = s.connect_ex((host, int(port))) == 0
+    if not busy:
+        return []
+    return [Finding("SP-PORT-001", "port_in_use", "error", f"port {port} is already in use",
+                    f"Something already listens on {host}:{port}; the engine would load the model and then fail to bind.",
+                    (Evidence(f"connect to {host}:{port} succeeded", "local probe"),),
+                    (Remedy("flag", f"--port {int(port) + 1}", "clients must use the new port", {"set": {"port": int(port) + 1}, "unset": []}),))]
+
+
+@rule(
+    "SP-SHM-001", "shm", "/dev/shm too small for tensor parallel",
+    facts=("NCCL and vLLM's multiprocessing use /dev/shm; Docker's default 64 MB makes NCCL fail ('Error while creating shared memory segment') with TP > 1.",),
+    sources=("https://docs.vllm.ai/en/stable/deployment/docker.html (--ipc=host or --shm-size)", "https://github.com/NVIDIA/nccl/issues/290"),
+)
+def shm_too_small(dep, ctx) -> list[Finding]:
+    shm = dep.cluster.shm_bytes
+    ranks = dep.launch.tensor_parallel_size * dep.launch.pipeline_parallel_size
+    if shm is None or ranks <= 1 or shm >= MIN_SHM_FOR_TP:
+        return []
+    severity = "error" if shm <= DOCKER_DEFAULT_SHM else "warning"
+    return [Finding("SP-SHM-001", "shm", severity, f"/dev/shm is {shm / 2**20:.0f} MiB for {ranks} ranks",
+                    f"With {ranks} GPU ranks NCCL needs shared memory segments in /dev/shm; {shm / 2**20:.0f} MiB (Docker's default is 64 MiB) is too small and NCCL init fails.",
+                    (Evidence(f"/dev/shm size {shm} bytes", "local probe (statvfs /dev/shm)"),),
+                    (Remedy("hardware", "run the container with --ipc=host (or --shm-size=16g)", "none beyond host RAM used as shared memory", {"container": {"ipc": "host", "shm_size": "16g"}}),
+                     Remedy("env", "NCCL_SHM_DISABLE=1", "NCCL falls back to slower transports between local GPUs", {"env": {"set": {"NCCL_SHM_DISABLE": "1"}, "unset": []}})))]
+
+
+@rule(
+    "SP-GPU-001", "other", "Mixed GPU kinds in one tensor parallel group",
+    facts=("vLLM sizes memory from the smallest GPU and kernels from the current device; ranks on different GPU kinds run at the slowest one's pace and may pick different kernels.",),
+    sources=("vllm/v1/worker/gpu_worker.py@v0.16.0 (determine_available_memory)", "vllm/v1/core/kv_cache_utils.py@v0.16.0 (minimum num_blocks over ranks)"),
+)
+def mixed_gpus(dep, ctx) -> list[Finding]:
+    kinds = dep.cluster.kinds
+    if len(kinds) <= 1:
+        return []
+    ccs = {g.cc_str for g in dep.cluster.gpus}
+    return [Finding("SP-GPU-001", "other", "warning", f"{len(kinds)} GPU kinds: {', '.join(kinds)}",
+                    f"Compute capabilities {', '.join(sorted(ccs))}. Memory is sized by the smallest GPU and every rank waits for the slowest; "
+                    "set CUDA_VISIBLE_DEVICES to one kind.",
+                    tuple(Evidence(f"GPU {g.index}: {g.name} ({g.cc_str})", f"cluster ({dep.cluster.source})") for g in dep.cluster.gpus),
+                    (Remedy("env", "CUDA_VISIBLE_DEVICES=<indices of one GPU kind>", "fewer GPUs may be used", None),))]
+
+
+@rule(
+    "SP-CUDA-001", "cuda_driver_arch", "The installed torch has no kernels for this GPU",
+    facts=("PyTorch wheels carry kernels for a list of architectures (torch.cuda.get_arch_list()); a GPU outside it fails with 'no kernel image is available for execution on the device'.",
+           "A GPU can also run PTX of a lower compute_XY entry of the same major version."),
+    sources=("https://pytorch.org/get-started/locally/ (CUDA builds and supported architectures)",),
+)
+def torch_arch(dep, ctx) -> list[Finding]:
+    archs = dep.cluster.torch_cuda_arch_list
+    if not archs:
+        return []
+    sms = {a.split("_")[-1] for a in archs}
+    out = []
+    seen = set()
+    for g in dep.cluster.gpus:
+        if g.compute_capability is None or g.cc_int in seen:
+            continue
+        seen.add(g.cc_int)
+        major = g.compute_capability[0]
+        sm = str(g.cc_int)
+        ptx = any(a.startswith("compute_") and a.split("_")[-1][:-1] == str(major) and int(a.split("_")[-1]) <= g.cc_int for a in archs)
+        if sm in sms or f"{sm}a" in sms or ptx:
+            continue
+        out.append(Finding("SP-CUDA-001", "cuda_driver_arch", "error", f"torch was not built for sm_{sm} ({g.name})",
+                           f"The installed torch supports {', '.join(archs)}; {g.name} is compute capability {g.cc_str}. CUDA kernels will fail with 'no kernel image is available for execution on the device'.",
+                           (Evidence(f"torch.cuda.get_arch_list() = {list(archs)}", "local probe"), Evidence(f"{g.name}: compute capability {g.cc_str}", f"cluster ({dep.cluster.source})")),
+                           (Remedy("upgrade", "a torch / engine build for this GPU (e.g. CUDA 12.8+ wheels for sm_120)", "reinstall of torch and the engine", {"upgrade": {"package": "torch", "specifier": ">=2.7"}}),)))
+    return out
+
+
+@rule(
+    "SP-NCCL-001", "nccl_distributed", "NCCL settings for a PCIe-only machine",
+    facts=("Without NVLink, NCCL moves TP traffic over PCIe; NCCL_P2P_DISABLE=1 or NCCL_P2P_LEVEL restrictions force it through host memory.",
+           "NCCL_PROTO=LL limits NCCL to the low-latency protocol: small messages fast, large all-reduces (prefill) at a fraction of bandwidth."),
+    sources=("https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html (NCCL_PROTO, NCCL_P2P_LEVEL, NCCL_P2P_DISABLE)",),
+)
+def nccl_settings(dep, ctx) -> list[Finding]:
+    env = dep.launch.shell.env or {}
+    ranks = dep.launch.tensor_parallel_size * dep.launch.pipeline_parallel_size
+    if ranks <= 1:
+        return []
+    notes = []
+    if env.get("NCCL_PROTO"):
+        notes.append(f"NCCL_PROTO={env['NCCL_PROTO']} pins NCCL's protocol; large all-reduces lose bandwidth (NCCL picks per message size by default)")
+    if env.get("NCCL_P2P_DISABLE") in ("1", "true"):
+        notes.append("NCCL_P2P_DISABLE=1 sends all GPU-to-GPU traffic through host memory")
+    if env.get("NCCL_P2P_LEVEL") and dep.cluster.topology != "pcie":
+        notes.append(f"NCCL_P2P_LEVEL={env['NCCL_P2P_LEVEL']} on a {'NVLink' if dep.cluster.topology == 'nvlink' else 'machine whose topology is unknown'}: only needed on PCIe machines whose P2P path hangs")
+    if dep.cluster.topology == "pcie" and not env.get("NCCL_P2P_LEVEL") and not env.get("NCCL_P2P_DISABLE"):
+        notes.append("PCIe-only GPUs: if NCCL hangs at init, NCCL_P2P_DISABLE=1 (or NCCL_P2P_LEVEL) is the usual cure (IOMMU / ACS blocks P2P on many boards)")
+    if not notes:
+        return []
+    unset = [k for k in ("NCCL_PROTO",) if k in env]
+    remedies = (Remedy("env", "unset " + " ".join(unset), "NCCL chooses protocols itself", {"env": {"set": {}, "unset": unset}}),) if unset else ()
+    return [Finding("SP-NCCL-001", "nccl_distributed", "info" if not unset else "warning", "NCCL environment for this topology",
+                    "\n".join(f"- {n}" for n in notes),
+                    tuple(Evidence(f"{k}={v}", "command line environment") for k, v in env.items() if k.startswith("NCCL_")) + (Evidence(f"topology: {dep.cluster.topology or 'unknown'}", f"cluster ({dep.cluster.source})"),),
+                    remedies)]
+
+
+@rule(
+    "SP-GPU-002", "other", "An option that needs another GPU generation",
+    facts=("Some options only have kernels for one GPU generation (e.g. DeepGEMM MegaMoE and the FP4 indexer cache need SM100).",),
+    sources=("servepilot/engines/vllm/knowledge/gpu_flags.yaml",),
+    engines=("vllm",),
+)
+def gpu_generation_flags(dep, ctx) -> list[Finding]:
+    from servepilot.engines import knowledge as kb
+    from servepilot.engines.vllm.resolve import cc_ok
+
+    res = ctx.resolution
+    if res.gpu_cc is None or res.engine_version is None:
+        return []
+    out = []
+    for row in kb.rows_for(kb.load_file("vllm", "gpu_flags")["flags"], res.engine_version):
+        value = _option(dep.launch.options, row["option"])
+        if value is None or str(value).lower() != str(row["value"]).lower() or cc_ok(row["requires"], res.gpu_cc):
+            continue
+        out.append(Finding("SP-GPU-002", "other", "error", f"{row['option']}={row['value']} needs another GPU generation",
+                           f"Compute capability {res.gpu_cc[0]}.{res.gpu_cc[1]} is outside {row['requires']}: {row['message']}",
+                           (Evidence(f"{row['option']} requires {row['requires']}", row.source),),
+                           (Remedy("flag", f"drop {row['option']}", "the engine's default for this GPU", {"set": {}, "unset": [row["option"]]}),)))
+    return out
+
+
+def _option(options: dict, dotted: str):
+    value = options
+    for part in dotted.split("."):
+        if isinstance(value, str):
+            import json
+
+            try:
+                value = json.loads(value)
+            except ValueError:
+                return None
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return value

@@ -1,0 +1,165 @@
+"""The checkpoint against the engine: architecture known, custom code trusted, context length."""
+
+from __future__ import annotations
+
+from servepilot.checks.finding import Evidence, Finding, Remedy
+from servepilot.checks.registry import rule
+
+ARCH_KNOWLEDGE = "servepilot/engines/vllm/knowledge/architectures.yaml"
+
+
+def _arch_status(arch: str, version: str) -> tuple[str, str | None]:
+    """("native" | "absent" | "unknown", the first release read that has it)."""
+    from packaging.version import Version
+
+    from servepilot.engines import knowledge as kb
+
+    data = kb.load_file("vllm", "architectures")
+    row = data["architectures"].get(arch)
+    v = Version(kb.release_of(version))
+    newest_read = Version(data["read"][-1])
+    if row is None:
+        return ("absent" if v <= newest_read else "unknown"), None
+    since = Version(row["since"])
+    if row.get("removed_in") and v >= Version(row["removed_in"]):
+        return "absent", row["since"]
+    if v >= since:
+        return "native", row["since"]
+    if row.get("absent_in") and v <= Version(row["absent_in"]):
+        return "absent", row["since"]
+    if not row.get("absent_in"):
+        return "absent", row["since"]
+    return "unknown", row["since"]
+
+
+@rule(
+    "SP-ARCH-001", "unsupported_arch", "Architecture not served by this engine version",
+    facts=("vLLM serves the architectures in its model registry; others raise \"Model architectures [...] are not supported for now\" unless the Transformers backend can run the model.",
+           "servepilot knows the registry of each release it read (0.10.0 to 0.18.0)."),
+    sources=(ARCH_KNOWLEDGE, "vllm/model_executor/models/registry.py@v0.18.0"),
+    engines=("vllm",),
+)
+def architecture_known(dep, ctx) -> list[Finding]:
+    spec = dep.spec
+    version = ctx.resolution.engine_version
+    if spec is None or not spec.architectures or version is None or spec.format == "gguf":
+        return []
+    arch = spec.architectures[0]
+    status, since = _arch_status(arch, version)
+    custom = spec.custom_code is not None and bool(spec.custom_code.auto_map)
+    if status == "native":
+        return []
+    if status == "unknown":
+        return [Finding("SP-ARCH-001", "unsupported_arch", "info", f"{arch}: support in vLLM {version} not known to servepilot",
+                        f"servepilot has not read vLLM {version}'s model registry{f' (first seen in {since})' if since else ''}.",
+                        (Evidence(f"architectures = {list(spec.architectures)}", f"{spec.path}/config.json"),), ())]
+    remedies = []
+    if since:
+        remedies.append(Remedy("upgrade", f"pip install 'vllm>={since}'", f"{arch} is registered natively from {since}", {"upgrade": {"package": "vllm", "specifier": f">={since}"}}))
+    severity = "warning" if custom else "error"
+    detail = (f"vLLM {version}'s model registry has no {arch}. "
+              + ("The checkpoint ships its own modelling code; vLLM may try the Transformers backend, which works only if that code supports it (slower, fewer features)."
+                 if custom else "The engine will raise: Model architectures ['" + arch + "'] are not supported for now."))
+    return [Finding("SP-ARCH-001", "unsupported_arch", severity, f"{arch} is not served natively by vLLM {version}", detail,
+                    (Evidence(f"architectures = {list(spec.architectures)}", f"{spec.path}/config.json"),
+                     Evidence(f"{arch}: first in vLLM {since}" if since else f"{arch}: in no release read", ARCH_KNOWLEDGE)),
+                    tuple(remedies))]
+
+
+@rule(
+    "SP-CODE-001", "remote_code", "Checkpoint custom code and --trust-remote-code",
+    facts=("A config.json with auto_map makes transformers import the checkpoint's Python files; without trust_remote_code it refuses (\"requires you to execute the configuration file in that repo\").",
+           "With --trust-remote-code those files run with the server's privileges: they are listed with their sha256 so they can be reviewed."),
+    sources=("transformers/dynamic_module_utils.py (resolve_trust_remote_code)", "vllm/transformers_utils/config.py@v0.16.0 (get_config)"),
+)
+def remote_code(dep, ctx) -> list[Finding]:
+    spec = dep.spec
+    if spec is None or spec.custom_code is None or not spec.custom_code.auto_map:
+        return []
+    trusted = bool(dep.launch.get("trust_remote_code"))
+    files, listing, evidence = _code_files(spec)
+    needs_code = _needs_remote_code(dep, ctx)
+    if trusted or not needs_code:
+        return []
+    return [Finding("SP-CODE-001", "remote_code", "error", "the checkpoint's configuration needs --trust-remote-code",
+                        f"config.json maps its classes to Python files in the checkpoint (auto_map) and the engine has no built-in config for model_type {spec.model_type!r}. Reading the config will fail without --trust-remote-code. Files that would run:\n{listing}",
+                        evidence, (Remedy("flag", "--trust-remote-code", "runs the listed Python files with the server's privileges: review them first", {"set": {"trust_remote_code": True}, "unset": []}),))]
+    return []
+
+
+@rule("SP-CODE-002", "remote_code", "Custom code that --trust-remote-code will run",
+      facts=("Lists the checkpoint files (and sha256) that run when --trust-remote-code is given.",),
+      sources=("transformers/dynamic_module_utils.py (get_class_from_dynamic_module)",))
+def remote_code_listing(dep, ctx) -> list[Finding]:
+    spec = dep.spec
+    if spec is None or spec.custom_code is None or not spec.custom_code.auto_map or not dep.launch.get("trust_remote_code"):
+        return []
+    files, listing, evidence = _code_files(spec)
+    missing = [f.name for f in files if not f.present]
+    severity = "error" if missing else "warning"
+    detail = f"--trust-remote-code lets the checkpoint's Python run inside the engine. Files that will run:\n{listing}"
+    if missing:
+        detail += f"\nMissing: {', '.join(missing)}: the import will fail."
+    return [Finding("SP-CODE-002", "remote_code", severity, f"--trust-remote-code will run {len(files)} Python file(s) from the checkpoint", detail, evidence, ())]
+
+
+
+def _code_files(spec):
+    files = spec.custom_code.files
+    listing = "\n".join(f"  - {f.name}: {'sha256 ' + f.sha256 if f.sha256 else 'MISSING from the checkpoint'}" for f in files) or "  (no files found)"
+    evidence = tuple(Evidence(f"{f.name} sha256 {f.sha256}" if f.sha256 else f"{f.name} missing", f"{spec.path}/{f.name}") for f in files)
+    evidence += (Evidence(f"auto_map: {', '.join(sorted(spec.custom_code.auto_map))}", f"{spec.path}/config.json"),)
+    return files, listing, evidence
+
+
+def _needs_remote_code(dep, ctx) -> bool:
+    """Whether the engine cannot read the config without running the checkpoint's code."""
+    spec = dep.spec
+    if dep.engine != "vllm":
+        return True
+    # vLLM ships configs for these model types (vllm/transformers_utils/configs), and
+    # transformers knows the rest of the common ones; a natively served arch has its config.
+    status, _ = _arch_status(spec.architectures[0], ctx.resolution.engine_version or "0.18.0") if spec.architectures else ("absent", None)
+    return status != "native"
+
+
+def derived_max_len(spec) -> tuple[int | None, str]:
+    """vLLM's derived max_model_len: max_position_embeddings, scaled by rope_scaling where it applies."""
+    cfg = spec.text_config or spec.config or {}
+    base = spec.max_position_embeddings
+    if base is None:
+        return None, ""
+    rope = cfg.get("rope_scaling") or {}
+    kind = rope.get("rope_type") or rope.get("type")
+    factor = rope.get("factor")
+    # vllm/config/model.py _get_and_verify_max_len: su/longrope/llama3 already include the
+    # scaling in max_position_embeddings; yarn uses original_max_position_embeddings x factor
+    if not rope or kind in ("su", "longrope", "llama3", "mrope", "default") or not factor:
+        return base, "max_position_embeddings"
+    if kind == "yarn" and rope.get("original_max_position_embeddings"):
+        return int(rope["original_max_position_embeddings"] * factor), "rope_scaling yarn: original_max_position_embeddings x factor"
+    return int(base * factor), f"max_position_embeddings x rope_scaling factor ({kind})"
+
+
+@rule(
+    "SP-LEN-001", "max_model_len", "max_model_len beyond what the model supports",
+    facts=("vLLM raises 'User-specified max_model_len (X) is greater than the derived max_model_len (Y)' unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1.",),
+    sources=("vllm/config/model.py@v0.16.0 (_get_and_verify_max_len)",),
+)
+def max_model_len(dep, ctx) -> list[Finding]:
+    spec = dep.spec
+    want = dep.launch.get("max_model_len")
+    if spec is None or want in (None, "auto", -1):
+        return []
+    try:
+        want = int(want)
+    except (TypeError, ValueError):
+        return []
+    limit, how = derived_max_len(spec)
+    if limit is None or want <= limit:
+        return []
+    allowed = (dep.launch.shell.env or {}).get("VLLM_ALLOW_LONG_MAX_MODEL_LEN") in ("1", "true", "True")
+    return [Finding("SP-LEN-001", "max_model_len", "warning" if allowed else "error", f"--max-model-len {want:,} exceeds the model's {limit:,}",
+                    f"The derived maximum is {limit:,} ({how}). " + ("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 lets it start, but outputs past the trained length are unreliable." if allowed else f"vLLM will raise: User-specified max_model_len ({want}) is greater than the derived max_model_len ({limit})."),
+                    (Evidence(f"max_position_embeddings = {spec.max_position_embeddings}", f"{spec.path}/config.json"),),
+                    (Remedy("flag", f"--max-model-len {limit}", f"requests longer than {limit:,} tokens are refused", {"set": {"max_model_len": limit}, "unset": []}),))]

@@ -1,0 +1,122 @@
+"""Versioned engine facts, loaded from the YAML files under each engine's `knowledge/`.
+
+A fact file holds rows; every row carries `versions` (a PEP 440 specifier such as
+">=0.16.0,<0.18.0", evaluated with `packaging`) and `source` (file@tag or a PR URL). Code asks
+for the rows that hold for one engine version; adding an engine release is editing data.
+
+Pre-releases and dev builds ("0.16.0rc2", "0.10.1.dev101+gbda9d0535") are matched as the
+release they lead to, because engine facts are read from release tags: a nightly of 0.16.0
+behaves like 0.16.0 far more often than like 0.15.x.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+from servepilot.errors import BadInput
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One row of a fact file that holds for the version asked about."""
+
+    data: dict
+    versions: str
+    source: str
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.data.get(key, default)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.data[key]
+
+
+def parse_version(text: str):
+    """A packaging Version for an engine version string; BadInput when it is not one.
+
+    "v0.16.0" and "0.16.0rc2" and "0.10.1.dev101+gbda9d0535" are accepted.
+    """
+    from packaging.version import InvalidVersion, Version
+
+    raw = str(text).strip().lstrip("vV")
+    try:
+        return Version(raw)
+    except InvalidVersion:
+        raise BadInput(f"engine version {text!r} is not a version number", hint="e.g. --engine-version 0.16.0") from None
+
+
+def release_of(text: str) -> str:
+    """The release a version string leads to: "0.16.0rc2" -> "0.16.0", "0.10.1.dev1+g" -> "0.10.1"."""
+    v = parse_version(text)
+    return ".".join(str(p) for p in v.release)
+
+
+def version_in(version: str, specifier: str) -> bool:
+    """Whether `version` (its release part) satisfies the PEP 440 `specifier`."""
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
+
+    return Version(release_of(version)) in SpecifierSet(specifier)
+
+
+@lru_cache(maxsize=64)
+def load_file(engine: str, name: str) -> dict:
+    """The parsed YAML of `servepilot/engines/<engine>/knowledge/<name>.yaml`, validated."""
+    import yaml  # lazy: keeps `servepilot --version` fast
+
+    package = f"servepilot.engines.{engine}.knowledge"
+    try:
+        text = resources.files(package).joinpath(f"{name}.yaml").read_text(encoding="utf-8")
+    except (FileNotFoundError, ModuleNotFoundError):
+        raise BadInput(f"no knowledge file {name}.yaml for engine {engine}") from None
+    data = yaml.safe_load(text) or {}
+    _validate(data, f"{engine}/knowledge/{name}.yaml")
+    return data
+
+
+def _validate(node: Any, where: str) -> None:
+    """Every row that names `versions` must also name a `source`, and the specifier must parse."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    if isinstance(node, dict):
+        if "versions" in node:
+            if not node.get("source"):
+                raise ValueError(f"{where}: a row with versions {node['versions']!r} has no source")
+            try:
+                SpecifierSet(str(node["versions"]))
+            except InvalidSpecifier as exc:
+                raise ValueError(f"{where}: bad version specifier {node['versions']!r}") from exc
+        for value in node.values():
+            _validate(value, where)
+    elif isinstance(node, list):
+        for value in node:
+            _validate(value, where)
+
+
+def rows_for(rows: list[dict], version: str) -> list[Fact]:
+    """Every row of `rows` whose `versions` holds for `version`, in file order."""
+    return [Fact(row, str(row["versions"]), str(row["source"])) for row in rows if version_in(version, str(row["versions"]))]
+
+
+def row_for(rows: list[dict], version: str) -> Fact | None:
+    """The first row of `rows` whose `versions` holds for `version`, or None."""
+    found = rows_for(rows, version)
+    return found[0] if found else None
+
+
+def known_range(engine: str) -> tuple[str, str]:
+    """The oldest and newest engine release whose facts servepilot has read (engine.yaml)."""
+    data = load_file(engine, "engine")
+    return str(data["oldest_known"]), str(data["newest_known"])
+
+
+def is_known_version(engine: str, version: str) -> bool:
+    """Whether `version` lies in the range of releases the knowledge files were read from."""
+    from packaging.version import Version
+
+    oldest, newest = known_range(engine)
+    v = Version(release_of(version))
+    return Version(oldest) <= v and v.release[:2] <= Version(newest).release[:2]

@@ -1,0 +1,600 @@
+"""What vLLM will pick for a Deployment: KV cache dtype, attention backend, block size, quant kernels.
+
+Mirrors the engine's own order of decisions (vllm/engine/arg_utils.py create_engine_config,
+then vllm/platforms/cuda.py), reading every version-dependent fact from knowledge/*.yaml.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from servepilot.engines import knowledge as kb
+from servepilot.engines.resolution import Candidate, Fact, QuantKernels, Resolution
+
+ENGINE = "vllm"
+# The release whose facts are used when no version is given or installed: the newest one
+# whose sdist was read end to end. A note says so.
+DEFAULT_VERSION = "0.18.0"
+
+
+def resolve(dep) -> Resolution:
+    """Resolve `dep` (a Deployment) as vLLM at `dep.engine_version` would on its first GPU."""
+    notes: list[str] = []
+    version = dep.engine_version
+    if not version:
+        version = DEFAULT_VERSION
+        notes.append(f"no vLLM version given or installed; facts of vLLM {DEFAULT_VERSION} used (pass --engine-version)")
+    else:
+        kb.parse_version(version)  # BadInput for nonsense
+        if not kb.is_known_version(ENGINE, version):
+            oldest, newest = kb.known_range(ENGINE)
+            notes.append(f"vLLM {version} is outside the releases servepilot has read ({oldest} to {newest}); the nearest facts are used")
+        elif kb.release_of(version) not in kb.load_file(ENGINE, "engine")["read_releases"]:
+            notes.append(f"vLLM {kb.release_of(version)} itself was not read; facts of the releases around it are used")
+    version = _clamp(version)
+
+    spec = dep.spec
+    opts = dep.launch.options
+    env = dict(dep.launch.shell.env or {})
+    cc = _gpu_cc(dep)
+    if cc is None:
+        notes.append("the GPU's compute capability is unknown (no GPU probed and no --gpu): attention backend and kernels not resolved")
+    facts: list[Fact] = []
+
+    model_dtype = _model_dtype(spec, opts)
+    use_mla = bool(spec is not None and spec.is_mla) and env.get("VLLM_MLA_DISABLE", "0") in ("", "0")
+    use_sparse = bool(use_mla and spec.attention.sparse)
+    has_sink = _has_sink(spec)
+    head_size = _head_size(spec, use_mla)
+
+    kv = resolve_kv_cache_dtype(dep, version, use_mla=use_mla, use_sparse=use_sparse)
+    facts.extend(kv["facts"])
+
+    quant = resolve_quant(dep, version, cc)
+    if quant is not None and quant.source:
+        facts.append(Fact(f"quantization {quant.method}: min capability {quant.min_cc}", quant.source))
+
+    base = Resolution(
+        engine=ENGINE,
+        engine_version=version,
+        gpu_cc=cc,
+        kv_cache_dtype=kv["resolved"],
+        kv_cache_storage=_storage(kv["resolved"], model_dtype),
+        kv_requested=kv["requested"],
+        kv_evidence=tuple(kv["evidence"]),
+        kv_valid=kv["valid"],
+        kv_valid_values=tuple(kv["valid_values"]),
+        use_mla=use_mla,
+        use_sparse=use_sparse,
+        has_sink=has_sink,
+        head_size=head_size,
+        model_dtype=model_dtype,
+        quant=quant,
+        non_mla_kv_forced=kv["non_mla_forced"],
+        notes=tuple(notes),
+    )
+    if spec is None or spec.attention is None or cc is None or not kv["valid"]:
+        if spec is None or spec.attention is None:
+            base = dataclasses.replace(base, notes=base.notes + ("the model's attention geometry is unknown: attention backend not resolved",))
+        return dataclasses.replace(base, facts=tuple(facts))
+
+    selection = _select_backend(dep, version, cc, base)
+    facts.extend(selection.pop("facts"))
+    return dataclasses.replace(base, facts=tuple(facts), **selection)
+
+
+def resolve_with(dep, *, kv_cache_dtype: str | None = None, engine_version: str | None = None, unset_env: tuple[str, ...] = ()) -> Resolution:
+    """Resolve `dep` with one thing changed: how a remedy is evaluated before it is offered."""
+    launch = dep.launch
+    if kv_cache_dtype is not None:
+        options = dict(launch.options)
+        options["kv_cache_dtype"] = kv_cache_dtype
+        launch = dataclasses.replace(launch, options=options, explicit=frozenset(launch.explicit) | {"kv_cache_dtype"})
+    if engine_version is not None:
+        launch = dataclasses.replace(launch, engine_version=engine_version)
+    if unset_env:
+        env = {k: v for k, v in (launch.shell.env or {}).items() if k not in unset_env}
+        launch = dataclasses.replace(launch, shell=dataclasses.replace(launch.shell, env=env))
+    return resolve(dataclasses.replace(dep, launch=launch))
+
+
+def resolve_with_spec(dep, spec) -> Resolution:
+    """Resolve `dep` against another model spec (an overlay of the same checkpoint)."""
+    return resolve(dataclasses.replace(dep, spec=spec))
+
+
+# --- KV cache dtype ------------------------------------------------------------------------
+
+
+def effective_quant_config(dep, version: str) -> tuple[dict | None, str | None]:
+    """The quantization config dict vLLM reads, and where it came from.
+
+    config.json quantization_config; hf_quant_config.json only when config.json has none;
+    an --hf-overrides dict with quantization_config replaces it whole.
+    """
+    spec = dep.spec
+    overrides = _hf_overrides(dep.launch.options)
+    if isinstance(overrides.get("quantization_config"), dict):
+        return dict(overrides["quantization_config"]), "--hf-overrides quantization_config"
+    if spec is None:
+        return None, None
+    qc = (spec.config or {}).get("quantization_config")
+    if isinstance(qc, dict):
+        return qc, "config.json:quantization_config"
+    if spec.quant is not None:
+        for decl in spec.quant.declarations:
+            if decl.where == "hf_quant_config.json" and isinstance(decl.raw, dict):
+                return decl.raw, "hf_quant_config.json"
+    return None, None
+
+
+def _quant_method_of(cfg: dict) -> str:
+    """vLLM's normalisation: a modelopt producer sets quant_method from quant_algo."""
+    producer = cfg.get("producer") or {}
+    if isinstance(producer, dict) and producer.get("name") == "modelopt" and "quant_method" not in cfg:
+        algo = str((cfg.get("quantization") or {}).get("quant_algo", "")).upper()
+        if algo == "NVFP4":
+            return "modelopt_fp4"
+        if algo.startswith("FP8"):
+            return "modelopt"
+    return str(cfg.get("quant_method", "")).lower().replace("compressed_tensors", "compressed-tensors")
+
+
+def resolve_kv_cache_dtype(dep, version: str, *, use_mla: bool, use_sparse: bool) -> dict:
+    """The KV cache dtype string vLLM will use, with the evidence of how it was derived."""
+    opts = dep.launch.options
+    requested = str(opts.get("kv_cache_dtype") or "auto")
+    evidence: list[Fact] = []
+    facts: list[Fact] = []
+    valid_row = kb.row_for(kb.load_file(ENGINE, "kv_cache")["valid_dtypes"], version)
+    valid_values = list(valid_row["values"]) if valid_row else []
+    out = {"requested": requested, "resolved": requested, "evidence": evidence, "facts": facts,
+           "valid": True, "valid_values": valid_values, "non_mla_forced": None}
+    if valid_row is not None:
+        facts.append(Fact(f"valid --kv-cache-dtype values: {', '.join(valid_values)}", valid_row.source))
+        if requested not in valid_values:
+            out["valid"] = False
+            evidence.append(Fact(f"--kv-cache-dtype {requested} is not one of {', '.join(valid_values)}", valid_row.source))
+            return out
+
+    cfg, cfg_where = effective_quant_config(dep, version)
+    method = _quant_method_of(cfg) if cfg else ""
+    resolved = requested
+    if requested == "auto":
+        rule = kb.row_for(kb.load_file(ENGINE, "kv_cache")["modelopt_auto"], version)
+        if cfg and method.startswith("modelopt") and rule is not None:
+            algo, key = _modelopt_kv_value(cfg)
+            if algo is None:
+                evidence.append(Fact(f"{cfg_where} declares no KV cache scheme: auto = model dtype", rule.source))
+            elif not rule["follows_checkpoint"]:
+                evidence.append(Fact(f"{cfg_where} {key} = {algo!r}, but vLLM {version} does not follow it: auto = model dtype", rule.source))
+            else:
+                resolved = _map_modelopt_kv(algo, rule)
+                evidence.append(Fact(f"--kv-cache-dtype auto follows the ModelOpt checkpoint: {cfg_where} {key} = {_short(algo)} -> {resolved}", rule.source))
+                if cfg_where == "hf_quant_config.json":
+                    src = kb.row_for(kb.load_file(ENGINE, "kv_cache")["quant_config_source"], version)
+                    evidence.append(Fact("config.json has no quantization_config, so vLLM reads hf_quant_config.json", src.source if src else ""))
+        else:
+            evidence.append(Fact("--kv-cache-dtype auto: the cache uses the model dtype", "vllm/utils/torch_utils.py@v0.16.0 (kv_cache_dtype_str_to_dtype)"))
+    else:
+        evidence.append(Fact(f"--kv-cache-dtype {requested} given explicitly: it wins over the checkpoint", "vllm/utils/torch_utils.py@v0.16.0 (resolve_kv_cache_dtype_string returns a non-auto value unchanged)"))
+
+    if use_sparse:
+        row = kb.row_for(kb.load_file(ENGINE, "kv_cache")["sparse_mla_dtype_map"], version)
+        if row is not None:
+            before = resolved
+            if resolved.startswith("fp8"):
+                resolved = row["fp8_to"]
+            elif resolved == "bfloat16":
+                resolved = row["bfloat16_to"]
+            if before != resolved:
+                evidence.append(Fact(f"sparse MLA (DeepSeek-V3.2 style) maps {before} -> {resolved}", row.source))
+
+    if cfg and method == "compressed-tensors" and cfg.get("kv_cache_scheme") and not use_mla:
+        row = kb.row_for(kb.load_file(ENGINE, "kv_cache")["compressed_tensors_forces_fp8"], version)
+        if row is not None and ((requested == "auto" and row["forces_on_auto"]) or (requested != "auto" and row["forces_over_explicit"])):
+            out["non_mla_forced"] = "fp8"
+            evidence.append(Fact(f"compressed-tensors kv_cache_scheme in {cfg_where}: attention layers use fp8 whatever --kv-cache-dtype says", row.source))
+            resolved = "fp8"
+    out["resolved"] = resolved
+    return out
+
+
+def _modelopt_kv_value(cfg: dict):
+    """The first non-empty of the four places vLLM looks, in its order."""
+    inner = cfg.get("quantization") if isinstance(cfg.get("quantization"), dict) else cfg
+    for value, key in (
+        (inner.get("kv_cache_scheme"), "kv_cache_scheme"),
+        (cfg.get("kv_cache_scheme"), "kv_cache_scheme"),
+        (inner.get("kv_cache_quant_algo"), "kv_cache_quant_algo"),
+        (cfg.get("kv_cache_quant_algo"), "kv_cache_quant_algo"),
+    ):
+        if value:
+            return value, key
+    return None, None
+
+
+def _map_modelopt_kv(algo, rule) -> str:
+    if isinstance(algo, dict):
+        for d in rule["dict_rules"]:
+            if algo.get("dynamic") is d["dynamic"] and algo.get("num_bits") == d["num_bits"] and algo.get("type") == d["type"]:
+                algo = d["gives"]
+                break
+        else:
+            return "auto"  # the engine warns "Unknown kv_cache_quant_algo" and falls back
+    if isinstance(algo, str):
+        return rule["string_map"].get(algo.lower(), "auto")
+    return "auto"
+
+
+def _short(value) -> str:
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {v}" for k, v in value.items()) + "}"
+    return repr(value)
+
+
+# --- attention backend ----------------------------------------------------------------------
+
+
+def _select_backend(dep, version: str, cc: tuple[int, int], res: Resolution) -> dict:
+    attention = kb.load_file(ENGINE, "attention")
+    mode_row = kb.row_for(attention["selection"], version)
+    prio_row = kb.row_for(attention["priorities"], version)
+    block_row = kb.row_for(attention["block_size"], version)
+    facts = [Fact(f"selection mode {mode_row['mode']}", mode_row.source), Fact("backend priority order", prio_row.source)]
+    spec = dep.spec
+    qk_nope = spec.attention.qk_nope_head_dim if spec.attention else None
+    family = cc[0] * 10
+    forced, forced_by = _forced_backend(dep, version)
+
+    block_size = dep.launch.options.get("block_size")
+    if block_size is None:
+        block_size = block_row["default"]
+        if res.use_mla and not forced:
+            if family == 90 and block_row["mla_hopper"]:
+                block_size = block_row["mla_hopper"]
+            elif family == 100 and not res.use_sparse:
+                if block_row["mla_family_100_flashinfer"] and qk_nope == 128:
+                    block_size = block_row["mla_family_100_flashinfer"]
+                    # vLLM 0.16-0.18 set attention_config.backend = FLASHINFER_MLA itself here
+                    forced, forced_by = "FLASHINFER_MLA", "vLLM's SM100 default (check_and_update_config)"
+                else:
+                    block_size = block_row["mla_family_100"]
+    block_size = int(block_size)
+    facts.append(Fact(f"KV cache block size {block_size}", block_row.source))
+
+    order = _priority_list(prio_row, res, cc)
+    backends = attention["backends"]
+    ctx = {
+        "head_size": res.head_size, "dtype": res.model_dtype, "kv": res.kv_cache_dtype,
+        "block_size": block_size if mode_row["validates_block_size"] else None,
+        "use_mla": res.use_mla, "sink": res.has_sink, "sparse": res.use_sparse, "cc": cc,
+        "qk_nope_head_dim": qk_nope,
+    }
+    out = {"selection_mode": mode_row["mode"], "block_size": block_size, "forced_backend": forced, "forced_by": forced_by, "facts": facts}
+
+    if mode_row["mode"] == "legacy":
+        return out | _legacy_select(backends, order, ctx, version, forced)
+
+    if forced:
+        row = kb.row_for(backends.get(forced, []), version)
+        reasons = validate(row, ctx) if row is not None else ["unknown to this vLLM version"]
+        out["candidates"] = (Candidate(forced, tuple(reasons)),)
+        if reasons:
+            out["selection_error"] = f"ValueError: Selected backend AttentionBackendEnum.{forced} is not valid for this configuration. Reason: {reasons}"
+        else:
+            out["attention_backend"] = forced
+            out["selection_error"] = _impl_error(row, ctx)
+        return out
+
+    candidates = []
+    for name in order:
+        row = kb.row_for(backends.get(name, []), version)
+        if row is None:
+            continue
+        facts.append(Fact(f"{name}: kv dtypes {row.get('kv_cache_dtypes')}, compute capability {row.get('compute_capability')}", row.source))
+        candidates.append(Candidate(name, tuple(validate(row, ctx))))
+    out["candidates"] = tuple(candidates)
+    valid = [c for c in candidates if c.valid]
+    if not valid:
+        reasons = ", ".join(f"{c.backend}: [{', '.join(c.reasons)}]" for c in candidates)
+        out["selection_error"] = (
+            f"ValueError: No valid attention backend found for cuda with head_size={res.head_size}, "
+            f"dtype={res.model_dtype}, kv_cache_dtype={res.kv_cache_dtype}, use_mla={res.use_mla}, "
+            f"use_sparse={res.use_sparse}. Reasons: {{{reasons}}}."
+        )
+        return out
+    chosen = valid[0].backend
+    out["attention_backend"] = chosen
+    out["selection_error"] = _impl_error(kb.row_for(backends[chosen], version), ctx)
+    return out
+
+
+def _priority_list(prio_row, res: Resolution, cc) -> list[str]:
+    if not res.use_mla:
+        table = prio_row["non_mla"]
+        return list(table["major_10"] if cc[0] == 10 else table["other"])
+    table = prio_row["mla"]
+    if cc[0] == 10:
+        few = prio_row.get("mla_major_10_few_heads")
+        spec_heads = res.extra.get("num_heads")
+        return list(few if few and spec_heads is not None and spec_heads <= 16 else table["major_10"])
+    if cc[0] == 12 and table.get("major_12"):
+        return list(table["major_12"])
+    order = list(table["other"])
+    if res.use_sparse and prio_row.get("mla_sparse"):
+        order = list(prio_row["mla_sparse"]) + order
+    return order
+
+
+def _legacy_select(backends, order, ctx, version, forced) -> dict:
+    """vLLM 0.10/0.11: an if/else chain; the Impl then rejects what the chain did not check."""
+    cc = ctx["cc"]
+    family = cc[0] * 10
+    out: dict = {}
+    if forced:
+        row = kb.row_for(backends.get(forced, []), version)
+        out["attention_backend"] = forced
+        out["candidates"] = (Candidate(forced, ()),)
+        out["selection_error"] = _impl_error(row, ctx) if row else None
+        return out
+    if ctx["use_mla"] and ctx["sparse"]:
+        chosen = "FLASHMLA_SPARSE"
+    elif ctx["use_mla"]:
+        chosen = "TRITON_MLA"
+        for name in order:
+            if name in ("CUTLASS_MLA",) and family == 100 and ctx["block_size"] in (None, 128):
+                chosen = name
+                break
+            if name in ("FLASHMLA", "FLASH_ATTN_MLA") and family == 90:
+                chosen = name
+                break
+    else:
+        fp8 = str(ctx["kv"]).startswith("fp8")
+        if family == 100:
+            chosen = "FLASHINFER"
+        elif cc[0] * 10 + cc[1] >= 80:
+            chosen = "TRITON_ATTN" if (ctx["sink"] or fp8) and family != 90 else "FLASH_ATTN"
+        else:
+            chosen = "FLEX_ATTENTION"
+    row = kb.row_for(backends.get(chosen, []), version)
+    out["attention_backend"] = chosen
+    out["candidates"] = (Candidate(chosen, ()),)
+    out["selection_error"] = _impl_error(row, ctx) if row else None
+    return out
+
+
+def _impl_error(row, ctx) -> str | None:
+    """Errors raised after selection, by the backend's Impl constructor or kernels."""
+    if row is None:
+        return None
+    kv = str(ctx["kv"])
+    if kv.startswith("fp8") and row.get("impl_rejects_fp8"):
+        return row["impl_rejects_fp8"]
+    cc_int = ctx["cc"][0] * 10 + ctx["cc"][1]
+    if kv.startswith("fp8") and row.get("fp8_min_cc") and cc_int < row["fp8_min_cc"]:
+        return f"ValueError: native FP8 (fp8e4nv) requires SM{row['fp8_min_cc']}+ (this GPU is SM{cc_int})"
+    if kv in ("fp8", "fp8_e4m3") and row.get("fp8_e4m3_min_cc") and cc_int < row["fp8_e4m3_min_cc"]:
+        return (f"triton.CompilationError: type fp8e4nv not supported in this architecture "
+                f"(the KV cache write kernel needs SM{row['fp8_e4m3_min_cc']}+; this GPU is SM{cc_int})")
+    return None
+
+
+def validate(row, ctx) -> list[str]:
+    """A backend's validate_configuration(): the engine's reasons, in the engine's order."""
+    reasons: list[str] = []
+    cc = ctx["cc"]
+    family = cc[0] * 10
+    head = ctx["head_size"]
+    if head is not None:
+        rule = row.get("head_size_rule")
+        sizes = row.get("head_sizes")
+        if rule:
+            ok = (head % rule.get("multiple_of", 1) == 0) and head <= rule.get("max", 10**6) and head >= rule.get("min", 0)
+        else:
+            ok = not sizes or head in sizes
+        if not ok:
+            reasons.append("head_size not supported")
+    dtypes = row.get("dtypes") or ["float16", "bfloat16"]
+    if ctx["dtype"] and ctx["dtype"] not in dtypes:
+        reasons.append("dtype not supported")
+    kv = ctx["kv"]
+    if kv is not None:
+        allowed = list(row.get("kv_cache_dtypes") or [])
+        if kv.startswith("fp8") and family in (row.get("fp8_kv_families") or []):
+            allowed.append(kv)
+        if allowed and kv not in allowed:
+            reasons.append("kv_cache_dtype not supported")
+    if ctx["block_size"] is not None and not _block_ok(row.get("block_sizes") or [], ctx["block_size"]):
+        reasons.append("block_size not supported")
+    if ctx["use_mla"] != bool(row.get("mla")):
+        reasons.append("MLA not supported" if ctx["use_mla"] else "non-MLA not supported")
+    if ctx["sink"]:
+        sinks = row.get("sink_families")
+        if not (sinks == "any" or (isinstance(sinks, list) and family in sinks)):
+            reasons.append("sink setting not supported")
+    if ctx["sparse"] != bool(row.get("sparse")):
+        reasons.append("sparse not supported" if ctx["sparse"] else "non-sparse not supported")
+    if not cc_ok(row.get("compute_capability") or {"any": True}, cc):
+        reasons.append("compute capability not supported")
+    for combo in row.get("combination") or []:
+        if "when_sparse" in combo and combo["when_sparse"] != ctx["sparse"]:
+            continue
+        if combo.get("when_sink") and not ctx["sink"]:
+            continue
+        if "requires_family" in combo and family not in combo["requires_family"]:
+            reasons.append(combo["reason"])
+        elif "requires_qk_nope_head_dim" in combo and ctx["qk_nope_head_dim"] is not None and ctx["qk_nope_head_dim"] not in combo["requires_qk_nope_head_dim"]:
+            reasons.append(combo["reason"].format(qk_nope_head_dim=ctx["qk_nope_head_dim"]))
+        elif "min_cc" in combo and cc[0] * 10 + cc[1] < combo["min_cc"]:
+            reasons.append(combo["reason"])
+    return reasons
+
+
+def cc_ok(expr: dict, cc: tuple[int, int]) -> bool:
+    """A compute-capability expression of attention.yaml against (major, minor)."""
+    value = cc[0] * 10 + cc[1]
+    if expr.get("any"):
+        return True
+    if "major_in" in expr:
+        return cc[0] in expr["major_in"]
+    return expr.get("min", 0) <= value <= expr.get("max", 10**6)
+
+
+def _block_ok(sizes: list, block: int) -> bool:
+    if not sizes:
+        return True
+    for s in sizes:
+        base = s["multiple_of"] if isinstance(s, dict) else s
+        if block % base == 0:
+            return True
+    return False
+
+
+def _forced_backend(dep, version: str) -> tuple[str | None, str | None]:
+    """The backend the operator forced, by flag, --attention-config or (where honoured) env."""
+    opts = dep.launch.options
+    name = opts.get("attention_backend")
+    if name:
+        return str(name).upper(), "--attention-backend"
+    ac = opts.get("attention_config")
+    if isinstance(ac, str):
+        import json
+
+        try:
+            ac = json.loads(ac)
+        except ValueError:
+            ac = None
+    if isinstance(ac, dict) and ac.get("backend"):
+        return str(ac["backend"]).upper(), "--attention-config"
+    env_name = (dep.launch.shell.env or {}).get("VLLM_ATTENTION_BACKEND")
+    row = kb.row_for(kb.load_file(ENGINE, "attention")["forcing"], version)
+    if env_name and row is not None and row["env_honoured"]:
+        return env_name.upper().removesuffix("_VLLM_V1"), "VLLM_ATTENTION_BACKEND"
+    return None, None
+
+
+# --- quantization ---------------------------------------------------------------------------
+
+
+def engine_quant_method(dep, cc: tuple[int, int] | None, version: str) -> str | None:
+    """The vLLM quantization method name the checkpoint (or --quantization) selects."""
+    explicit = dep.launch.options.get("quantization")
+    if explicit:
+        return str(explicit)
+    cfg, _ = effective_quant_config(dep, version)
+    spec = dep.spec
+    if cfg:
+        method = _quant_method_of(cfg)
+        if method == "modelopt" and str(cfg.get("quant_algo", "")).upper() == "NVFP4":
+            method = "modelopt_fp4"
+    elif spec is not None and spec.quant is not None:
+        method = spec.quant.method
+        if method == "modelopt":
+            method = "modelopt_fp4" if (spec.quant.quant_algo or "").upper() == "NVFP4" else "modelopt"
+    else:
+        return None
+    overrides = kb.row_for(kb.load_file(ENGINE, "quantization")["marlin_overrides"], version)
+    if overrides and method in overrides["map"] and cc is not None:
+        marlin = overrides["map"][method]
+        mrow = kb.row_for(kb.load_file(ENGINE, "quantization")["methods"].get(marlin, []), version)
+        if mrow and cc[0] * 10 + cc[1] >= mrow["min_cc"]:
+            method = marlin
+    return method or None
+
+
+def resolve_quant(dep, version: str, cc: tuple[int, int] | None) -> QuantKernels | None:
+    method = engine_quant_method(dep, cc, version)
+    if method is None:
+        return None
+    row = kb.row_for(kb.load_file(ENGINE, "quantization")["methods"].get(method, []), version)
+    if row is None:
+        return QuantKernels(method=method, supported=True, linear=None, source="")
+    if cc is None:
+        return QuantKernels(method=method, min_cc=row["min_cc"], native_min_cc=row.get("native_min_cc"), source=row.source)
+    value = cc[0] * 10 + cc[1]
+    if value < row["min_cc"]:
+        return QuantKernels(
+            method=method, min_cc=row["min_cc"], native_min_cc=row.get("native_min_cc"), supported=False, source=row.source,
+            error=f"The quantization method {method} is not supported for the current GPU. Minimum capability: {row['min_cc']}. Current capability: {value}.",
+        )
+    native_min = row.get("native_min_cc")
+    if method == "compressed-tensors":
+        scheme = (dep.spec.quant.quant_algo or "").lower() if dep.spec and dep.spec.quant else ""
+        native_min = next((v for k, v in row["scheme_native_min_cc"].items() if k in scheme), None)
+    families = row.get("native_families")
+    native = (native_min is None or value >= native_min) and (not families or cc[0] * 10 in families)
+    linear = "native" if native else row.get("fallback")
+    moe = None
+    if dep.spec is not None and dep.spec.is_moe:
+        moe_families = row.get("moe_native_families")
+        moe_native = native if moe_families is None else cc[0] * 10 in moe_families
+        moe = "native" if moe_native else (row.get("fallback") or "unsupported")
+        native = native and moe_native
+    return QuantKernels(method=method, min_cc=row["min_cc"], native_min_cc=native_min, linear=linear, moe=moe,
+                        fallback=not native and bool(row.get("fallback")), supported=True, source=row.source)
+
+
+# --- model facts ----------------------------------------------------------------------------
+
+
+def _gpu_cc(dep) -> tuple[int, int] | None:
+    ccs = [g.compute_capability for g in dep.cluster.gpus if g.compute_capability]
+    # vLLM checks the current device; with mixed GPUs the lowest one is what breaks first
+    return min(ccs) if ccs else None
+
+
+def _model_dtype(spec, opts) -> str | None:
+    dtype = opts.get("dtype")
+    if dtype and dtype != "auto":
+        return {"half": "float16", "float": "float32", "bf16": "bfloat16", "fp16": "float16"}.get(dtype, dtype)
+    if spec is None or spec.dtype is None:
+        return "bfloat16" if spec is not None else None
+    # vLLM serves float32 checkpoints in 16-bit by default (ModelConfig dtype "auto")
+    return "bfloat16" if spec.dtype == "float32" else spec.dtype
+
+
+def _storage(kv: str | None, model_dtype: str | None) -> str | None:
+    if kv is None:
+        return None
+    if kv == "auto":
+        return model_dtype
+    return kv
+
+
+def _head_size(spec, use_mla: bool) -> int | None:
+    if spec is None or spec.attention is None:
+        return None
+    if use_mla:
+        return spec.attention.mla_head_size
+    if spec.is_mla:  # VLLM_MLA_DISABLE: qk_rope + qk_nope per head
+        a = spec.attention
+        return (a.qk_rope_head_dim or 0) + (a.qk_nope_head_dim or 0) or a.head_dim
+    return spec.attention.head_dim
+
+
+def _has_sink(spec) -> bool:
+    if spec is None:
+        return False
+    # gpt-oss attention sinks (learned per-head sink logits)
+    return "gpt_oss" in (spec.model_type, spec.text_model_type)
+
+
+def _hf_overrides(opts) -> dict:
+    value = opts.get("hf_overrides")
+    if isinstance(value, str):
+        import json
+
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _clamp(version: str) -> str:
+    """Versions below the oldest read release use its facts (rows start at 0.10.0)."""
+    from packaging.version import Version
+
+    oldest, _ = kb.known_range(ENGINE)
+    return oldest if Version(kb.release_of(version)) < Version(oldest) else version
