@@ -24,3 +24,118 @@ class Deployment:
     @property
     def engine_version(self) -> str | None:
         return self.launch.engine_version
+
+
+def build_deployment(
+    command: list[str] | str | None = None,
+    gpu: str | None = None,
+    engine_version: str | None = None,
+    command_file: str | None = None,
+    probe: bool = True,
+    cwd: str | None = None,
+) -> Deployment:
+    """Parse the command, pick the engine version, inspect the model, and find the GPUs.
+
+    The engine version is --engine-version, else the package installed here (not for a command
+    that runs over ssh), else None with a note. GPUs come from --gpu, else from probing this
+    machine (not for ssh; honouring the command's CUDA_VISIBLE_DEVICES). Raises
+    CommandLineError for a command that is not an engine launch, BadInput for a local model
+    path that does not exist, UnknownGpu for a --gpu that matches nothing.
+    """
+    from servepilot.engines.cmdline import detect_engine, parse_argv, split_command
+    from servepilot.engines.versions import installed_version
+    from servepilot.hardware.catalog import cluster_from_flag
+
+    split = split_command(command, command_file)
+    found = detect_engine(split.argv)
+    if found is None:  # split_command only returns engine commands; kept for safety
+        from servepilot.errors import CommandLineError
+
+        raise CommandLineError(f"unknown engine program {split.argv[0]!r}")
+    module, program, _ = found
+    notes: list[str] = list(split.notes)
+    ssh_host = split.context.ssh_host
+
+    version_source = None
+    installed = None if ssh_host else installed_version(module.ENGINE, program)
+    if engine_version:
+        from servepilot.engines.flagtable import release_version
+
+        release_version(engine_version)  # BadInput for a version that is not one
+        version_source = "flag"
+    elif installed:
+        engine_version, version_source = installed, "installed"
+    elif ssh_host:
+        notes.append(f"{module.ENGINE} version on {ssh_host} unknown: pass --engine-version")
+    else:
+        notes.append(f"{module.ENGINE} is not installed here and no --engine-version was given: flags are checked against every known version")
+
+    launch = parse_argv(split.argv, split.context, engine_version=engine_version, cwd=cwd)
+    notes += launch.notes
+
+    spec, spec_notes = _inspect_model(launch.model, ssh_host, cwd)
+    notes += spec_notes
+
+    if gpu:
+        cluster = cluster_from_flag(gpu)
+        visible = launch.shell.env.get("CUDA_VISIBLE_DEVICES")
+        if visible is not None:
+            cluster = _restrict_flag_cluster(cluster, visible)
+    elif ssh_host:
+        cluster = Cluster(
+            source="none",
+            remote_host=ssh_host,
+            notes=(f"the command runs on {ssh_host} over ssh; its GPUs are not probed from here: pass --gpu NAME[xN]",),
+        )
+    elif probe:
+        from servepilot.hardware.probe import probe_cluster
+
+        cluster = probe_cluster(
+            port=launch.port,
+            host=launch.options.get("host"),
+            cuda_visible_devices=launch.shell.env.get("CUDA_VISIBLE_DEVICES"),
+        )
+    else:
+        cluster = Cluster(source="none", notes=("GPU probe skipped and no --gpu given",))
+
+    extra = {"engine_version_source": version_source, "installed_engine_version": installed}
+    return Deployment(launch=launch, cluster=cluster, spec=spec, notes=tuple(dict.fromkeys(notes)), extra=extra)
+
+
+def _inspect_model(model: str | None, ssh_host: str | None, cwd: str | None):
+    """(ModelSpec or None, notes) for the command's model path or Hugging Face id."""
+    from pathlib import Path
+
+    from servepilot.errors import BadInput
+
+    if model is None:
+        return None, ["the command names no model"]
+    from servepilot.engines.flagtable import has_variable
+
+    if has_variable(model):
+        return None, [f"model {model!r} is a shell variable the command does not set; not inspected"]
+    path = Path(model).expanduser()
+    if not path.is_absolute() and cwd:
+        path = Path(cwd) / path
+    from servepilot.checkpoint.hub import looks_like_model_id
+    from servepilot.checkpoint.inspect import inspect_path  # lazy: reads headers only when needed
+
+    if path.exists():
+        return inspect_path(path), []
+    if ssh_host:
+        return None, [f"model {model} is on {ssh_host}, not here: not inspected"]
+    if looks_like_model_id(model):
+        try:
+            return inspect_path(model), []
+        except BadInput as exc:
+            return None, [f"model {model}: {exc.one_line()}"]
+    raise BadInput("model path does not exist", path=model, hint="give a local checkpoint directory or file, or a Hugging Face id")
+
+
+def _restrict_flag_cluster(cluster: Cluster, visible: str) -> Cluster:
+    from dataclasses import replace
+
+    from servepilot.hardware.probe import apply_visible_devices
+
+    gpus, notes = apply_visible_devices(cluster.gpus, (), visible)
+    return replace(cluster, gpus=gpus, notes=cluster.notes + tuple(notes))

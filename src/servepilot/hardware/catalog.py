@@ -1,0 +1,190 @@
+"""The GPU catalog (data/gpus.json): look up `--gpu NAME[xN]` and NVML-reported names.
+
+    cluster_from_flag("rtx-pro-6000x8")   # Cluster(source="flag", 8 x RTX PRO 6000 Blackwell)
+    match_nvml_name("NVIDIA H100 80GB HBM3")  # the h100-sxm entry
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+from servepilot.errors import UnknownGpu
+from servepilot.hardware.cluster import Cluster, Gpu
+
+MIB = 1024 * 1024
+# Words NVML puts in names that do not tell GPUs apart ("NVIDIA GeForce RTX 4090", "Tesla T4").
+_NOISE = {"nvidia", "geforce", "tesla", "edition", "generation"}
+
+
+@dataclass(frozen=True)
+class GpuModel:
+    key: str
+    name: str
+    nvml_names: tuple[str, ...]
+    aliases: tuple[str, ...]
+    compute_capability: tuple[int, int]
+    memory_bytes: int
+    memory_basis: str  # "nvidia-smi" | "nominal"
+    bandwidth_gbps: float
+    fp8: bool
+    fp4: bool
+    link: str  # "nvlink" | "pcie"
+    sources: dict
+
+    def gpu(self, index: int) -> Gpu:
+        return Gpu(
+            index=index,
+            name=self.name,
+            key=self.key,
+            memory_bytes=self.memory_bytes,
+            compute_capability=self.compute_capability,
+            fp8=self.fp8,
+            fp4=self.fp4,
+            bandwidth_gbps=self.bandwidth_gbps,
+            nvlink=self.link == "nvlink",
+        )
+
+
+@lru_cache(maxsize=1)
+def _data() -> dict:
+    text = resources.files("servepilot.hardware").joinpath("data/gpus.json").read_text(encoding="utf-8")
+    return json.loads(text)
+
+
+@lru_cache(maxsize=1)
+def models() -> tuple[GpuModel, ...]:
+    out = []
+    for e in _data()["gpus"]:
+        out.append(
+            GpuModel(
+                key=e["key"],
+                name=e["name"],
+                nvml_names=tuple(e["nvml_names"]),
+                aliases=tuple(e["aliases"]),
+                compute_capability=tuple(e["compute_capability"]),
+                memory_bytes=int(e["memory_mib"]) * MIB,
+                memory_basis=e["memory_basis"],
+                bandwidth_gbps=float(e["bandwidth_gbps"]),
+                fp8=bool(e["fp8"]),
+                fp4=bool(e["fp4"]),
+                link=e["link"],
+                sources=e["sources"],
+            )
+        )
+    return tuple(out)
+
+
+def by_key(key: str) -> GpuModel | None:
+    return next((m for m in models() if m.key == key), None)
+
+
+def precision_for(cc: tuple[int, int] | None) -> tuple[bool | None, bool | None]:
+    """(FP8, FP4) tensor-core support by compute capability, for GPUs not in the catalog."""
+    if cc is None:
+        return None, None
+    rule = _data()["precision_by_compute_capability"]
+    fp8 = tuple(cc) >= tuple(rule["fp8_min"])
+    fp4 = cc[0] in rule["fp4_majors"]
+    return fp8, fp4
+
+
+def _flag_form(text: str) -> str:
+    """"RTX PRO 6000 Blackwell" / "rtx_pro_6000" -> "rtx-pro-6000-blackwell"."""
+    return re.sub(r"[\s_]+", "-", text.strip().lower()).strip("-")
+
+
+def _words(name: str) -> list[str]:
+    return [w for w in re.split(r"[\s_\-]+", name.lower()) if w and w not in _NOISE]
+
+
+def all_aliases() -> dict[str, GpuModel]:
+    out: dict[str, GpuModel] = {}
+    for m in models():
+        for alias in (m.key, *m.aliases):
+            out.setdefault(alias, m)
+    return out
+
+
+def lookup_alias(name: str) -> GpuModel:
+    """The catalog entry for a --gpu name; UnknownGpu with the nearest names otherwise."""
+    wanted = _flag_form(name)
+    aliases = all_aliases()
+    if wanted in aliases:
+        return aliases[wanted]
+    compact = {a.replace("-", ""): m for a, m in aliases.items()}
+    if wanted.replace("-", "") in compact:
+        return compact[wanted.replace("-", "")]
+    matched = match_nvml_name(name)
+    if matched is not None:
+        return matched
+    near = difflib.get_close_matches(wanted, list(aliases), n=3, cutoff=0.5)
+    hint = f"did you mean {', '.join(near)}?" if near else "see `servepilot deployment --help` for names"
+    raise UnknownGpu(f"unknown GPU {name!r}", hint=hint)
+
+
+_COUNT_SUFFIX = re.compile(r"^(?P<name>.+?)\s*[x*×](?P<count>\d+)$", re.IGNORECASE)
+_COUNT_PREFIX = re.compile(r"^(?P<count>\d+)\s*[x*×]\s*(?P<name>.+)$", re.IGNORECASE)
+
+
+def parse_gpu_flag(value: str) -> tuple[GpuModel, int]:
+    """`rtx-pro-6000x8` -> (entry, 8); `8xh100` and `t4` work too."""
+    text = value.strip()
+    if not text:
+        raise UnknownGpu("empty --gpu value", hint="e.g. --gpu h200x8")
+    for pattern in (_COUNT_SUFFIX, _COUNT_PREFIX):
+        m = pattern.match(text)
+        if m:
+            try:
+                model = lookup_alias(m.group("name"))
+            except UnknownGpu:
+                continue  # "h100-sxm" must not lose its x to a count; try the whole text
+            count = int(m.group("count"))
+            if count < 1:
+                raise UnknownGpu(f"--gpu {value!r} asks for {count} GPUs")
+            return model, count
+    return lookup_alias(text), 1
+
+
+def cluster_from_flag(value: str) -> Cluster:
+    """A Cluster of catalog GPUs for `--gpu NAME[xN]`."""
+    model, count = parse_gpu_flag(value)
+    notes = []
+    if model.memory_basis != "nvidia-smi":
+        notes.append(f"{model.name}: memory is the nominal size ({model.memory_bytes // MIB} MiB), not a measured nvidia-smi total")
+    return Cluster(
+        gpus=tuple(model.gpu(i) for i in range(count)),
+        source="flag",
+        topology=model.link if count > 1 else None,
+        notes=tuple(notes),
+    )
+
+
+def match_nvml_name(name: str, memory_bytes: int | None = None) -> GpuModel | None:
+    """The catalog entry for an NVML device name, tolerant of vendor words and spacing.
+
+    Exact names first ("NVIDIA H100 80GB HBM3"), then the entries whose name words all
+    appear in `name`, most words winning; ties go to the closest memory size.
+    """
+    words = _words(name)
+    joined = " ".join(words)
+    for m in models():
+        if any(" ".join(_words(n)) == joined for n in m.nvml_names):
+            return m
+    best: list[tuple[int, GpuModel]] = []
+    for m in models():
+        for candidate in m.nvml_names:
+            cw = _words(candidate)
+            if cw and all(w in words for w in cw):
+                best.append((len(cw), m))
+    if not best:
+        return None
+    top = max(n for n, _ in best)
+    tied = [m for n, m in best if n == top]
+    if memory_bytes and len(tied) > 1:
+        tied.sort(key=lambda m: abs(m.memory_bytes - memory_bytes))
+    return tied[0]
