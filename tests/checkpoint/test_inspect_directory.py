@@ -197,3 +197,62 @@ def test_spec_round_trips_to_json(sharded_llama):
     text = json.dumps(obj)
     assert "tensors" not in obj["weights"]  # the per-tensor table stays out of --json
     assert json.loads(text)["weights"]["source"] == "safetensors"
+
+
+# ---------------------------------------------------------------- two-process reading
+
+def _spec_summary(spec):
+    w = spec.weights
+    return (w.source, w.shards, w.total_bytes, w.params_by_dtype, w.damaged, w.index_total_bytes, spec.problems,
+            tuple(w.tensors))
+
+
+@pytest.fixture
+def force_fork(monkeypatch):
+    from servepilot.checkpoint import parallel
+
+    forks = []
+    real = parallel.Forked.__init__
+
+    def counting_init(self, fn):
+        forks.append(1)
+        real(self, fn)
+
+    monkeypatch.setattr(parallel, "MIN_SHARDS", 2)
+    monkeypatch.setattr(parallel, "can_fork", lambda: True)
+    monkeypatch.setattr(parallel.Forked, "__init__", counting_init)
+    return forks
+
+
+def test_forked_reading_gives_the_serial_answer(sharded_llama, force_fork):
+    from servepilot.checkpoint import parallel
+
+    bad = sharded_llama / "model-00002-of-00002.safetensors"
+    bad.write_bytes(bad.read_bytes()[:-3])  # truncated: damaged
+    forked = inspect_path(sharded_llama)
+    assert force_fork, "the two-process path was not taken"
+    parallel.MIN_SHARDS = 10**9
+    serial = inspect_path(sharded_llama)
+    assert _spec_summary(forked) == _spec_summary(serial)
+    assert forked.weights.damaged and forked.weights.shards == 1
+
+
+def test_forked_index_error_is_raised_in_the_parent(tmp_path, force_fork):
+    write_json(tmp_path / "config.json", LLAMA_TINY)
+    for name in ("a.safetensors", "b.safetensors"):
+        (tmp_path / name).write_bytes(safetensors_bytes({"w": ("F16", [4])}))
+    idx = write_json(tmp_path / "model.safetensors.index.json", {"weight_map": {"w": "../a.safetensors"}})
+    with pytest.raises(CheckpointError, match="outside the checkpoint") as info:
+        inspect_path(tmp_path)
+    assert info.value.path == str(idx) and force_fork
+
+
+def test_failed_child_falls_back_to_serial(sharded_llama, force_fork, monkeypatch):
+    from servepilot.checkpoint import parallel
+
+    def no_fork():
+        raise OSError("fork refused")
+
+    monkeypatch.setattr(parallel.os, "fork", no_fork)
+    spec = inspect_path(sharded_llama)
+    assert spec.weights.shards == 2 and spec.problems == ()

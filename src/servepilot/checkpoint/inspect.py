@@ -10,15 +10,16 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from servepilot.checkpoint import parallel
 from servepilot.checkpoint.config import read_architecture, text_tower
 from servepilot.checkpoint.customcode import read_custom_code
 from servepilot.checkpoint.estimate import estimate_bytes_from_architecture, estimate_params
-from servepilot.checkpoint.index import INDEX_NAME, read_index
+from servepilot.checkpoint.index import INDEX_NAME, SafetensorsIndex, read_index
 from servepilot.checkpoint.jsonfile import read_json_object
 from servepilot.checkpoint.quant import read_quantization
-from servepilot.checkpoint.safetensors import LazyTensors, read_safetensors_summary
+from servepilot.checkpoint.safetensors import LazyTensors, ShardSummary, read_safetensors_summary
 from servepilot.checkpoint.spec import ModelSpec, WeightsInfo
-from servepilot.errors import BadInput, HeaderError
+from servepilot.errors import BadInput, CheckpointError, HeaderError
 
 HF_QUANT_CONFIG = "hf_quant_config.json"
 # How many missing or damaged shard names a problem line spells out before "+N more".
@@ -129,7 +130,7 @@ def _inspect_dir(root: Path) -> ModelSpec:
             return _inspect_gguf(ggufs[0])
         shards = sorted(root.glob("*.safetensors"))
         if shards:
-            weights, problems = _weights_from_shards(root, [(s.name, s) for s in shards], index=None)
+            weights, problems = _weights_from_results(root, [s.name for s in shards], _scan(shards), index=None)
             return ModelSpec(path=str(root), format="safetensors", weights=weights, problems=tuple(problems),
                              unknown=("no config.json: architecture unknown",))
         raise BadInput("not a checkpoint: no config.json, *.safetensors or *.gguf files", path=root)
@@ -145,37 +146,103 @@ def _inspect_dir(root: Path) -> ModelSpec:
 
 def _read_weights(root: Path) -> tuple[WeightsInfo | None, list[str]]:
     """Headers of the shards present; else the index's total_size; else None (estimate)."""
-    index = read_index(root / INDEX_NAME) if (root / INDEX_NAME).is_file() else None
-    if index is not None:
-        present = [(n, root / n) for n in index.shards if (root / n).is_file()]
-        missing = [n for n in index.shards if not (root / n).is_file()]
-        if not present:
-            if index.total_size is None:
-                return None, []
-            return WeightsInfo(source="index", total_bytes=index.total_size, shards=len(index.shards),
-                               index_total_bytes=index.total_size), []
-        weights, problems = _weights_from_shards(root, present, index=index)
-        if missing:
-            problems.insert(0, f"{INDEX_NAME} names {len(missing)} shard(s) that are missing: {_names(missing)}")
-        return weights, problems
-    shards = sorted(root.glob("*.safetensors"))
-    if not shards:
-        return None, []
-    return _weights_from_shards(root, [(s.name, s) for s in shards], index=None)
+    index_path = root / INDEX_NAME
+    on_disk = sorted(root.glob("*.safetensors"))
+    if not index_path.is_file():
+        if not on_disk:
+            return None, []
+        results = _scan(on_disk)
+        return _weights_from_results(root, [p.name for p in on_disk], results, index=None)
+
+    index, results = _index_and_scan(index_path, on_disk)
+    # Only the shards the index names belong to the model (a directory may also hold e.g.
+    # a consolidated.safetensors copy, which engines skip when an index exists).
+    for name in index.shards:
+        if name not in results and (root / name).is_file():
+            results.update(_scan([root / name], names=[name]))
+    present = [n for n in index.shards if n in results]
+    missing = [n for n in index.shards if n not in results]
+    if not present:
+        if index.total_size is None:
+            return None, []
+        return WeightsInfo(source="index", total_bytes=index.total_size, shards=len(index.shards),
+                           index_total_bytes=index.total_size), []
+    weights, problems = _weights_from_results(root, present, results, index=index)
+    if missing:
+        problems.insert(0, f"{INDEX_NAME} names {len(missing)} shard(s) that are missing: {_names(missing)}")
+    return weights, problems
 
 
-def _weights_from_shards(root: Path, shards: list[tuple[str, Path]], index) -> tuple[WeightsInfo, list[str]]:
+def _scan(paths: list[Path], names: list[str] | None = None) -> dict[str, ShardSummary | str]:
+    """name -> header summary, or the problem that makes the file unreadable."""
+    out: dict[str, ShardSummary | str] = {}
+    for path, name in zip(paths, names or [p.name for p in paths], strict=True):
+        try:
+            out[name] = read_safetensors_summary(path)
+        except HeaderError as exc:
+            out[name] = exc.problem
+    return out
+
+
+def _index_result(index_path: Path):
+    """The parsed index, or (problem, hint) of the CheckpointError it raised (picklable)."""
+    try:
+        return read_index(index_path)
+    except CheckpointError as exc:
+        return (exc.problem, exc.hint)
+
+
+def _index_and_scan(index_path: Path, files: list[Path]) -> tuple[SafetensorsIndex, dict[str, ShardSummary | str]]:
+    """Parse the index and every shard header; on a big checkpoint, in two processes."""
+    index_res = None
+    results: dict[str, ShardSummary | str] = {}
+    if len(files) >= parallel.MIN_SHARDS and parallel.can_fork():
+        # The child takes the index and the first shards, enough that both sides hold about
+        # the same number of JSON bytes (parse time is proportional to them).
+        sizes = [_header_size(p) for p in files]
+        share = max(0, (sum(sizes) - index_path.stat().st_size) // 2)
+        k, acc = 0, 0
+        while k < len(files) and acc + sizes[k] <= share:
+            acc += sizes[k]
+            k += 1
+        child_files, parent_files = files[:k], files[k:]
+        child = parallel.Forked(lambda: (_index_result(index_path), _scan(child_files)))
+        results.update(_scan(parent_files))
+        got = child.result()
+        if got is not None:
+            index_res, child_results = got
+            results.update(child_results)
+        files = [] if got is not None else child_files
+    if index_res is None:
+        index_res = _index_result(index_path)
+    results.update(_scan(files))
+    if isinstance(index_res, tuple):
+        problem, hint = index_res
+        raise CheckpointError(problem, path=index_path, hint=hint)
+    return index_res, results
+
+
+def _header_size(path: Path) -> int:
+    """The declared header length (8-byte prefix), 0 if unreadable: only used to balance work."""
+    try:
+        with open(path, "rb") as f:
+            prefix = f.read(8)
+        return int.from_bytes(prefix, "little") if len(prefix) == 8 else 0
+    except OSError:
+        return 0
+
+
+def _weights_from_results(root: Path, names: list[str], results: dict, index) -> tuple[WeightsInfo, list[str]]:
     damaged: list[str] = []
     read: list[tuple[str, str]] = []
     counts: dict[str, int] = {}
     total_bytes = 0
-    for name, path in shards:
-        try:
-            s = read_safetensors_summary(path)
-        except HeaderError as exc:
-            damaged.append(f"{name}: {exc.problem}")
+    for name in names:
+        s = results[name]
+        if isinstance(s, str):
+            damaged.append(f"{name}: {s}")
             continue
-        read.append((str(path), name))
+        read.append((str(root / name), name))
         total_bytes += s.data_bytes
         for dtype, n in s.params_by_dtype.items():
             counts[dtype] = counts.get(dtype, 0) + n

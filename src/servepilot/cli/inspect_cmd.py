@@ -36,6 +36,14 @@ def _n(v) -> str:
     return f"{v:,}" if isinstance(v, int) else "?"
 
 
+def _count(n: int) -> str:
+    """582.48 B, 1.09 T, 161.3 K: element and parameter counts."""
+    for scale, unit in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if n >= scale:
+            return f"{n / scale:,.2f} {unit}"
+    return str(n)
+
+
 def _size(n: int | None) -> str:
     from servepilot.cli.output import human_bytes
 
@@ -121,10 +129,10 @@ def text_rows(spec) -> list[tuple[str, str]]:
         else:
             line = f"~{_size(w.total_bytes)} ESTIMATED from the architecture"
         if w.total_params:
-            line += f" · {w.total_params / 1e9:,.2f} B " + ("parameters" if w.estimated else "elements")
+            line += f" · {_count(w.total_params)} " + ("parameters" if w.estimated else "elements as stored")
         rows.append(("weights", line))
         if w.params_by_dtype:
-            rows.append(("", " · ".join(f"{k} {v / 1e9:,.2f} B" for k, v in list(w.params_by_dtype.items())[:6])))
+            rows.append(("", " · ".join(f"{k} {_count(v)}" for k, v in list(w.params_by_dtype.items())[:6])))
     g = spec.gguf
     if g is not None:
         line = f"{g.architecture or '?'} · {g.file_type or '?'} · context {_n(g.context_length)} · " \
