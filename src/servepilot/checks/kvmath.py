@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from servepilot.checks import sizes
+
 DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1, "fp8_ds_mla": 1,
                "f16": 2, "q8_0": 1.0625, "q4_0": 0.5625}
 FP8_DS_MLA_BYTES_PER_LAYER = 656
@@ -54,7 +56,7 @@ def kv_budget(dep, plan=None) -> KvBudget | None:
         return None
     launch = dep.launch
     util = float(launch.get("gpu_memory_utilization") or DEFAULT_GPU_MEMORY_UTILIZATION)
-    shards = launch.tensor_parallel_size * launch.pipeline_parallel_size
+    shards = sizes.tp(launch) * sizes.pp(launch)
     budget = int(mem * util - spec.weights.total_bytes / max(shards, 1))
     if budget <= 0:
         return None
@@ -64,7 +66,7 @@ def kv_budget(dep, plan=None) -> KvBudget | None:
 def dtype_change_tradeoff(dep, old_storage: str, new_storage: str, plan=None) -> tuple[str, dict]:
     """Words and numbers for switching the KV cache from `old_storage` to `new_storage`."""
     launch = dep.launch
-    tp, pp = launch.tensor_parallel_size, launch.pipeline_parallel_size
+    tp, pp = sizes.tp(launch), sizes.pp(launch)
     old = kv_bytes_per_token(dep.spec, old_storage, tp, pp)
     new = kv_bytes_per_token(dep.spec, new_storage, tp, pp)
     if old is None or new is None:

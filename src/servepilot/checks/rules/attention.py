@@ -110,8 +110,7 @@ def attention_env_ignored(dep, ctx) -> list[Finding]:
 @rule(
     "SP-KV-001", "kv_cache_dtype", "KV cache dtype not accepted by this engine version",
     facts=("--kv-cache-dtype is a closed list (CacheDType) per version: bfloat16 from 0.11, fp8_ds_mla from 0.12, float16 from 0.18.",),
-    sources=(KV_KNOWLEDGE, "vllm/config/cache.py@v0.16.0", "vllm/config/cache.py@v0.18.0"),
-    engines=("vllm",),
+    sources=(KV_KNOWLEDGE, "vllm/config/cache.py@v0.16.0", "vllm/config/cache.py@v0.18.0", "sglang/srt/server_args.py@v0.5.2", "llama.cpp common/arg.cpp"),
 )
 def kv_dtype_invalid(dep, ctx) -> list[Finding]:
     res = ctx.resolution
@@ -122,8 +121,8 @@ def kv_dtype_invalid(dep, ctx) -> list[Finding]:
     if model_dtype in res.kv_valid_values:
         remedies.append(Remedy("flag", f"--kv-cache-dtype {model_dtype}", "same storage as the model dtype", {"set": {"kv_cache_dtype": model_dtype}, "unset": []}))
     remedies.append(Remedy("flag", "--kv-cache-dtype auto", "the engine default: model dtype, or the checkpoint's KV scheme", {"set": {"kv_cache_dtype": "auto"}, "unset": []}))
-    return [Finding("SP-KV-001", "kv_cache_dtype", "error", f"--kv-cache-dtype {res.kv_requested} is not valid for vLLM {res.engine_version}",
-                    f"vLLM {res.engine_version} accepts: {', '.join(res.kv_valid_values)}. The argument parser rejects anything else.",
+    return [Finding("SP-KV-001", "kv_cache_dtype", "error", f"KV cache dtype {res.kv_requested} is not valid for {dep.engine} {res.engine_version or ''}".rstrip(),
+                    f"{dep.engine} {res.engine_version or ''} accepts: {', '.join(res.kv_valid_values)}. The argument parser rejects anything else.",
                     _evidence(res.kv_evidence), tuple(remedies))]
 
 
@@ -141,3 +140,19 @@ def compressed_tensors_forced(dep, ctx) -> list[Finding]:
                     f"The checkpoint's compressed-tensors kv_cache_scheme makes vLLM {res.engine_version} store the KV cache as fp8 in every attention layer, whatever --kv-cache-dtype says.",
                     _evidence(res.kv_evidence),
                     (Remedy("upgrade", "pip install 'vllm>=0.34.0'", "from 0.34 an explicit --kv-cache-dtype wins", {"upgrade": {"package": "vllm", "specifier": ">=0.34.0"}}),))]
+
+
+@rule(
+    "SP-KV-003", "kv_cache_dtype", "A quantized V cache without flash attention (llama.cpp)",
+    facts=("llama.cpp refuses a quantized V cache unless flash attention is on: 'V cache quantization requires flash_attn'.",),
+    sources=("servepilot/engines/llamacpp/knowledge/kv_cache.yaml", "llama.cpp src/llama-context.cpp (llama_init_from_model)"),
+    engines=("llama.cpp",),
+)
+def llamacpp_v_cache(dep, ctx) -> list[Finding]:
+    res = ctx.resolution
+    if not res.fails:
+        return []
+    return [Finding("SP-KV-003", "kv_cache_dtype", "error", "quantized V cache needs --flash-attn",
+                    f"{res.selection_error}: the server exits while creating the context.", _evidence(res.kv_evidence),
+                    (Remedy("flag", "--flash-attn on", "flash attention kernels (supported on most GPUs and the CPU)", {"set": {"flash_attn": "on"}, "unset": []}),
+                     Remedy("flag", "--cache-type-v f16", "V cache twice the size of q8_0", {"set": {"cache_type_v": "f16"}, "unset": []})))]

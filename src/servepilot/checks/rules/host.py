@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from servepilot.checks import sizes
 from servepilot.checks.finding import Evidence, Finding, Remedy
 from servepilot.checks.registry import rule
 
@@ -46,7 +47,7 @@ def port_in_use(dep, ctx) -> list[Finding]:
 )
 def shm_too_small(dep, ctx) -> list[Finding]:
     shm = dep.cluster.shm_bytes
-    ranks = dep.launch.tensor_parallel_size * dep.launch.pipeline_parallel_size
+    ranks = sizes.tp(dep.launch) * sizes.pp(dep.launch)
     if shm is None or ranks <= 1 or shm >= MIN_SHM_FOR_TP:
         return []
     severity = "error" if shm <= DOCKER_DEFAULT_SHM else "warning"
@@ -111,7 +112,7 @@ def torch_arch(dep, ctx) -> list[Finding]:
 )
 def nccl_settings(dep, ctx) -> list[Finding]:
     env = dep.launch.shell.env or {}
-    ranks = dep.launch.tensor_parallel_size * dep.launch.pipeline_parallel_size
+    ranks = sizes.tp(dep.launch) * sizes.pp(dep.launch)
     if ranks <= 1:
         return []
     notes = []

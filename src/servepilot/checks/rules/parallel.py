@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from servepilot.checks import sizes
 from servepilot.checks.finding import Evidence, Finding, Remedy
 from servepilot.checks.registry import rule
 
@@ -21,7 +22,7 @@ def _divisors(n: int, limit: int) -> list[int]:
 )
 def tp_heads(dep, ctx) -> list[Finding]:
     spec = dep.spec
-    tp = dep.launch.tensor_parallel_size
+    tp = sizes.tp(dep.launch)
     if spec is None or spec.attention is None or tp <= 1:
         return []
     a = spec.attention
@@ -44,7 +45,7 @@ def tp_heads(dep, ctx) -> list[Finding]:
       sources=(SOURCE,))
 def tp_kv_heads(dep, ctx) -> list[Finding]:
     spec = dep.spec
-    tp = dep.launch.tensor_parallel_size
+    tp = sizes.tp(dep.launch)
     if spec is None or spec.attention is None or tp <= 1 or spec.attention.num_heads % tp:
         return []
     a = spec.attention
@@ -74,12 +75,12 @@ def tp_kv_heads(dep, ctx) -> list[Finding]:
 )
 def world_size(dep, ctx) -> list[Finding]:
     launch = dep.launch
-    need = launch.tensor_parallel_size * launch.pipeline_parallel_size * launch.data_parallel_size
+    need = sizes.tp(launch) * sizes.pp(launch) * sizes.dp(launch)
     have = dep.cluster.count
     if not have or need <= have or dep.cluster.source == "none":
         return []
     return [Finding("SP-TP-003", "nccl_distributed", "error", f"{need} ranks need {need} GPUs; {have} available",
-                    f"tensor {launch.tensor_parallel_size} x pipeline {launch.pipeline_parallel_size} x data {launch.data_parallel_size} = {need} GPUs, but the machine has {have}.",
+                    f"tensor {sizes.tp(launch)} x pipeline {sizes.pp(launch)} x data {sizes.dp(launch)} = {need} GPUs, but the machine has {have}.",
                     (Evidence(f"{have} GPUs", f"cluster ({dep.cluster.source})"),),
                     (Remedy("flag", f"--tensor-parallel-size {have}", "fewer ranks", {"set": {"tensor_parallel_size": have}, "unset": []}),))]
 
@@ -94,7 +95,7 @@ def expert_parallel(dep, ctx) -> list[Finding]:
     launch = dep.launch
     if not launch.get("enable_expert_parallel") or dep.spec is None:
         return []
-    ep = launch.tensor_parallel_size * launch.data_parallel_size
+    ep = sizes.tp(launch) * sizes.dp(launch)
     if not dep.spec.is_moe:
         return [Finding("SP-EP-001", "tp_divisibility", "warning", "expert parallel on a dense model",
                         "--enable-expert-parallel has no effect: the model has no routed experts.",

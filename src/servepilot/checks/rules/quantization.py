@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from servepilot.checks import sizes
 from servepilot.checks.finding import Evidence, Finding, Remedy
 from servepilot.checks.registry import rule
 
@@ -13,7 +14,7 @@ KNOWLEDGE = "servepilot/engines/vllm/knowledge/quantization.yaml"
     facts=("vLLM refuses a quantization method below its get_min_capability(): 'The quantization method X is not supported for the current GPU. Minimum capability: N. Current capability: M.'",
            "Examples: AWQ needs 7.5, ModelOpt FP8 needs 8.9, Marlin variants 7.5 (8.0 before 0.14), mxfp4 8.0."),
     sources=(KNOWLEDGE, "vllm/config/vllm.py@v0.16.0 (VllmConfig._get_quantization_config)"),
-    engines=("vllm",),
+    engines=(),
 )
 def quant_unsupported(dep, ctx) -> list[Finding]:
     q = ctx.resolution.quant
@@ -32,7 +33,7 @@ def quant_unsupported(dep, ctx) -> list[Finding]:
     facts=("Below the native capability (FP8 W8A8 8.9; NVFP4 W4A4 families 10.x/12.x; MoE NVFP4 on SM90 too) vLLM runs the weights through Marlin weight-only kernels with 16-bit activations.",
            "Memory stays as small as the checkpoint; the matrix multiplications run at 16-bit tensor-core rates (FP8 is 2x, FP4 4x BF16 peak)."),
     sources=(KNOWLEDGE, "vllm/model_executor/layers/quantization/utils/nvfp4_utils.py@v0.16.0", "vllm/model_executor/layers/fused_moe/oracle/nvfp4.py@v0.16.0", "vllm/model_executor/layers/quantization/fp8.py@v0.16.0"),
-    engines=("vllm",),
+    engines=(),
 )
 def quant_fallback(dep, ctx) -> list[Finding]:
     from servepilot.engines import knowledge as kb
@@ -41,7 +42,7 @@ def quant_fallback(dep, ctx) -> list[Finding]:
     q = res.quant
     if q is None or not q.supported or not q.fallback:
         return []
-    speed = kb.row_for(kb.load_file("vllm", "quantization")["speed"], res.engine_version)
+    speed = kb.row_for(kb.load_file("vllm", "quantization")["speed"], "0.18.0")  # hardware ratios, not engine facts
     ratio = speed["fp4_over_bf16"] if "fp4" in q.method or "mxfp4" in q.method else speed["fp8_over_bf16"]
     parts = [f"linear: {q.linear}"] + ([f"MoE experts: {q.moe}"] if q.moe else [])
     findings = [Finding("SP-QUANT-002", "quantization_support", "warning", f"{q.method} runs weight-only (Marlin) on compute capability {res.gpu_cc[0]}.{res.gpu_cc[1]}",
@@ -57,7 +58,7 @@ def _marlin_tiles(dep, res, q) -> list[Finding]:
     """Marlin FP8 needs every sharded output dim divisible by 64 ('size_n = N is not divisible by tile_n_size = 64')."""
     if "fp8" not in q.method or dep.spec is None:
         return []
-    tp = dep.launch.tensor_parallel_size
+    tp = sizes.tp(dep.launch)
     dims = {"intermediate_size": dep.spec.intermediate_size, "moe intermediate size": dep.spec.moe.expert_intermediate_size if dep.spec.moe else None}
     bad = {k: v for k, v in dims.items() if v and (v // tp) % 64}
     if not bad:

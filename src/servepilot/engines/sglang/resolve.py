@@ -1,0 +1,81 @@
+"""What SGLang will pick for a Deployment: KV cache dtype and quantization kernels.
+
+SGLang's attention backend choice is not modelled yet; the Resolution says so in its notes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from servepilot.engines import knowledge as kb
+from servepilot.engines.resolution import Fact, QuantKernels, Resolution
+
+ENGINE = "sglang"
+DEFAULT_VERSION = "0.5.2"
+
+
+def resolve(dep) -> Resolution:
+    notes = ["SGLang's attention backend choice is not modelled by servepilot"]
+    version = dep.engine_version or DEFAULT_VERSION
+    kb.parse_version(version)
+    if kb.release_of(version) not in kb.load_file(ENGINE, "engine")["read_releases"]:
+        notes.append(f"SGLang facts were read from {DEFAULT_VERSION}; used for {version}")
+    opts = dep.launch.options
+    spec = dep.spec
+    ccs = [g.compute_capability for g in dep.cluster.gpus if g.compute_capability]
+    cc = min(ccs) if ccs else None
+    requested = str(opts.get("kv_cache_dtype") or "auto")
+    row = kb.row_for(kb.load_file(ENGINE, "kv_cache")["valid_dtypes"], version)
+    valid_values = tuple(row["values"]) if row else ()
+    model_dtype = (spec.dtype if spec is not None and spec.dtype != "float32" else "bfloat16") if spec is not None else None
+    if opts.get("dtype") not in (None, "auto"):
+        model_dtype = {"half": "float16"}.get(opts["dtype"], opts["dtype"])
+    evidence = (Fact(f"--kv-cache-dtype {requested}" + (": the model dtype" if requested == "auto" else ""), row.source if row else ""),)
+    use_mla = bool(spec is not None and spec.is_mla)
+    head = None
+    if spec is not None and spec.attention is not None:
+        head = spec.attention.mla_head_size if use_mla else spec.attention.head_dim
+    return Resolution(
+        engine=ENGINE, engine_version=version, gpu_cc=cc,
+        kv_cache_dtype=requested, kv_cache_storage=model_dtype if requested == "auto" else requested,
+        kv_requested=requested, kv_evidence=evidence, kv_valid=not valid_values or requested in valid_values,
+        kv_valid_values=valid_values, use_mla=use_mla, head_size=head, model_dtype=model_dtype,
+        quant=_quant(dep, version, cc), facts=(Fact("valid --kv-cache-dtype values", row.source),) if row else (),
+        notes=tuple(notes),
+    )
+
+
+def resolve_with(dep, *, kv_cache_dtype: str | None = None, engine_version: str | None = None, unset_env: tuple[str, ...] = ()) -> Resolution:
+    launch = dep.launch
+    if kv_cache_dtype is not None:
+        launch = dataclasses.replace(launch, options={**launch.options, "kv_cache_dtype": kv_cache_dtype})
+    if engine_version is not None:
+        launch = dataclasses.replace(launch, engine_version=engine_version)
+    return resolve(dataclasses.replace(dep, launch=launch))
+
+
+def resolve_with_spec(dep, spec) -> Resolution:
+    return resolve(dataclasses.replace(dep, spec=spec))
+
+
+def _quant(dep, version, cc) -> QuantKernels | None:
+    method = dep.launch.options.get("quantization")
+    spec = dep.spec
+    if not method and spec is not None and spec.quant is not None:
+        method = spec.quant.method
+        if method == "modelopt":
+            method = "modelopt_fp4" if (spec.quant.quant_algo or "").upper() == "NVFP4" else "modelopt"
+    if not method:
+        return None
+    row = kb.row_for(kb.load_file(ENGINE, "quantization")["methods"].get(method, []), version)
+    if row is None:
+        return QuantKernels(method=method)
+    if cc is None:
+        return QuantKernels(method=method, min_cc=row["min_cc"], native_min_cc=row["native_min_cc"], source=row.source)
+    value = cc[0] * 10 + cc[1]
+    if value < row["min_cc"]:
+        return QuantKernels(method=method, min_cc=row["min_cc"], native_min_cc=row["native_min_cc"], supported=False, source=row.source,
+                            error=f"The quantization method {method} is not supported for the current GPU. Minimum capability: {row['min_cc']}. Current capability: {value}.")
+    fallback = value < row["native_min_cc"] and bool(row.get("fallback"))
+    return QuantKernels(method=method, min_cc=row["min_cc"], native_min_cc=row["native_min_cc"], linear=row.get("fallback") if fallback else "native",
+                        fallback=fallback, source=row.source)
