@@ -40,7 +40,8 @@ def activation_peak(spec: ModelSpec, *, tp: int, expert_parallel: bool, batched_
                     act_bytes: int = 2) -> tuple[int, str]:
     """Estimated torch peak of vLLM's profile run on one GPU, and how it was reached.
 
-    forward = 4 hidden-sized buffers per token (residual, input, normed, attention output)
+    forward = 3 hidden-sized buffers per token (residual, hidden states, the normed MLP input;
+              RMSNorm adds the residual in place)
               + the larger of the attention projections and the MLP / fused-MoE intermediates;
     sampler = num_seqs × vocab × bytes per logit (logits, float32 copy, sort, probabilities);
     peak    = max(forward, sampler): the forward's buffers are freed before sampling.
@@ -49,7 +50,7 @@ def activation_peak(spec: ModelSpec, *, tp: int, expert_parallel: bool, batched_
     h = spec.hidden_size or 0
     t = max(1, batched_tokens)
     att = spec.attention
-    hidden = 4 * t * h * act_bytes
+    hidden = 3 * t * h * act_bytes
     attn = 0
     if att is not None:
         if att.kind == "mla":

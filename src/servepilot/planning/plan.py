@@ -521,13 +521,17 @@ def _try_resolve(dep: Deployment, notes: list[str]):
     try:
         return resolve(dep)
     except Exception as exc:  # a resolve failure is check's finding; the plan goes on without it
-        notes.append(f"engine resolution unavailable ({type(exc).__name__}: {exc}); command-line values used")
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        notes.append(f"engine resolution unavailable ({type(exc).__name__}: {first}); command-line values used")
         return None
 
 
 def _kv_dtype(dep: Deployment, spec: ModelSpec, resolution, explicit: str | None, notes: list[str]) -> str:
     if explicit:
         return explicit
+    forced = _attr(resolution, "non_mla_kv_forced")
+    if forced and not spec.is_mla:  # compressed-tensors kv_cache_scheme forces fp8 on non-MLA layers
+        return str(forced)
     resolved = _attr(resolution, "kv_cache_dtype")
     if resolved:
         return str(resolved)

@@ -218,6 +218,8 @@ def _ignored(name: str, pattern: str) -> bool:
     from fnmatch import fnmatch
 
     module = name.rsplit(".", 1)[0]
+    if pattern.startswith("language_model."):  # multimodal wrappers (Kimi-K2.5) name the text tower so
+        pattern = pattern[len("language_model."):]
     if pattern.startswith("re:"):
         return re.search(pattern[3:], module) is not None
     return module == pattern or fnmatch(module, pattern) or fnmatch(name, pattern) or module.endswith("." + pattern)
@@ -246,7 +248,9 @@ def architecture_tensors(spec: ModelSpec) -> list[TensorInfo]:
     add("model.norm.weight", h)
     moe = spec.moe
     inter = spec.intermediate_size or 4 * h
-    for i in range(att.num_layers):
+    # MTP / next-n layers follow the decoder layers (DeepSeek-V3: layer 61); they are generated
+    # so that an index total is apportioned correctly, and then left out as not loaded.
+    for i in range(att.num_layers + max(0, spec.mtp_layers)):
         p = f"model.layers.{i}."
         add(p + "input_layernorm.weight", h)
         add(p + "post_attention_layernorm.weight", h)

@@ -1,0 +1,190 @@
+"""Memory rules: weights over the GPU, no KV budget left, max_model_len beyond the KV cache.
+
+Each rule reads the planner's MemoryPlan (ctx.plan) and ranks its remedies by what they
+cost the operator: more tensor parallelism (if the GPUs are there), an fp8 KV cache (if
+the engine accepts it for this model and GPU), a shorter max_model_len (the engine's own
+suggestion), a higher gpu_memory_utilization, and last other hardware. Every remedy's
+numbers come from re-planning with the change, not from a rule of thumb.
+"""
+
+from __future__ import annotations
+
+import math
+
+from servepilot.checks.finding import Evidence, Finding, Remedy
+from servepilot.checks.registry import rule
+
+GiB = 1 << 30
+PLAN_SOURCES = (
+    "vllm/v1/worker/gpu_worker.py@v0.16.0 (determine_available_memory)",
+    "vllm/v1/core/kv_cache_utils.py@v0.16.0 (get_num_blocks, _check_enough_kv_cache_memory, estimate_max_model_len)",
+    "servepilot/planning/knowledge/vllm_memory.yaml",
+)
+MAX_UTILIZATION = 0.95  # above this the CUDA context and graphs rarely fit in what is left
+TP_CANDIDATES = (2, 4, 8, 16)
+
+
+def _g(n: int | None) -> str:
+    return "?" if n is None else f"{n / GiB:,.2f} GiB"
+
+
+def _cuda_total(plan) -> int:
+    reserved = next((t.bytes for t in plan.terms if t.name == "driver_reserved"), 0)
+    return plan.gpu_total_bytes - reserved
+
+
+def _evidence(plan) -> tuple[Evidence, ...]:
+    ev = [Evidence(f"{t.name} = {_g(t.bytes)} per GPU ({'exact' if t.exact else f'estimate ±{_g(t.uncertainty_bytes)}'}): {t.basis}",
+                   "servepilot plan") for t in plan.terms]
+    ev.append(Evidence(f"KV per token per GPU = {plan.bytes_per_token:,} B ({plan.kv_cache_dtype}, block {plan.block_size})",
+                       "vllm/v1/kv_cache_interface.py@v0.16.0"))
+    return tuple(ev)
+
+
+def _weights_per_gpu(plan) -> int:
+    return max((r.weights_bytes for r in plan.rows), default=0)
+
+
+def _tp_remedies(dep, plan, need_fit: str) -> list[Remedy]:
+    """The smallest larger TP size that fits, from re-planning (needs the GPUs to be there)."""
+    from servepilot.errors import ServepilotError
+    from servepilot.planning import plan_deployment
+
+    have = dep.cluster.count or 0
+    sizes = tuple(t for t in TP_CANDIDATES if t > plan.tp and (not have or t * plan.pp * plan.dp <= have))
+    if not sizes:
+        return []
+    try:
+        bigger = plan_deployment(dep, kv_cache_dtype=plan.kv_cache_dtype, block_size=plan.block_size,
+                                 tp_options=sizes, use_measured=False)
+    except ServepilotError:
+        return []
+    for alt in bigger.alternatives:
+        if alt.tp in sizes and alt.kv_cache_dtype == plan.kv_cache_dtype and alt.weights_fit and (alt.fits or need_fit == "weights"):
+            return [Remedy(
+                "flag", f"--tensor-parallel-size {alt.tp}",
+                f"weights {_g(_weights_per_gpu(plan))} -> {_g(alt.weights_per_gpu)} per GPU; KV {plan.kv_tokens:,} -> "
+                f"{alt.kv_tokens:,} tokens ({alt.max_concurrency:.2f}x at {plan.max_model_len:,}); uses {alt.tp * plan.pp * plan.dp} GPUs",
+                {"set": {"tensor_parallel_size": alt.tp}, "unset": []},
+            )]
+    return []
+
+
+def _fp8_remedy(dep, ctx, plan) -> list[Remedy]:
+    if plan.kv_cache_dtype.startswith("fp8"):
+        return []
+    alt = next((a for a in plan.alternatives if a.tp == plan.tp and a.kv_cache_dtype == "fp8"), None)
+    if alt is None or not (alt.fits and alt.weights_fit):
+        return []
+    try:  # only when the engine has an attention backend for an fp8 KV cache here
+        res = ctx.resolver.resolve_with(dep, kv_cache_dtype="fp8")
+        if res.fails or not res.kv_valid:
+            return []
+    except Exception:  # no resolver for this engine: offer it, the trade-off says what it costs
+        pass
+    return [Remedy(
+        "flag", "--kv-cache-dtype fp8",
+        f"KV cache {plan.bytes_per_token:,} -> {alt.bytes_per_token:,} B/token per GPU; {plan.kv_tokens:,} -> {alt.kv_tokens:,} tokens; "
+        "accuracy may drop without calibrated KV scales",
+        {"set": {"kv_cache_dtype": "fp8"}, "unset": []},
+    )]
+
+
+def _len_remedy(plan) -> list[Remedy]:
+    if not plan.max_model_len_fit or plan.max_model_len_fit >= plan.max_model_len:
+        return []
+    n = plan.max_model_len_fit
+    return [Remedy("flag", f"--max-model-len {n}",
+                   f"requests longer than {n:,} tokens are refused (was {plan.max_model_len:,})",
+                   {"set": {"max_model_len": n}, "unset": []})]
+
+
+def _util_remedy(plan, extra_bytes: int) -> list[Remedy]:
+    """The gpu_memory_utilization that adds `extra_bytes` to the budget, if it stays sane."""
+    if plan.gpu_memory_utilization is None or plan.engine != "vllm":
+        return []
+    total = _cuda_total(plan)
+    needed = plan.gpu_memory_utilization + extra_bytes / total
+    util = math.ceil(needed * 100) / 100
+    if util > MAX_UTILIZATION or util <= plan.gpu_memory_utilization:
+        return []
+    return [Remedy("flag", f"--gpu-memory-utilization {util:g}",
+                   f"+{_g(int((util - plan.gpu_memory_utilization) * total))} per GPU for vLLM; less headroom for CUDA graphs and other processes",
+                   {"set": {"gpu_memory_utilization": util}, "unset": []})]
+
+
+def _hardware(plan) -> Remedy:
+    return Remedy("hardware", "more GPUs, or GPUs with more memory",
+                  f"each GPU now has {_g(plan.gpu_total_bytes)}; the plan needs more per GPU or more GPUs to split over")
+
+
+@rule(
+    "SP-MEM-001", "oom_weights", "Weights do not fit in GPU memory",
+    facts=("vLLM loads each rank's share of the weights before profiling; a share larger than the GPU's free memory "
+           "ends in torch.OutOfMemoryError while loading.",
+           "Shares: TP splits attention and MLP projections, replicates norms and routers, vocab-parallel embeddings; "
+           "EP spreads whole experts over TP x DP ranks; PP splits layers."),
+    sources=PLAN_SOURCES,
+)
+def weights_over_gpu(dep, ctx) -> list[Finding]:
+    plan = ctx.plan
+    if plan is None:
+        return []
+    w = _weights_per_gpu(plan)
+    if w < _cuda_total(plan):
+        return []
+    remedies = _tp_remedies(dep, plan, "weights") + [_hardware(plan)]
+    return [Finding(
+        "SP-MEM-001", "oom_weights", "error",
+        f"{_g(w)} of weights per GPU do not fit in {_g(plan.gpu_total_bytes)}",
+        f"With TP {plan.tp} x PP {plan.pp} each GPU must hold {_g(w)} of weights ({plan.weights_source}); "
+        f"CUDA sees {_g(_cuda_total(plan))}. Loading will run out of memory.",
+        _evidence(plan), tuple(remedies),
+    )]
+
+
+@rule(
+    "SP-MEM-003", "oom_kv_cache", "No memory left for the KV cache",
+    facts=("vLLM: available KV memory = total x gpu_memory_utilization - weights - activation peak - non-torch memory; "
+           "when it is not positive the engine raises 'No available memory for the cache blocks'.",),
+    sources=PLAN_SOURCES,
+)
+def no_kv_budget(dep, ctx) -> list[Finding]:
+    plan = ctx.plan
+    if plan is None or plan.engine == "llama.cpp" or _weights_per_gpu(plan) >= _cuda_total(plan) or plan.available_kv_bytes > 0:
+        return []
+    # enough for one max_model_len request on top of making the budget positive
+    short = -plan.available_kv_bytes + plan.max_model_len * plan.bytes_per_token
+    remedies = _tp_remedies(dep, plan, "weights") + _util_remedy(plan, short) + [_hardware(plan)]
+    return [Finding(
+        "SP-MEM-003", "oom_kv_cache", "error",
+        f"no KV cache memory: the budget is {_g(plan.available_kv_bytes)} per GPU",
+        f"{plan.engine} will stop after profiling: weights ({_g(_weights_per_gpu(plan))}) and runtime leave nothing of "
+        f"{_g(plan.requested_bytes)} (gpu_memory_utilization {plan.gpu_memory_utilization}) for the KV cache.",
+        _evidence(plan), tuple(remedies),
+    )]
+
+
+@rule(
+    "SP-MEM-002", "max_model_len", "One max_model_len request does not fit in the KV cache",
+    facts=("vLLM v1: 'To serve at least one request with the models's max seq len (N), (X GiB KV cache is needed, which is "
+           "larger than the available KV cache memory (Y GiB). Based on the available memory, the estimated maximum model "
+           "length is M.' (binary search over max_model_len)",
+           "vLLM V0: 'The model's max seq len (N) is larger than the maximum number of tokens that can be stored in KV cache (M).'"),
+    sources=PLAN_SOURCES,
+)
+def kv_below_one_request(dep, ctx) -> list[Finding]:
+    plan = ctx.plan
+    if plan is None or plan.fits or plan.available_kv_bytes <= 0 or _weights_per_gpu(plan) >= _cuda_total(plan):
+        return []
+    need = plan.max_model_len * plan.bytes_per_token
+    remedies = (_tp_remedies(dep, plan, "kv") + _fp8_remedy(dep, ctx, plan) + _len_remedy(plan)
+                + _util_remedy(plan, need - plan.available_kv_bytes) + [_hardware(plan)])
+    suggestion = f"; the engine will suggest max_model_len {plan.max_model_len_fit:,}" if plan.max_model_len_fit else ""
+    return [Finding(
+        "SP-MEM-002", "max_model_len", "error",
+        f"max_model_len {plan.max_model_len:,} needs more KV cache than the {_g(plan.available_kv_bytes)} per GPU left",
+        f"One {plan.max_model_len:,}-token request needs about {_g(need)} of KV cache per GPU "
+        f"({plan.bytes_per_token:,} B/token, {plan.kv_cache_dtype}); {plan.kv_tokens:,} tokens fit{suggestion}.",
+        _evidence(plan), tuple(remedies),
+    )]
