@@ -28,6 +28,8 @@ BANNERS: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 
 HEALTHY: tuple[re.Pattern[str], ...] = (
+    # vLLM logs this once the engine is up, right before uvicorn serves.
+    re.compile(r"Starting vLLM API server"),
     re.compile(r"Application startup complete"),
     re.compile(r"Uvicorn running on"),
     re.compile(r"server is listening on"),

@@ -22,13 +22,18 @@ from typing import BinaryIO
 CHUNK_BYTES = 8 << 20  # 8 MiB: large enough that per-chunk Python overhead is noise
 MAX_LINE_BYTES = 1 << 20  # a "line" longer than this (binary garbage) is cut, never buffered whole
 DENSE_WINDOW = 256 << 10  # bytes parsed line by line after a Traceback: 8 interleaved tracebacks fit
+# The end of a log is parsed line by line too: a failed launch ends with its error, and there
+# every message counts, needle or not (a NCCL WARN, llama.cpp's "couldn't bind").
+DENSE_TAIL = 1 << 20
 
 TRACEBACK = b"Traceback"
 ERROR_NEEDLES: tuple[bytes, ...] = (b"rror", b"ailed", TRACEBACK)
 
 # Start-up banners and readiness lines per engine (the texts are in triage/markers.py).
 ENGINE_NEEDLES: dict[str, tuple[bytes, ...]] = {
-    "vllm": (b"LLM", b"startup complete"),
+    # "LLM" finds all three vLLM banners, and "Starting vLLM API server" doubles as vLLM's
+    # readiness line, which saves a pass for uvicorn's "Application startup complete".
+    "vllm": (b"LLM",),
     "sglang": (b"server_args", b"startup complete", b"fired up"),
     "llama.cpp": (b"build", b"listening", b"startup complete"),
 }
@@ -58,8 +63,12 @@ def _line_bounds(buf: bytes, pos: int, end: int) -> tuple[int, int]:
     return start, (end if stop == -1 else stop)
 
 
-def _candidate_starts(buf: bytes, end: int, needles: tuple[bytes, ...], dense_from: int):
-    """Line starts holding a needle, and the Traceback line starts that open dense windows."""
+def _candidate_starts(buf, end: int, needles: tuple[bytes, ...], dense_from: int, tail_at: int):
+    """Line starts holding a needle, and the Traceback line starts that open dense windows.
+
+    `dense_from`: a window carried over from the previous chunk ends here; `tail_at`: every
+    line from this buffer offset on is a candidate (the log's tail).
+    """
     starts: set[int] = set()
     tracebacks: list[int] = []
     for needle in needles:
@@ -73,13 +82,15 @@ def _candidate_starts(buf: bytes, end: int, needles: tuple[bytes, ...], dense_fr
     # Dense windows: every line from each Traceback line on, for DENSE_WINDOW bytes.
     windows = [(0, dense_from)] if dense_from > 0 else []
     windows += [(s, s + DENSE_WINDOW) for s in sorted(tracebacks)]
+    if tail_at < end:
+        windows.append((buf.rfind(b"\n", 0, max(tail_at, 0)) + 1, end))
     for lo, hi in _merge(windows):
         pos, stop = lo, min(hi, end)
         while pos < stop:
             starts.add(pos)
             nl = buf.find(b"\n", pos, end)
             pos = end if nl == -1 else nl + 1
-    carry_dense = max((hi for _, hi in windows), default=0) - end
+    carry_dense = max((hi for _, hi in windows if hi <= end + DENSE_WINDOW), default=0) - end
     return sorted(starts), max(carry_dense, 0)
 
 
@@ -98,34 +109,50 @@ def scan_lines(
     needles: tuple[bytes, ...] | None,
     stats: ScanStats,
     chunk_bytes: int = CHUNK_BYTES,
+    tail_from: int | None = None,
 ) -> Iterator[tuple[int, str]]:
     """Yield (1-based line number, decoded line) for candidate lines; all lines if needles is None.
+
+    `tail_from`: the byte offset from which every line is yielded (default: the last
+    DENSE_TAIL bytes of a seekable stream).
 
     Bytes that are not UTF-8 become U+FFFD (errors="replace"), so binary garbage in a log
     never stops the scan.
     """
-    carry = b""
     line_no = 1  # number of the first line in the current buffer
     dense_carry = 0
+    # One buffer for the whole scan: the unfinished last line moves to its front and the next
+    # chunk is read in behind it, so no chunk is ever copied (a copy costs ~0.2 s per GB).
+    buf = bytearray(chunk_bytes + MAX_LINE_BYTES)
+    view = memoryview(buf)
+    kept = 0
+    if tail_from is None:
+        here = stream.tell()
+        tail_from = max(0, stream.seek(0, 2) - DENSE_TAIL)
+        stream.seek(here)
+    consumed = stream.tell()  # absolute offset just past what has been read
     while True:
-        data = stream.read(chunk_bytes)
-        buf = carry + data if carry else data
-        if not buf:
+        got = stream.readinto(view[kept : kept + chunk_bytes])
+        buf_offset = consumed - kept  # absolute offset of buf[0]
+        consumed += got
+        data = got > 0
+        size = kept + got
+        if size == 0:
             break
-        stats.bytes += len(data)
+        stats.bytes += got
         if data:
-            end = buf.rfind(b"\n") + 1
+            end = buf.rfind(b"\n", 0, size) + 1
             if end == 0:
-                if len(buf) < MAX_LINE_BYTES:
-                    carry = buf
+                if size < MAX_LINE_BYTES:
+                    kept = size
                     continue
-                end = len(buf)  # one endless line: cut it here
+                end = size  # one endless line: cut it here
         else:
-            end = len(buf)  # last line without a newline
+            end = size  # last line without a newline
         if needles is None:
             starts = _all_starts(buf, end)
         else:
-            starts, dense_carry = _candidate_starts(buf, end, needles, dense_carry)
+            starts, dense_carry = _candidate_starts(buf, end, needles, dense_carry, tail_from - buf_offset)
         prev = 0
         for start in starts:
             line_no += buf.count(b"\n", prev, start)
@@ -135,9 +162,10 @@ def scan_lines(
             yield line_no, buf[start:stop].decode("utf-8", errors="replace")
             prev = start
         line_no += buf.count(b"\n", prev, end)
-        if end == len(buf) and not buf.endswith(b"\n"):
+        if end == size and end > 0 and buf[end - 1] != 0x0A:
             line_no += 1  # the cut (or final) line without a newline still counts
-        carry = buf[end:]
+        kept = size - end
+        buf[:kept] = buf[end:size]
         if not data:
             break
     stats.lines = line_no - 1

@@ -30,6 +30,7 @@ from servepilot.categories import check_category
 from servepilot.checks.finding import REMEDY_KINDS
 
 TIERS = ("cause", "generic", "echo")
+_DIGITS = re.compile(r"\d+")
 ENGINES = ("vllm", "sglang", "llama.cpp")
 
 
@@ -195,26 +196,25 @@ class Matcher:
 
     def __init__(self, signatures: tuple[Signature, ...], engine: str | None = None):
         self.signatures = tuple(s for s in signatures if engine is None or engine in s.engines)
-        self._cache: dict[str, tuple[Signature, dict] | None] = {}
+        self._misses: set[str] = set()
 
     def _raw(self, message: str, skip_echo: bool = False) -> tuple[Signature, dict] | None:
-        key = message if not skip_echo else "\x00" + message
-        if key in self._cache:
-            return self._cache[key]
-        found = None
+        # Misses are cached by the message with its numbers blanked: serving logs repeat the
+        # same request and progress lines with different numbers, and ~170 regex searches
+        # per distinct line would otherwise dominate the tail of a big log.
+        shape = ("\x00" if skip_echo else "") + _DIGITS.sub("#", message)
+        if shape in self._misses:
+            return None
         for sig in self.signatures:
             if skip_echo and sig.tier == "echo":
                 continue
             for pattern in sig.patterns:
                 m = pattern.search(message)
                 if m:
-                    found = (sig, m.groupdict())
-                    break
-            if found:
-                break
-        if len(self._cache) < 50_000:
-            self._cache[message if not skip_echo else key] = found
-        return found
+                    return sig, m.groupdict()
+        if len(self._misses) < 100_000:
+            self._misses.add(shape)
+        return None
 
     def match(self, message: str, context: str = "") -> Match | None:
         """The best signature for a message; `context` (frames, nearby lines) feeds refine rules."""

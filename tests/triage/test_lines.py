@@ -1,0 +1,93 @@
+"""parse_line: the prefixes engines put on a line, and what is left as the message."""
+
+import pytest
+
+from servepilot.triage.lines import clean_text, parse_line
+
+
+def test_vllm_v016_worker_prefix_and_logging_format():
+    ll = parse_line(
+        "(Worker_TP4 pid=207083) ERROR 12-29 15:21:11 [multiproc_executor.py:751] ValueError: boom"
+    )
+    assert (ll.process, ll.pid, ll.level) == ("Worker_TP4", 207083, "ERROR")
+    assert ll.timestamp == "12-29 15:21:11"
+    assert ll.source == "multiproc_executor.py:751"
+    assert ll.message == "ValueError: boom"
+
+
+def test_ansi_colours_are_stripped_before_parsing():
+    ll = parse_line("\x1b[36m(EngineCore_DP0 pid=12)\x1b[0m \x1b[1;31mERROR\x1b[0m 01-02 03:04:05 [core.py:1] x")
+    assert ll.text.startswith("(EngineCore_DP0 pid=12) ERROR")
+    assert (ll.process, ll.level, ll.message) == ("EngineCore_DP0", "ERROR", "x")
+
+
+def test_progress_bar_keeps_the_last_carriage_return_segment():
+    raw = "Loading shards:  10% |#   |\rLoading shards:  50% |##  |\rLoading shards: 100% |####|\n"
+    assert clean_text(raw) == "Loading shards: 100% |####|"
+    assert parse_line(raw).message == "Loading shards: 100% |####|"
+
+
+@pytest.mark.parametrize(
+    ("raw", "process", "pid"),
+    [
+        ("(VllmWorker TP0 pid=3974) INFO 01-02 10:00:00 [gpu_worker.py:1] hi", "VllmWorker TP0", 3974),
+        ("(RayWorkerWrapper pid=55, ip=10.0.0.2) ERROR 01-02 10:00:00 [worker_base.py:2] hi", "RayWorkerWrapper", 55),
+        ("vllm  | (Worker_TP1 pid=77) ERROR 10-08 09:19:30 [v1/executor/multiproc_executor.py:671] hi", "Worker_TP1", 77),
+        ("pod-6c78t modelserver (EngineCore pid=1122) ERROR 09-19 19:20:03 [core.py:1378] hi", "EngineCore", 1122),
+        # excerpts pasted into issues often lose the opening bracket
+        ("Worker_TP3_EP3 pid=18935) ERROR 08-06 14:55:55 [multiproc_executor.py:898] hi", "Worker_TP3_EP3", 18935),
+    ],
+)
+def test_process_prefix_forms(raw, process, pid):
+    ll = parse_line(raw)
+    assert (ll.process, ll.pid, ll.message) == (process, pid, "hi")
+
+
+def test_v034_prefix_inside_the_format_after_a_docker_timestamp():
+    ll = parse_line("2025-01-01T10:00:00.123Z (APIServer pid=1) INFO 01-01 10:00:00 [api_server.py:1] hello")
+    assert (ll.process, ll.pid, ll.level, ll.message) == ("APIServer", 1, "INFO", "hello")
+
+
+def test_old_vllm_format_without_opening_bracket():
+    ll = parse_line("INFO 04-19 17:25:10 api_server.py:149] vLLM API server version 0.4.0.post1")
+    assert (ll.level, ll.source, ll.message) == ("INFO", "api_server.py:149", "vLLM API server version 0.4.0.post1")
+
+
+@pytest.mark.parametrize(
+    ("raw", "process", "ts"),
+    [
+        ("[2025-01-01 10:00:00 TP3] Load weight begin", "TP3", "2025-01-01 10:00:00"),
+        ("[2025-01-01 10:00:00 DP1 TP3] Load weight begin", "DP1 TP3", "2025-01-01 10:00:00"),
+        ("[2025-01-01 10:00:00] Load weight begin", None, "2025-01-01 10:00:00"),
+    ],
+)
+def test_sglang_rank_inside_the_timestamp_bracket(raw, process, ts):
+    ll = parse_line(raw)
+    assert (ll.process, ll.timestamp, ll.message) == (process, ts, "Load weight begin")
+
+
+def test_llama_cpp_function_prefix_is_the_source():
+    ll = parse_line("llama_model_load: error loading model: unknown model architecture: 'x'")
+    assert ll.source == "llama_model_load"
+    assert "error loading model" in ll.message
+    assert parse_line("srv  load_model: failed to load model").source == "srv load_model"
+
+
+def test_uvicorn_level_prefix():
+    ll = parse_line("ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 8000): address already in use")
+    assert ll.level == "ERROR"
+    assert ll.message.startswith("[Errno 98]")
+
+
+def test_plain_python_lines_keep_their_text():
+    ll = parse_line('  File "/x/y.py", line 3, in f\n')
+    assert ll.process is None and ll.level is None
+    assert ll.message == 'File "/x/y.py", line 3, in f'
+
+
+def test_replacement_characters_and_control_bytes_do_not_break_parsing():
+    ll = parse_line("\ufffd\ufffd\x00\x07 (Worker_TP0 pid=1) ERROR 01-01 00:00:00 [a.py:1] ok\ufffd")
+    assert ll.process == "Worker_TP0"
+    assert ll.message == "ok\ufffd"
+    junk = parse_line("\ufffd\x00\x1b[\x1b]\r\r\x7f\ufffd")
+    assert junk.process is None and junk.level is None
