@@ -123,7 +123,6 @@ def launch(name, detach, force, ready_timeout, gpu, engine_version, command_file
     servepilot launch --detach -- python -m llama_cpp.server --model m.gguf --port 8001
     """
     from servepilot.runs import launch as runs_launch
-    from servepilot.runs import process
     from servepilot.runs.rundir import check_name
 
     if name:
@@ -149,16 +148,23 @@ def launch(name, detach, force, ready_timeout, gpu, engine_version, command_file
             _echo("check predicts a failure; launching anyway (--force)")
     run = runs_launch.start_run(plan, name=name)
     started = time.monotonic()
-    if not as_json:
-        _echo(f"run {run.run_id}: pid {run.identity.pid}, log {run.log_path}")
+    try:
+        if not as_json:
+            _echo(f"run {run.run_id}: pid {run.identity.pid}, log {run.log_path}")
+        return _supervise(run, plan, detach, ready_timeout, as_json, started)
+    except KeyboardInterrupt:
+        # Anywhere after the start (the progress lines included): the run's own group stops.
+        return _interrupted(run, as_json)
+
+
+def _supervise(run, plan, detach, ready_timeout, as_json, started) -> int:
+    from servepilot.runs import launch as runs_launch
+
     supervisor = runs_launch.Supervisor(
         run, on_event=None if as_json else _Progress(started),
         ready_timeout_s=ready_timeout or runs_launch.DEFAULT_READY_TIMEOUT_S,
     )
-    try:
-        outcome = supervisor.wait_ready()
-    except KeyboardInterrupt:
-        return _interrupted(run, process, runs_launch, as_json)
+    outcome = supervisor.wait_ready()
     payload = _outcome_payload(run, outcome, plan)
     if outcome.state != "ready":
         if as_json:
@@ -179,10 +185,7 @@ def launch(name, detach, force, ready_timeout, gpu, engine_version, command_file
         return 0
     if not as_json:
         _echo("serving; Ctrl-C stops the engine")
-    try:
-        code = supervisor.wait_exit()
-    except KeyboardInterrupt:
-        return _interrupted(run, process, runs_launch, as_json)
+    code = supervisor.wait_exit()
     diagnosis = None
     state = "exited"
     if code:
@@ -208,8 +211,11 @@ def _print_ready(run, outcome) -> None:
     _echo(f"  max concurrency: measured {_fmt(m.get('max_concurrency'))}   planned {_fmt(p.get('max_concurrency'))}")
 
 
-def _interrupted(run, process, runs_launch, as_json) -> int:
+def _interrupted(run, as_json) -> int:
     """Ctrl-C while attached: stop the run's own group gracefully and record it."""
+    from servepilot.runs import launch as runs_launch
+    from servepilot.runs import process
+
     if not as_json:
         _echo("\ninterrupted: stopping the engine's process group", err=True)
     result = process.stop_group(run.identity, grace_s=runs_launch.DEFAULT_STOP_GRACE_S)

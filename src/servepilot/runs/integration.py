@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from servepilot.errors import CommandLineError
+from servepilot.errors import CommandLineError, ServepilotError
 from servepilot.jsonable import to_jsonable
 
 
@@ -59,12 +59,14 @@ def build_launch_command(command: list[str], gpu: str | None, engine_version: st
         return _fallback_command(command, command_file, engine_version)
     try:
         dep = build(command=list(command), gpu=gpu, engine_version=engine_version, command_file=command_file)
-    except CommandLineError as exc:
+    except ServepilotError as exc:
+        # A command or checkpoint servepilot cannot read (an unknown program, a missing or
+        # truncated model file) is refused: the launch would fail or run blind.
         if not force:
-            raise CommandLineError(exc.problem, path=exc.path,
-                                   hint=(exc.hint + "; " if exc.hint else "") + "--force launches it unchecked") from exc
+            raise type(exc)(exc.problem, path=exc.path,
+                            hint=(exc.hint + "; " if exc.hint else "") + "--force launches it unchecked") from exc
         fallback = _fallback_command(command, command_file, engine_version)
-        return dataclasses.replace(fallback, notes=(f"servepilot does not understand this command ({exc.one_line()}); launched unchecked (--force)",))
+        return dataclasses.replace(fallback, notes=(f"servepilot cannot read this deployment ({exc.one_line()}); launched unchecked (--force)",))
     launch = dep.launch
     shell = launch.shell
     dropped = []
@@ -82,7 +84,9 @@ def build_launch_command(command: list[str], gpu: str | None, engine_version: st
         {"index": g.index, "name": g.name, "key": g.key, "memory_bytes": g.memory_bytes}
         for g in dep.cluster.gpus
     )
-    kinds = dep.cluster.kinds
+    # The planner looks measurements up by the first GPU's catalog key (planning/plan.py
+    # _measured); record them under the same key.
+    gpu_key = dep.cluster.gpus[0].key if dep.cluster.gpus else None
     port = launch.port
     return LaunchCommand(
         argv=tuple(launch.argv),
@@ -97,9 +101,9 @@ def build_launch_command(command: list[str], gpu: str | None, engine_version: st
         dropped=tuple(dropped),
         options=to_jsonable(dict(launch.options)),
         gpus=gpus,
-        gpu_key=kinds[0] if len(kinds) == 1 else None,
+        gpu_key=gpu_key,
         deployment=dep,
-        notes=tuple(dep.notes),
+        notes=tuple(dep.notes) + tuple(getattr(launch, "notes", ()) or ()),
     )
 
 
@@ -182,19 +186,37 @@ def _flag_values(argv: list[str]) -> dict[str, str]:
     return out
 
 
-def run_check(cmd: LaunchCommand) -> tuple[Any, str | None]:
-    """(CheckResult or None, a note when check could not run)."""
+def run_check(cmd: LaunchCommand, force: bool = False) -> tuple[Any, str | None]:
+    """(CheckResult or None, a note when check could not run).
+
+    A check that cannot read the deployment stops the launch (fail closed) unless `force`.
+    """
     run_checks = _optional("servepilot.checks", "run_checks")
-    if run_checks is None or cmd.deployment is None:
+    if cmd.deployment is None:
+        return None, None  # the command's own note says why it could not be read
+    if run_checks is None:
         return None, "check is not available in this build; launching without a prediction"
-    return run_checks(cmd.deployment), None
+    try:
+        return run_checks(cmd.deployment), None
+    except ServepilotError as exc:
+        if not force:
+            raise
+        return None, f"check could not run ({exc.one_line()}); launching anyway (--force)"
 
 
-def plan(cmd: LaunchCommand) -> tuple[Any, str | None]:
+def plan(cmd: LaunchCommand, check: Any = None) -> tuple[Any, str | None]:
+    """The memory plan: check's summary when check made one, else the planner's."""
+    if check is not None and getattr(check, "plan", None):
+        return check.plan, None
     plan_deployment = _optional("servepilot.planning", "plan_deployment")
-    if plan_deployment is None or cmd.deployment is None:
-        return None, "the memory planner is not available in this build"
-    return plan_deployment(cmd.deployment), None
+    if cmd.deployment is None:
+        return None, None
+    if plan_deployment is None:
+        return None, "no memory plan: the planner is not available in this build"
+    try:
+        return plan_deployment(cmd.deployment), None
+    except ServepilotError as exc:  # no prediction to compare with; the launch itself may still work
+        return None, f"no memory plan: {exc.one_line()}"
 
 
 def triage_log(path: Path, engine: str | None) -> dict[str, Any]:

@@ -77,10 +77,10 @@ def prepare_launch(command: list[str], *, gpu: str | None = None, engine_version
         notes.append(
             "servepilot owns the log and the process: dropped from the command: " + ", ".join(cmd.dropped)
         )
-    check, note = integration.run_check(cmd)
+    check, note = integration.run_check(cmd, force=force)
     if note:
         notes.append(note)
-    plan, note = integration.plan(cmd)
+    plan, note = integration.plan(cmd, check)
     if note:
         notes.append(note)
     return LaunchPlan(command=cmd, check=check, plan=plan, notes=tuple(notes))
@@ -331,7 +331,8 @@ class Supervisor:
 def _predicted(plan: Any) -> dict | None:
     if plan is None:
         return None
-    return {k: getattr(plan, k, None) for k in ("kv_tokens", "max_concurrency")}
+    get = plan.get if isinstance(plan, dict) else lambda k: getattr(plan, k, None)
+    return {k: get(k) for k in ("kv_tokens", "max_concurrency")}
 
 
 def finish(run_id: str, state: str, *, exit_code: int | None = None, category: str | None = None,
