@@ -129,3 +129,36 @@ def test_gguf_mutated_valid_file(data):
         blob[i] = data.draw(st.integers(0, 255))
     cut = data.draw(st.integers(4, len(blob)))
     _check_gguf(bytes(blob[:cut]))
+
+
+# ---------------------------------------------------------------- config.json
+
+config_keys = st.sampled_from([
+    "model_type", "architectures", "text_config", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+    "hidden_size", "head_dim", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "n_routed_experts",
+    "num_experts_per_tok", "layer_types", "sliding_window", "sliding_window_pattern", "quantization_config",
+    "auto_map", "vocab_size", "max_position_embeddings", "torch_dtype", "tie_word_embeddings", "index_topk",
+])
+quant_like = st.fixed_dictionaries({}, optional={
+    "quant_method": st.sampled_from(["modelopt", "fp8", "mxfp4", "awq", "gptq", "compressed-tensors", "x"]) | json_values,
+    "quant_algo": json_values, "config_groups": json_values, "kv_cache_scheme": json_values, "ignore": json_values,
+    "weight_block_size": json_values, "producer": json_values, "quantization": json_values, "bits": json_values,
+})
+configs = st.dictionaries(config_keys, json_values | quant_like | st.integers(0, 100), max_size=12)
+
+
+@FUZZ
+@given(configs, configs)
+def test_any_config_is_read_or_rejected_cleanly(tmp_path_factory, config, text):
+    from servepilot.checkpoint.inspect import inspect_path
+    from servepilot.errors import CheckpointError
+    from servepilot.jsonable import to_jsonable
+
+    root = tmp_path_factory.mktemp("cfg")
+    config = dict(config, text_config=text) if text else config
+    (root / "config.json").write_text(json.dumps(config))
+    try:
+        spec = inspect_path(root)
+    except CheckpointError:
+        return
+    json.dumps(to_jsonable(spec))  # whatever was read serializes

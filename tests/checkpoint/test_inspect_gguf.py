@@ -83,3 +83,34 @@ def test_empty_file(tmp_path):
     p.write_bytes(b"")
     with pytest.raises(HeaderError):
         read_gguf_file(p)
+
+
+def test_tensor_payload_is_not_read(tmp_path):
+    """A GGUF whose 4 GiB of tensor data is a hole in a sparse file: reading its header must
+    not touch the payload (GGUFReader memory-maps; only header pages become resident)."""
+    import resource
+
+    import numpy as np
+    from gguf import GGUFWriter
+
+    path = tmp_path / "sparse.gguf"
+    w = GGUFWriter(str(path), "llama")
+    w.add_block_count(1)
+    rows = 1 << 20
+    for i in range(4):  # 4 x 1 GiB of F32
+        w.add_tensor_info(f"blk.{i}.ffn_up.weight", (rows, 256), np.dtype(np.float32), rows * 256 * 4)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    w.close()
+    with open(path, "r+b") as f:
+        f.seek(0, 2)
+        header_end = f.tell()
+        f.truncate(header_end + 32 + 4 * rows * 256 * 4)  # alignment slack + the hole
+
+    peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    spec = inspect_path(path)
+    peak_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    assert spec.weights.total_bytes == 4 * rows * 256 * 4
+    assert spec.gguf.tensor_types == {"F32": 4}
+    assert peak_after - peak_before < 256 * 1024  # far below the 4 GiB a read would need
