@@ -114,3 +114,44 @@ def test_tensor_payload_is_not_read(tmp_path):
     assert spec.weights.total_bytes == 4 * rows * 256 * 4
     assert spec.gguf.tensor_types == {"F32": 4}
     assert peak_after - peak_before < 256 * 1024  # far below the 4 GiB a read would need
+
+
+def test_deepseek2_gguf_reads_mla_geometry(tmp_path):
+    import numpy as np
+    from gguf import GGUFWriter
+
+    path = tmp_path / "ds.gguf"
+    w = GGUFWriter(str(path), "deepseek2")
+    w.add_block_count(61)
+    w.add_context_length(163840)
+    w.add_embedding_length(7168)
+    w.add_head_count(128)
+    w.add_head_count_kv(128)
+    w.add_key_length(192)
+    w.add_value_length(128)
+    w.add_uint32("deepseek2.attention.kv_lora_rank", 512)
+    w.add_uint32("deepseek2.attention.q_lora_rank", 1536)
+    w.add_uint32("deepseek2.rope.dimension_count", 64)
+    w.add_expert_count(256)
+    w.add_expert_used_count(8)
+    w.add_expert_shared_count(1)
+    w.add_leading_dense_block_count(3)
+    w.add_tensor("token_embd.weight", np.zeros((4, 8), dtype=np.float16))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    spec = inspect_path(path)
+    a = spec.attention
+    assert spec.family == "deepseek_v3" and a.kind == "mla"
+    assert (a.kv_lora_rank, a.q_lora_rank, a.qk_rope_head_dim, a.qk_nope_head_dim, a.v_head_dim) == (512, 1536, 64, 128, 128)
+    assert a.mla_head_size == 576
+    assert (spec.moe.num_experts, spec.moe.experts_per_token, spec.moe.num_shared_experts, spec.moe.first_dense_layers) == (256, 8, 1, 3)
+
+
+def test_unknown_gguf_architecture_says_so(tmp_path):
+    (path,) = write_gguf(tmp_path / "x.gguf", arch="mystery")
+    spec = inspect_path(path)
+    assert spec.family is None
+    assert "GGUF architecture 'mystery' is not a family servepilot knows" in spec.unknown[0]
+    assert spec.attention.num_layers == 2  # still read from the standard keys

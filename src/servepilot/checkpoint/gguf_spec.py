@@ -104,10 +104,13 @@ def spec_from_gguf(path: Path) -> ModelSpec:
         kv_lora = k("attention.kv_lora_rank")
         window = k("attention.sliding_window")
         if kv_lora and family is not None and family.attention == "mla":
+            # llama.cpp deepseek2: key_length = qk_nope + qk_rope (192), rope.dimension_count = qk_rope (64)
             rope = k("rope.dimension_count")
+            nope = head_dim - rope if head_dim and rope is not None and head_dim > rope else None
             attention = AttentionSpec(kind="mla", num_layers=layers, num_heads=heads, num_kv_heads=kv_heads or heads,
                                       head_dim=head_dim, kv_lora_rank=kv_lora, q_lora_rank=k("attention.q_lora_rank"),
-                                      qk_rope_head_dim=rope, v_head_dim=k("attention.value_length"))
+                                      qk_rope_head_dim=rope, qk_nope_head_dim=nope,
+                                      v_head_dim=k("attention.value_length"))
         else:
             kind = "mqa" if kv_heads == 1 and heads > 1 else "gqa" if (kv_heads or heads) < heads else "mha"
             attention = AttentionSpec(kind=kind, num_layers=layers, num_heads=heads, num_kv_heads=kv_heads or heads,
