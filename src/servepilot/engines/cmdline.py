@@ -288,6 +288,7 @@ def with_options(launch: EngineLaunch, set: dict | None = None, unset: Sequence[
         spans = parsed.spans.get(dest, [])
         if spans:
             first_start, first_end = spans[0]
+            tokens = _keep_spelling(vt, args[first_start], dest, tokens)
             replacements[first_start] = tokens
             dropped.update(range(first_start + 1, first_end))
             for start, end in spans[1:]:
@@ -303,6 +304,17 @@ def with_options(launch: EngineLaunch, set: dict | None = None, unset: Sequence[
     new_args += appended
     new_argv = list(launch.argv[:skip]) + new_args
     return parse_argv(new_argv, launch.shell, engine_version=launch.engine_version)
+
+
+def _keep_spelling(vt: VersionTable, typed: str, dest: str, tokens: list[str]) -> list[str]:
+    """Keep the operator's spelling (`-m`, `-tp`) when a value flag is replaced in place."""
+    name = typed.split("=", 1)[0]
+    if "." in name or len(tokens) < 2 or name.startswith("-O"):
+        return tokens
+    spec, negated = vt.lookup(name)
+    if spec is None or negated or spec.dest != dest or spec.kind in NO_VALUE_KINDS:
+        return tokens
+    return [name, *tokens[1:]]
 
 
 def with_model(launch: EngineLaunch, new_model: str, served_model_name: str | None = None) -> EngineLaunch:
