@@ -31,9 +31,11 @@ def _refs(auto_map: dict) -> list[str]:
     return refs
 
 
-def read_custom_code(config: dict, root: Path | None) -> tuple[CustomCode | None, list[str]]:
-    """auto_map of the outer config and its text_config → files, presence, sha256; plus notes."""
+def read_custom_code(config: dict, root: Path | None) -> tuple[CustomCode | None, list[str], list[str]]:
+    """auto_map of the outer config and its text_config → (files with presence and sha256,
+    notes, problems). A module path leaving the checkpoint is a problem, not read."""
     notes: list[str] = []
+    problems: list[str] = []
     merged: dict = {}
     for where, d in (("config.json", config), ("config.json:text_config", config.get("text_config"))):
         am = d.get("auto_map") if isinstance(d, dict) else None
@@ -45,7 +47,7 @@ def read_custom_code(config: dict, root: Path | None) -> tuple[CustomCode | None
         for key, value in am.items():
             merged[key if where == "config.json" else f"text_config.{key}"] = value
     if not merged:
-        return None, notes
+        return None, notes, problems
 
     files: list[CodeFile] = []
     seen: set[str] = set()
@@ -62,14 +64,14 @@ def read_custom_code(config: dict, root: Path | None) -> tuple[CustomCode | None
         if name in seen:
             continue
         seen.add(name)
-        files.append(_code_file(root, name, notes))
-    return CustomCode(auto_map=merged, files=tuple(files)), notes
+        files.append(_code_file(root, name, notes, problems))
+    return CustomCode(auto_map=merged, files=tuple(files)), notes, problems
 
 
-def _code_file(root: Path | None, name: str, notes: list[str]) -> CodeFile:
+def _code_file(root: Path | None, name: str, notes: list[str], problems: list[str]) -> CodeFile:
     parts = Path(name).parts
     if Path(name).is_absolute() or ".." in parts:
-        notes.append(f"auto_map module {name!r} points outside the checkpoint: not read")
+        problems.append(f"auto_map module {name!r} points outside the checkpoint: not read")
         return CodeFile(name=name, present=False)
     if root is None:
         return CodeFile(name=name, present=False)

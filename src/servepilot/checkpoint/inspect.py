@@ -79,9 +79,8 @@ def _is_hf_quant_config(d: dict) -> bool:
 def _spec_from_config(config: dict, root: Path, *, path: Path, hf_quant: dict | None) -> ModelSpec:
     arch = read_architecture(config)
     quant, kv, quant_notes = read_quantization(config, hf_quant)
-    code, code_notes = read_custom_code(config, root)
-    problems = [n for n in code_notes if "outside the checkpoint" in n]
-    notes = quant_notes + [n for n in code_notes if n not in problems]
+    code, code_notes, problems = read_custom_code(config, root)
+    notes = quant_notes + code_notes
     return ModelSpec(
         path=str(path),
         format="hf",
@@ -114,7 +113,8 @@ def _with_estimate(spec: ModelSpec) -> ModelSpec:
     est = estimate_params(spec)
     nbytes = estimate_bytes_from_architecture(spec)
     if est is None or nbytes is None:
-        return dataclasses.replace(spec, unknown=spec.unknown + ("weights: no shards, no index, and too little in config.json to estimate",))
+        missing = "weights: no shards, no index, and too little in config.json to estimate"
+        return dataclasses.replace(spec, unknown=spec.unknown + (missing,))
     weights = WeightsInfo(source="estimate", total_bytes=nbytes, total_params=est.total, estimated=True)
     return dataclasses.replace(spec, weights=weights)
 
