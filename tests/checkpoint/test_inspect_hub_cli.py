@@ -43,6 +43,14 @@ def test_model_id_resolves_through_hf_hub_cache(tmp_path, monkeypatch):
     assert spec.weights.source == "safetensors" and spec.weights.params_by_dtype == {"BF16": 64}
 
 
+def test_cli_names_a_cached_model_by_its_id(tmp_path, monkeypatch, capsys):
+    _fake_hf_cache(tmp_path / "hub")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert main(["inspect", "acme/tiny-llama"]) == 0
+    assert capsys.readouterr().out.startswith(f"acme/tiny-llama@{COMMIT[:12]}")
+
+
 def test_unknown_model_id_is_bad_input_with_a_hint(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-hub"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

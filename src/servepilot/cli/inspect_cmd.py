@@ -150,6 +150,16 @@ def text_rows(spec) -> list[tuple[str, str]]:
     return rows
 
 
+def display_name(spec) -> str:
+    """The checkpoint's name; for a Hugging Face cache snapshot, org/name@commit."""
+    from pathlib import Path
+
+    p = Path(spec.path)
+    if p.parent.name == "snapshots" and p.parent.parent.name.startswith("models--"):
+        return p.parent.parent.name[len("models--"):].replace("--", "/", 1) + "@" + p.name[:12]
+    return spec.name
+
+
 def render_text(spec) -> None:
     from rich.markup import escape
     from rich.table import Table
@@ -163,5 +173,5 @@ def render_text(spec) -> None:
     for label, line in text_rows(spec):
         grid.add_row(label, f"[{style[label]}]{escape(line)}[/]" if label in style else escape(line))
     out = console()
-    out.print(f"[bold]{escape(spec.name)}[/]  {escape(spec.path)}  [dim]({spec.format})[/]")
+    out.print(f"[bold]{escape(display_name(spec))}[/]  {escape(spec.path)}  [dim]({spec.format})[/]")
     out.print(grid)
