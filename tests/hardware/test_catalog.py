@@ -1,0 +1,78 @@
+"""The GPU catalog: coverage, sources, --gpu parsing and NVML name matching."""
+
+import pytest
+
+from servepilot.errors import UnknownGpu
+from servepilot.hardware.catalog import cluster_from_flag, match_nvml_name, models, parse_gpu_flag
+
+MIB = 1024 * 1024
+
+REQUIRED = [
+    "b300", "b200", "gb200", "h200-sxm", "h200-nvl", "h100-sxm", "h100-pcie", "h100-nvl", "h20",
+    "a100-sxm-40gb", "a100-sxm-80gb", "a100-pcie-40gb", "a100-pcie-80gb", "a10g", "l40s", "l4", "t4",
+    "v100-sxm2-32gb", "rtx-pro-6000-blackwell-workstation", "rtx-pro-6000-blackwell-server",
+    "rtx-pro-6000-blackwell-max-q", "rtx-5090", "rtx-5080", "rtx-4090", "rtx-4060", "rtx-3090", "rtx-6000-ada",
+]
+
+
+def test_required_gpus_present_with_sources():
+    keys = {m.key for m in models()}
+    assert set(REQUIRED) <= keys
+    for m in models():
+        for fact in ("compute_capability", "memory", "bandwidth", "link", "precision"):
+            assert m.sources.get(fact), (m.key, fact)
+        assert m.memory_basis in ("nvidia-smi", "nominal")
+
+
+def test_known_nvidia_smi_totals():
+    by = {m.key: m for m in models()}
+    assert by["h100-sxm"].memory_bytes == 81559 * MIB
+    assert by["rtx-pro-6000-blackwell-workstation"].memory_bytes == 97887 * MIB
+    assert by["h200-sxm"].compute_capability == (9, 0)
+    assert by["b300"].compute_capability == (10, 3)
+    assert by["rtx-pro-6000-blackwell-server"].compute_capability == (12, 0)
+    assert not by["a100-sxm-80gb"].fp8 and by["l40s"].fp8 and not by["l40s"].fp4
+
+
+@pytest.mark.parametrize(
+    "flag,key,count",
+    [("rtx-pro-6000x8", "rtx-pro-6000-blackwell-workstation", 8), ("h200x8", "h200-sxm", 8),
+     ("a100-40gbx2", "a100-sxm-40gb", 2), ("h100-sxmx4", "h100-sxm", 4), ("t4", "t4", 1),
+     ("8xH100", "h100-sxm", 8), ("RTX_PRO_6000_Server*2", "rtx-pro-6000-blackwell-server", 2),
+     ("NVIDIA H100 80GB HBM3", "h100-sxm", 1), ("h100-nvl", "h100-nvl", 1)],
+)
+def test_gpu_flag(flag, key, count):
+    model, n = parse_gpu_flag(flag)
+    assert (model.key, n) == (key, count)
+
+
+def test_cluster_from_flag():
+    c = cluster_from_flag("rtx-pro-6000x8")
+    assert c.source == "flag" and c.count == 8 and c.topology == "pcie"
+    assert [g.index for g in c.gpus] == list(range(8))
+    assert cluster_from_flag("h200x8").topology == "nvlink"
+    assert any("nominal" in n for n in cluster_from_flag("a100x2").notes)
+
+
+@pytest.mark.parametrize("flag,near", [("h1OO", "h100"), ("rtx-pro-600x8", "rtx-pro-6000"), ("l40", "l40s")])
+def test_unknown_gpu_suggests_nearest(flag, near):
+    with pytest.raises(UnknownGpu) as exc:
+        parse_gpu_flag(flag)
+    assert near in exc.value.one_line()
+    assert "\n" not in exc.value.one_line()
+
+
+@pytest.mark.parametrize(
+    "name,key",
+    [("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "rtx-pro-6000-blackwell-workstation"),
+     ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "rtx-pro-6000-blackwell-server"),
+     ("NVIDIA H100 80GB HBM3", "h100-sxm"), ("Tesla T4", "t4"), ("NVIDIA A100-SXM4-40GB", "a100-sxm-40gb"),
+     ("NVIDIA A100 80GB PCIe", "a100-pcie-80gb"), ("NVIDIA B300 SXM6 AC", "b300"), ("NVIDIA GeForce RTX 4090", "rtx-4090"),
+     ("Tesla V100-SXM2-32GB", "v100-sxm2-32gb"), ("NVIDIA H200", "h200-sxm")],
+)
+def test_nvml_names(name, key):
+    assert match_nvml_name(name).key == key
+
+
+def test_nvml_name_unknown():
+    assert match_nvml_name("NVIDIA GeForce GTX 1080") is None
