@@ -1,0 +1,65 @@
+"""`servepilot plan`: JSON contract, text rendering, exit codes (the deployment is built here)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from planning_builders import deployment, gpus, llama_70b, qwen2_7b
+
+import servepilot.cli.plan_cmd as plan_cmd
+from servepilot.cli.main import main
+
+
+@pytest.fixture
+def serve(monkeypatch):
+    """Make `plan` see the deployment a test chooses, whatever command it is given."""
+    chosen = {}
+
+    def fake(command, gpu, engine_version, command_file):
+        chosen["command"] = list(command)
+        return chosen["dep"]
+
+    monkeypatch.setattr(plan_cmd, "build_deployment_from_cli", fake)
+
+    def use(dep):
+        chosen["dep"] = dep
+        return chosen
+
+    return use
+
+
+def test_json_schema_first_and_rows_per_gpu(serve, capsys):
+    seen = serve(deployment(qwen2_7b(), {"tensor_parallel_size": 2}, n_gpus=2))
+    rc = main(["plan", "--json", "--tp", "1", "--", "vllm", "serve", "/models/qwen2-7b", "-tp", "2"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    assert list(out)[0] == "schema" and out["schema"] == "servepilot.plan/1"
+    assert seen["command"] == ["vllm", "serve", "/models/qwen2-7b", "-tp", "2"]
+    assert len(out["rows"]) == 2 and out["ok"] is True
+    assert {a["tp"] for a in out["alternatives"]} == {1, 2}
+    assert out["summary"]["kv_tokens"] == out["kv_tokens"] > 0
+    assert {t["name"] for t in out["terms"]} >= {"weights", "activation_peak", "kv_budget"}
+
+
+def test_text_has_a_bar_per_gpu_and_exit_1_when_it_does_not_fit(serve, capsys):
+    serve(deployment(llama_70b(), {"tensor_parallel_size": 1}, n_gpus=1, gpu=gpus(1, mib=81920, name="NVIDIA A100 80GB")))
+    rc = main(["plan", "--", "vllm", "serve", "/models/llama-70b"])
+    text = capsys.readouterr().out
+    assert rc == 1
+    assert "Per GPU" in text and "does not fit" in text
+    assert "█" in text  # the weights part of the bar
+
+
+def test_bad_tp_is_a_usage_error(serve, capsys):
+    serve(deployment(qwen2_7b(), {}))
+    assert main(["plan", "--tp", "4,x", "--", "vllm", "serve", "m"]) == 2
+
+
+def test_bar_parts_add_up_to_the_width():
+    from servepilot.planning.plan import GpuRow
+
+    row = GpuRow(0, "g", 0, 0, 0, total_bytes=100, weights_bytes=50, runtime_bytes=1, kv_bytes=30, free_bytes=19)
+    segments = plan_cmd.bar(row, width=40)
+    assert sum(len(text) for text, _ in segments) == 40
+    assert len(segments) == 4  # a 1 % runtime still gets one cell
