@@ -47,6 +47,7 @@ def build_deployment(
     from servepilot.hardware.catalog import cluster_from_flag
 
     split = split_command(command, command_file)
+    flag_cluster = cluster_from_flag(gpu) if gpu else None  # a bad --gpu fails before any file is read
     found = detect_engine(split.argv)
     if found is None:  # split_command only returns engine commands; kept for safety
         from servepilot.errors import CommandLineError
@@ -76,8 +77,8 @@ def build_deployment(
     spec, spec_notes = _inspect_model(launch.model, ssh_host, cwd)
     notes += spec_notes
 
-    if gpu:
-        cluster = cluster_from_flag(gpu)
+    if flag_cluster is not None:
+        cluster = flag_cluster
         visible = launch.shell.env.get("CUDA_VISIBLE_DEVICES")
         if visible is not None:
             cluster = _restrict_flag_cluster(cluster, visible)
