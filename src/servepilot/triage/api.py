@@ -8,9 +8,11 @@ from datetime import datetime
 from pathlib import Path
 
 from servepilot.errors import BadInput
+from servepilot.triage import scan
 from servepilot.triage.diagnosis import Diagnosis, decide
 from servepilot.triage.events import Assembler
 from servepilot.triage.markers import guess_engine
+from servepilot.triage.parallel import scan_file_parallel, worker_count
 from servepilot.triage.scan import ScanStats, needles_for, scan_lines
 from servepilot.triage.signatures import ENGINES, Matcher, load_signatures
 
@@ -29,18 +31,28 @@ def _check_engine(engine: str | None) -> str | None:
     return name
 
 
-def _run(stream, size: int | None, engine: str | None, since: datetime | None) -> Diagnosis:
+def _run(stream, size: int | None, engine: str | None, since: datetime | None, path: str | None = None) -> Diagnosis:
     head = stream.read(_HEAD_BYTES)
     stream.seek(0)
     detected = engine or guess_engine(head)
     dense = size is None or size <= DENSE_FILE_BYTES
-    stats = ScanStats()
+    needles = None if dense else needles_for(detected)
     asm = Assembler(since=since)
-    for line_no, line in scan_lines(stream, None if dense else needles_for(detected), stats):
-        asm.feed(line_no, line)
+    scanned = None
+    if path is not None and size is not None and not dense and worker_count(size) > 1:
+        scanned = scan_file_parallel(path, size, needles, max(0, size - scan.DENSE_TAIL), worker_count(size))
+    if scanned is not None:
+        total_lines, candidates = scanned
+        for line_no, line in candidates:
+            asm.feed(line_no, line)
+    else:
+        stats = ScanStats()
+        for line_no, line in scan_lines(stream, needles, stats):
+            asm.feed(line_no, line)
+        total_lines = stats.lines
     asm.finish()
-    tail = _tail(stream, stats.lines)
-    return decide(asm, Matcher(load_signatures(), engine), stats.lines, detected, tail)
+    tail = _tail(stream, total_lines)
+    return decide(asm, Matcher(load_signatures(), engine), total_lines, detected, tail)
 
 
 def _tail(stream, total_lines: int) -> list[tuple[int, str]]:
@@ -69,7 +81,7 @@ def triage_file(path: str | os.PathLike, engine: str | None = None, since: datet
     p = Path(path)
     try:
         with p.open("rb") as f:
-            return _run(f, os.fstat(f.fileno()).st_size, engine, since)
+            return _run(f, os.fstat(f.fileno()).st_size, engine, since, path=str(p))
     except IsADirectoryError as exc:
         raise BadInput("is a directory, not a log file", path=p) from exc
     except OSError as exc:

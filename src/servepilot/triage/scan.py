@@ -55,6 +55,7 @@ class ScanStats:
     lines: int = 0
     bytes: int = 0
     candidates: int = 0
+    dense_carry: int = 0  # bytes of an open traceback window that run past the end of the stream
 
 
 def _line_bounds(buf: bytes, pos: int, end: int) -> tuple[int, int]:
@@ -76,7 +77,7 @@ def _candidate_starts(buf, end: int, needles: tuple[bytes, ...], dense_from: int
         while pos != -1:
             start, stop = _line_bounds(buf, pos, end)
             starts.add(start)
-            if needle is TRACEBACK:
+            if needle == TRACEBACK:  # not `is`: needles may arrive pickled in a worker
                 tracebacks.append(start)
             pos = buf.find(needle, stop, end)
     # Dense windows: every line from each Traceback line on, for DENSE_WINDOW bytes.
@@ -169,6 +170,7 @@ def scan_lines(
         if not data:
             break
     stats.lines = line_no - 1
+    stats.dense_carry = dense_carry
 
 
 def _all_starts(buf: bytes, end: int) -> list[int]:
