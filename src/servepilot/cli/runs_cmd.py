@@ -19,10 +19,12 @@ def _echo(msg: str = "", err: bool = False) -> None:
     (sys.stderr if err else sys.stdout).flush()
 
 
-def _fix_hint(command, command_file) -> str:
+def _fix_hint(command, command_file, gpu=None, engine_version=None) -> str:
+    """The `servepilot fix` line for the same command, GPUs and engine version."""
+    opts = "".join(f" {flag} {shlex.quote(v)}" for flag, v in (("--gpu", gpu), ("--engine-version", engine_version)) if v)
     if command_file:
-        return f"servepilot fix --command-file {shlex.quote(command_file)}"
-    return "servepilot fix -- " + (command[0] if len(command) == 1 else shlex.join(command))
+        return f"servepilot fix{opts} --command-file {shlex.quote(command_file)}"
+    return f"servepilot fix{opts} -- " + (command[0] if len(command) == 1 else shlex.join(command))
 
 
 def _print_findings(check) -> None:
@@ -130,7 +132,7 @@ def launch(name, detach, force, ready_timeout, gpu, engine_version, command_file
     plan = runs_launch.prepare_launch(list(command), gpu=gpu, engine_version=engine_version,
                                       command_file=command_file, force=force)
     if plan.predicted_failure and not force:
-        hint = _fix_hint(command, command_file)
+        hint = _fix_hint(command, command_file, gpu, engine_version)
         if as_json:
             from servepilot.jsonable import to_jsonable
 
