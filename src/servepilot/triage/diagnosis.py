@@ -90,7 +90,7 @@ def _classify(ev: ErrorEvent, matcher: Matcher) -> Match | None:
             if best is None or rank < best[0]:
                 best = (rank, m, text)
         if best is not None:
-            ev.message = best[2]
+            ev.message = parse_line(best[2]).message
             return best[1]
         return None
     return matcher.match(ev.message, ev.context)

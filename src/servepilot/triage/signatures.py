@@ -184,11 +184,16 @@ class _Interp(dict):
         return "?"
 
 
+_EMPTY_PAREN = re.compile(r"\s*\(\?\)")
+
+
 def _render(template: str, groups: dict) -> str:
+    """Fill {group} placeholders; a group the message did not have reads "?" (and "(?)" goes)."""
     try:
-        return template.format_map(_Interp({k: v for k, v in groups.items() if v is not None}))
+        text = template.format_map(_Interp({k: v for k, v in groups.items() if v is not None}))
     except (ValueError, IndexError):
         return template
+    return _EMPTY_PAREN.sub("", text)
 
 
 class Matcher:
