@@ -6,6 +6,8 @@ Numbers are the published architectures (config.json of each model card); nothin
 
 from __future__ import annotations
 
+import pytest
+
 from servepilot.checkpoint.spec import AttentionSpec, ModelSpec, MoESpec, TensorInfo, WeightsInfo
 from servepilot.deployment import Deployment
 from servepilot.engines.launch import EngineLaunch, ShellContext
@@ -84,3 +86,13 @@ def deployment(spec, options=None, *, n_gpus=8, gpu=None, engine="vllm", version
     return Deployment(launch=launch, cluster=cluster, spec=spec)
 
 
+
+
+@pytest.fixture(autouse=True)
+def no_resolver(monkeypatch):
+    """Plan tests pin the KV dtype and block size themselves; the check layer's resolver has
+    its own tests. (Imported by each test module: a conftest.py here would shadow the
+    `from conftest import ...` of other test folders.)"""
+    import servepilot.planning.plan as plan_module
+
+    monkeypatch.setattr(plan_module, "_try_resolve", lambda dep, notes: None)

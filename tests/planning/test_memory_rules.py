@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from planning_builders import deployment, gpus, llama_70b
+from planning_builders import deployment, gpus, llama_70b, no_resolver  # noqa: F401
 
 from servepilot.checks.rules import memory
 from servepilot.planning import plan_deployment

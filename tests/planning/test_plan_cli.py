@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from planning_builders import deployment, gpus, llama_70b, qwen2_7b
+from planning_builders import deployment, gpus, llama_70b, no_resolver, qwen2_7b  # noqa: F401
 
 import servepilot.cli.plan_cmd as plan_cmd
 from servepilot.cli.main import main

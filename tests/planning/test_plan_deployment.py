@@ -7,7 +7,17 @@ from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
-from planning_builders import GiB, MiB, deepseek_v3, deployment, gpt_oss, gpus, llama_70b, qwen2_7b
+from planning_builders import (  # noqa: F401
+    GiB,
+    MiB,
+    deepseek_v3,
+    deployment,
+    gpt_oss,
+    gpus,
+    llama_70b,
+    no_resolver,
+    qwen2_7b,
+)
 
 from servepilot.checkpoint.spec import AttentionSpec, GGUFInfo, ModelSpec
 from servepilot.errors import BadInput
