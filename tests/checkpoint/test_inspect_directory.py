@@ -256,3 +256,29 @@ def test_failed_child_falls_back_to_serial(sharded_llama, force_fork, monkeypatc
     monkeypatch.setattr(parallel.os, "fork", no_fork)
     spec = inspect_path(sharded_llama)
     assert spec.weights.shards == 2 and spec.problems == ()
+
+
+def test_estimate_param_bytes_prefers_headers_then_index_then_architecture(sharded_llama, tmp_path):
+    from servepilot.checkpoint.spec import ModelSpec
+
+    spec = inspect_path(sharded_llama)
+    assert estimate_param_bytes(spec) == spec.weights.total_bytes
+    for f in sharded_llama.glob("*.safetensors"):
+        f.unlink()
+    spec = inspect_path(sharded_llama)
+    assert spec.weights.source == "index" and estimate_param_bytes(spec) == spec.weights.total_bytes
+    (sharded_llama / "model.safetensors.index.json").unlink()
+    spec = inspect_path(sharded_llama)
+    assert spec.weights.source == "estimate" and estimate_param_bytes(spec) == 2 * _expected_elements()
+    with pytest.raises(BadInput, match="cannot tell how much the weights weigh"):
+        estimate_param_bytes(ModelSpec(path=str(tmp_path), format="hf"))
+
+
+def test_quantized_estimate_uses_the_declared_bits(tmp_path):
+    cfg = dict(LLAMA_TINY, quantization_config={"quant_method": "fp8", "weight_block_size": [128, 128]})
+    write_json(tmp_path / "config.json", cfg)
+    spec = inspect_path(tmp_path)
+    est = estimate_params(spec)
+    linear = est.attention + est.dense_mlp
+    # FP8 linears: 1 byte each; embeddings, norms and lm_head stay BF16 (2 bytes)
+    assert spec.weights.total_bytes == linear + 2 * (est.total - linear)
