@@ -9,6 +9,14 @@ from servepilot.checks.registry import rule
 SOURCE = "vllm/config/model.py@v0.16.0 (ModelConfig.verify_with_parallel_config, get_num_kv_heads)"
 
 
+def _kv_ok(spec, tp: int) -> bool:
+    """vLLM's KV head rule: replicate when tp > kv_heads (tp % kv == 0), else split (kv % tp == 0)."""
+    kv = spec.attention.num_kv_heads
+    if spec.is_mla or not kv:
+        return True
+    return tp % kv == 0 if tp > kv else kv % tp == 0
+
+
 def _divisors(n: int, limit: int) -> list[int]:
     return [d for d in range(1, min(n, limit) + 1) if n % d == 0]
 
@@ -30,13 +38,18 @@ def tp_heads(dep, ctx) -> list[Finding]:
     gpus = dep.cluster.count or 8
     out = []
     if a.num_heads % tp:
-        good = [d for d in _divisors(a.num_heads, max(gpus, tp)) if d > 1]
+        good = [d for d in _divisors(a.num_heads, max(gpus, tp)) if d > 1 and _kv_ok(spec, d)]
+        remedies = [Remedy("flag", f"--tensor-parallel-size {d}", f"{d} GPUs hold the model instead of {tp}: less memory in total for weights and KV cache",
+                           {"set": {"tensor_parallel_size": d}, "unset": []}) for d in sorted(good, reverse=True)[:2]]
+        if good and tp % max(good) == 0:
+            t2 = max(good)
+            remedies.append(Remedy("flag", f"--tensor-parallel-size {t2} --pipeline-parallel-size {tp // t2}", "pipeline stages add latency per token",
+                                   {"set": {"tensor_parallel_size": t2, "pipeline_parallel_size": tp // t2}, "unset": []}))
         out.append(Finding("SP-TP-001", "tp_divisibility", "error", f"{a.num_heads} attention heads do not divide by tensor parallel size {tp}",
                            f"The engine will raise: Total number of attention heads ({a.num_heads}) must be divisible by tensor parallel size ({tp}). "
-                           f"Sizes that work: {', '.join(map(str, good)) or '1'}.",
+                           f"Sizes that work for heads and KV heads: {', '.join(map(str, good)) or '1'}.",
                            (Evidence(f"num_attention_heads = {a.num_heads}", where), Evidence("heads are split evenly across TP ranks", SOURCE)),
-                           tuple(Remedy("flag", f"--tensor-parallel-size {d}", f"{d} GPUs hold the model instead of {tp}; fewer GPUs means less KV memory in total", {"set": {"tensor_parallel_size": d}, "unset": []}) for d in sorted(good, reverse=True)[:2])
-                           + (Remedy("flag", f"--tensor-parallel-size {max(good) if good else 1} --pipeline-parallel-size {tp // (max(good) if good else 1)}", "pipeline stages add latency per token", {"set": {"tensor_parallel_size": max(good) if good else 1, "pipeline_parallel_size": tp // (max(good) if good else 1)}, "unset": []}),) if good and tp % max(good) == 0 else ()))
+                           tuple(remedies)))
     return out
 
 

@@ -1,0 +1,208 @@
+"""One behaviour per rule, each on a checkpoint written into a tmp dir."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+from checkfixtures import GIB, codes, deployment, finding, gpus, kimi_like, llama_like, sparse_mla
+
+from servepilot.checks import run_checks
+from servepilot.hardware.cluster import Gpu
+
+
+def test_tp_not_dividing_heads_is_an_error_with_working_sizes(tmp_path):
+    # DeepSeek-R1-Distill-Qwen-7B: 28 heads, 4 KV heads
+    path = llama_like(tmp_path / "m", heads=28, kv_heads=4, arch="Qwen2ForCausalLM", model_type="qwen2")
+    result = run_checks(deployment(path, cc=(8, 0), n=8, memory=80 * GIB))
+    f = finding(result, "SP-TP-001")
+    assert f.severity == "error" and f.category == "tp_divisibility"
+    assert "(28) must be divisible by tensor parallel size (8)" in f.detail
+    # 7 divides the heads but not the 4 KV heads (vLLM needs tp % kv_heads == 0 above 4)
+    assert f.remedies[0].args == {"set": {"tensor_parallel_size": 4}, "unset": []}
+
+
+def test_tp_above_kv_heads_replicates(tmp_path):
+    path = llama_like(tmp_path / "m", heads=32, kv_heads=4)
+    f = finding(run_checks(deployment(path, cc=(9, 0), n=8, memory=80 * GIB)), "SP-TP-002")
+    assert f.severity == "info" and "replicated 2x" in f.title
+
+
+def test_tp_not_multiple_of_kv_heads(tmp_path):
+    path = llama_like(tmp_path / "m", heads=48, kv_heads=8)
+    f = finding(run_checks(deployment(path, cc=(9, 0), n=6, memory=80 * GIB, options={"tensor_parallel_size": 6})), "SP-TP-002")
+    assert f.severity == "error"
+
+
+def test_max_model_len_beyond_derived(tmp_path):
+    path = llama_like(tmp_path / "m", max_pos=8192)
+    f = finding(run_checks(deployment(path, cc=(9, 0), n=1, memory=80 * GIB, options={"max_model_len": 32768})), "SP-LEN-001")
+    assert f.severity == "error" and "8,192" in f.title
+    assert f.remedies[0].args == {"set": {"max_model_len": 8192}, "unset": []}
+
+
+def test_max_model_len_allowed_by_env_is_a_warning(tmp_path):
+    path = llama_like(tmp_path / "m", max_pos=8192)
+    dep = deployment(path, cc=(9, 0), n=1, memory=80 * GIB, options={"max_model_len": 32768}, env={"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"})
+    assert finding(run_checks(dep), "SP-LEN-001").severity == "warning"
+
+
+def test_yarn_scaled_length_is_accepted(tmp_path):
+    # 4096 original x yarn factor 64 = 262,144
+    f = run_checks(deployment(kimi_like(tmp_path / "k"), version="0.18.0", options={"max_model_len": 262144}))
+    assert "SP-LEN-001" not in codes(f)
+
+
+def test_architecture_too_new_for_the_version(tmp_path):
+    path = llama_like(tmp_path / "m", arch="Qwen3ForCausalLM", model_type="qwen3")
+    assert "SP-ARCH-001" not in codes(run_checks(deployment(path, cc=(9, 0), n=1, version="0.10.0")))
+    path2 = llama_like(tmp_path / "g", arch="GptOssForCausalLM", model_type="gpt_oss", heads=64, kv_heads=8)
+    f = finding(run_checks(deployment(path2, cc=(9, 0), n=1, version="0.10.0")), "SP-ARCH-001")
+    assert f.severity == "error" and f.category == "unsupported_arch"
+    assert f.remedies[0].args == {"upgrade": {"package": "vllm", "specifier": ">=0.10.1"}}
+
+
+def test_unknown_architecture_with_custom_code_needs_trust(tmp_path):
+    path = llama_like(tmp_path / "m", arch="MyNewForCausalLM", model_type="my_new",
+                      auto_map={"AutoConfig": "configuration_my.MyConfig", "AutoModelForCausalLM": "modeling_my.MyModel"})
+    result = run_checks(deployment(path, cc=(9, 0), n=1, version="0.16.0"))
+    f = finding(result, "SP-CODE-001")
+    assert f.severity == "error" and f.category == "remote_code"
+    assert "modeling_my.py" in f.detail
+    assert f.remedies[0].args == {"set": {"trust_remote_code": True}, "unset": []}
+    assert finding(result, "SP-ARCH-001").severity == "warning"
+
+
+def test_awq_below_min_capability(tmp_path):
+    path = llama_like(tmp_path / "m", quant={"quant_method": "awq", "bits": 4, "group_size": 128, "version": "gemm"})
+    f = finding(run_checks(deployment(path, cc=(7, 0), n=1, memory=32 * GIB)), "SP-QUANT-001")
+    assert f.severity == "error" and "Minimum capability: 75. Current capability: 70." in f.detail
+
+
+def test_awq_upgrades_to_marlin_on_ampere(tmp_path):
+    path = llama_like(tmp_path / "m", quant={"quant_method": "awq", "bits": 4, "group_size": 128})
+    result = run_checks(deployment(path, cc=(8, 6), n=1, memory=24 * GIB))
+    assert result.resolved["quantization"] == "awq_marlin"
+    assert "SP-QUANT-001" not in codes(result)
+
+
+def test_fp8_on_ampere_falls_back_and_marlin_tiles(tmp_path):
+    path = llama_like(tmp_path / "m", quant={"quant_method": "fp8", "activation_scheme": "static"}, intermediate=6448 * 2)
+    result = run_checks(deployment(path, cc=(8, 6), n=2, memory=24 * GIB))
+    assert finding(result, "SP-QUANT-002").severity == "warning"
+    f = finding(result, "SP-QUANT-003")
+    assert "size_n = 6448 is not divisible by tile_n_size = 64" in f.detail
+
+
+def test_sparse_mla_on_sm120_has_no_backend(tmp_path):
+    result = run_checks(deployment(sparse_mla(tmp_path / "v32"), version="0.16.0"))
+    f = finding(result, "SP-ATTN-001")
+    reasons = {c["backend"]: c["reasons"] for c in result.resolved["candidates"]}
+    assert reasons["TRITON_MLA"] == ["sparse not supported"]
+    assert reasons["FLASHMLA_SPARSE"] == ["compute capability not supported"]
+    assert "FlashMLA Sparse is only supported on Hopper and Blackwell devices." in reasons["FLASHMLA"]
+    assert any(r.kind == "hardware" for r in f.remedies)
+
+
+def test_forced_backend_is_validated(tmp_path):
+    result = run_checks(deployment(kimi_like(tmp_path / "k"), version="0.16.0", options={"attention_backend": "TRITON_MLA"}))
+    f = finding(result, "SP-ATTN-001")
+    assert "Selected backend AttentionBackendEnum.TRITON_MLA is not valid for this configuration. Reason: ['kv_cache_dtype not supported']" in f.detail
+    assert f.remedies[0].args == {"set": {}, "unset": ["attention_backend"]}
+
+
+def test_env_backend_ignored_from_016(tmp_path):
+    dep = deployment(llama_like(tmp_path / "m"), cc=(9, 0), n=1, env={"VLLM_ATTENTION_BACKEND": "FLASHINFER"})
+    f = finding(run_checks(dep), "SP-ATTN-002")
+    assert "silently ignored" in f.title
+    assert run_checks(dep).resolved["attention_backend"] == "FLASH_ATTN"
+
+
+def test_env_backend_honoured_on_014(tmp_path):
+    dep = deployment(llama_like(tmp_path / "m"), cc=(9, 0), n=1, version="0.14.1", env={"VLLM_ATTENTION_BACKEND": "FLASHINFER"})
+    result = run_checks(dep)
+    assert result.resolved["attention_backend"] == "FLASHINFER"
+    assert "deprecated" in finding(result, "SP-ATTN-002").title
+
+
+def test_kv_dtype_not_in_version(tmp_path):
+    dep = deployment(llama_like(tmp_path / "m"), cc=(9, 0), n=1, version="0.16.0", options={"kv_cache_dtype": "float16"})
+    f = finding(run_checks(dep), "SP-KV-001")
+    assert f.severity == "error" and f.category == "kv_cache_dtype"
+    assert "SP-KV-001" not in codes(run_checks(deployment(llama_like(tmp_path / "n"), cc=(9, 0), n=1, version="0.18.0", options={"kv_cache_dtype": "float16"})))
+
+
+def test_fp8_kv_on_ampere(tmp_path):
+    # 0.11 sends fp8 KV on non-Hopper GPUs to TRITON_ATTN, whose Triton kernel needs fp8e4nv (SM89+)
+    dep = deployment(llama_like(tmp_path / "m"), cc=(8, 6), n=2, memory=24 * GIB, version="0.11.0", options={"kv_cache_dtype": "fp8"})
+    result = run_checks(dep)
+    assert result.resolved["attention_backend"] == "TRITON_ATTN"
+    assert "fp8e4nv" in finding(result, "SP-ATTN-001").detail
+    # 0.16 validates backends in order: FLASH_ATTN refuses fp8 off Hopper, FLASHINFER takes it
+    newer = run_checks(deployment(llama_like(tmp_path / "n"), cc=(8, 6), n=2, memory=24 * GIB, options={"kv_cache_dtype": "fp8"}))
+    assert newer.resolved["attention_backend"] == "FLASHINFER"
+    assert "SP-ATTN-001" not in codes(newer)
+
+
+def test_port_in_use_on_a_probed_machine(tmp_path):
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        port = server.getsockname()[1]
+        dep = deployment(llama_like(tmp_path / "m"), cc=(9, 0), n=1, source="probe", options={"port": port})
+        f = finding(run_checks(dep), "SP-PORT-001")
+    assert f.severity == "error" and f.remedies[0].args == {"set": {"port": port + 1}, "unset": []}
+
+
+def test_port_not_probed_for_flag_gpus(tmp_path):
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        dep = deployment(llama_like(tmp_path / "m"), cc=(9, 0), n=1, source="flag", options={"port": server.getsockname()[1]})
+        assert "SP-PORT-001" not in codes(run_checks(dep))
+
+
+@pytest.mark.parametrize("shm,severity", [(64 * 2**20, "error"), (512 * 2**20, "warning"), (16 * GIB, None)])
+def test_shm(tmp_path, shm, severity):
+    result = run_checks(deployment(llama_like(tmp_path / "m"), cc=(9, 0), n=2, shm=shm))
+    if severity is None:
+        assert "SP-SHM-001" not in codes(result)
+    else:
+        assert finding(result, "SP-SHM-001").severity == severity
+
+
+def test_mixed_gpus(tmp_path):
+    mixed = gpus("h100", n=1, cc=(9, 0)) + (Gpu(index=1, name="a100", key="a100", memory_bytes=80 * GIB, compute_capability=(8, 0)),)
+    f = finding(run_checks(deployment(llama_like(tmp_path / "m"), gpu_list=mixed, options={"tensor_parallel_size": 2})), "SP-GPU-001")
+    assert "h100" in f.title and "a100" in f.title
+
+
+def test_torch_without_the_gpu_arch(tmp_path):
+    dep = deployment(llama_like(tmp_path / "m"), cc=(12, 0), n=1, arch_list=("sm_80", "sm_86", "sm_90"))
+    f = finding(run_checks(dep), "SP-CUDA-001")
+    assert f.category == "cuda_driver_arch" and "sm_120" in f.title
+    ok = deployment(llama_like(tmp_path / "n"), cc=(12, 0), n=1, arch_list=("sm_90", "sm_100", "sm_120"))
+    assert "SP-CUDA-001" not in codes(run_checks(ok))
+
+
+def test_nccl_proto_pinned(tmp_path):
+    dep = deployment(llama_like(tmp_path / "m"), cc=(12, 0), n=2, topology="pcie", env={"NCCL_PROTO": "LL"})
+    f = finding(run_checks(dep), "SP-NCCL-001")
+    assert f.remedies[0].args == {"env": {"set": {}, "unset": ["NCCL_PROTO"]}}
+
+
+def test_sm100_only_option_on_sm120(tmp_path):
+    dep = deployment(llama_like(tmp_path / "m"), cc=(12, 0), n=1, version="0.20.0", options={"moe_backend": "deep_gemm_mega_moe"})
+    f = finding(run_checks(dep), "SP-GPU-002")
+    assert "SM100" in f.detail
+
+
+def test_expert_parallel_on_dense_model(tmp_path):
+    f = finding(run_checks(deployment(llama_like(tmp_path / "m"), cc=(9, 0), n=2, options={"tensor_parallel_size": 2, "enable_expert_parallel": True})), "SP-EP-001")
+    assert f.severity == "warning"
+
+
+def test_findings_are_sorted_errors_first(tmp_path):
+    result = run_checks(deployment(kimi_like(tmp_path / "k"), version="0.16.0", options={"trust_remote_code": True}, env={"NCCL_PROTO": "LL"}))
+    order = [f.severity for f in result.findings]
+    assert order == sorted(order, key=["error", "warning", "info"].index)
