@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from servepilot.errors import BadInput
 from servepilot.triage import api as triage_api
@@ -314,3 +316,32 @@ def test_unreadable_paths_are_bad_input(tmp_path):
         triage_file(tmp_path)
     with pytest.raises(BadInput, match="unknown engine"):
         triage_text("x", engine="tgi")
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.binary(max_size=4000))
+def test_any_bytes_give_a_diagnosis_never_an_exception(data):
+    d = triage_text(data.decode("utf-8", errors="replace"))
+    assert d.lines_read >= 0
+    assert d.root_cause is None or d.root_cause.category
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from([
+    "Traceback (most recent call last):",
+    '  File "/a.py", line 1, in f',
+    "The above exception was the direct cause of the following exception:",
+    "ValueError: No available memory for the cache blocks.",
+    "(Worker_TP1 pid=5) ERROR 01-01 00:00:00 [x.py:1] Traceback (most recent call last):",
+    "(Worker_TP1 pid=5) ERROR 01-01 00:00:00 [x.py:1] KeyError: 'x'",
+    "(APIServer pid=1) INFO 01-01 00:00:00 [a.py:1] vLLM API server version 0.16.0",
+    "INFO:     Application startup complete.",
+    "\x1b[31mERROR\x1b[0m",
+    "progress 10%\rprogress 100%",
+]), max_size=40))
+def test_any_mix_of_log_shapes_gives_a_consistent_diagnosis(lines):
+    d = triage_text("\n".join(lines) + "\n")
+    assert d.launches >= 1
+    assert d.stale == (d.launches > 1)
+    if d.root_cause is not None:
+        assert 1 <= d.root_cause.line <= d.lines_read
