@@ -47,7 +47,9 @@ def _count(n: int) -> str:
 def _size(n: int | None) -> str:
     from servepilot.cli.output import human_bytes
 
-    return "?" if n is None else f"{human_bytes(n)} ({n / 1e9:,.1f} GB)"
+    if n is None:
+        return "?"
+    return f"{human_bytes(n)} ({n / 1e9:,.1f} GB)" if n >= 1e9 else human_bytes(n)
 
 
 def text_rows(spec) -> list[tuple[str, str]]:
@@ -157,7 +159,7 @@ def display_name(spec) -> str:
     p = Path(spec.path)
     if p.parent.name == "snapshots" and p.parent.parent.name.startswith("models--"):
         return p.parent.parent.name[len("models--"):].replace("--", "/", 1) + "@" + p.name[:12]
-    return spec.name
+    return p.resolve().name or spec.path
 
 
 def render_text(spec) -> None:
