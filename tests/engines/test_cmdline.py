@@ -326,3 +326,14 @@ def test_json_rendering_survives_quotes():
     launch = parse_command(["vllm", "serve", "m", "--speculative-config", json.dumps(payload)], engine_version="0.16.0")
     assert launch.options["speculative_config"] == payload
     assert parse_command(render_command(launch), engine_version="0.16.0").options["speculative_config"] == payload
+
+
+def test_attention_backend_from_attention_config():
+    launch = parse_command("vllm serve m --attention-config.backend=flashinfer_mla", engine_version="0.16.0")
+    assert launch.options["attention_backend"] == "FLASHINFER_MLA"
+    assert "attention_backend" in launch.explicit
+    changed = with_options(launch, {"attention_backend": "TRITON_MLA"})
+    assert render_command(changed) == "vllm serve m --attention-config '{\"backend\":\"TRITON_MLA\"}'"
+    assert changed.options["attention_backend"] == "TRITON_MLA"
+    both = parse_command("vllm serve m --attention-backend X -ac.backend=Y", engine_version="0.16.0")
+    assert any("mutually exclusive" in n for n in both.notes)

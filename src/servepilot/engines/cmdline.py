@@ -117,6 +117,8 @@ def parse_argv(
     unknown += parsed.unknown_flags
     notes += parsed.notes
 
+    if hasattr(module, "normalize"):
+        module.normalize(options, explicit, notes)
     model = module.model_of(parsed.positionals, options, program)
     if model is not None:
         options[module.MODEL_DEST] = model
@@ -268,6 +270,8 @@ def with_options(launch: EngineLaunch, set: dict | None = None, unset: Sequence[
     vt = _table(module, program, launch.engine_version)
     args = list(launch.argv[skip:])
     parsed: ParsedArgs = parse_args(args, vt)
+    if hasattr(module, "rewrite_changes"):
+        set, unset = module.rewrite_changes(set, list(unset), builtins.set(parsed.spans), launch.options)  # noqa: A001
 
     replacements: dict[int, list[str]] = {}
     dropped: builtins.set[int] = builtins.set()

@@ -41,6 +41,13 @@ class FlagTable:
 
     def for_version(self, version: str | None, program: str | None = None) -> VersionTable:
         """The rows that hold for `version` (None: the newest row of every name)."""
+        key = (self.engine, self.rows[0].source if self.rows else "", len(self.rows), version, program)
+        cached = _VERSION_TABLES.get(key)
+        if cached is None:
+            cached = _VERSION_TABLES[key] = self._for_version(version, program)
+        return cached
+
+    def _for_version(self, version: str | None, program: str | None) -> VersionTable:
         by_name: dict[str, FlagSpec] = {}
         for row in self.rows:
             if version is None or version_in(version, row.versions):
@@ -72,6 +79,11 @@ class FlagTable:
             else:
                 ranges.append([lower, upper])
         return [",".join(c for c in r if c) or "all sampled versions" for r in ranges]
+
+
+# (engine, table identity, version, program) -> VersionTable: building one checks every row's
+# specifier, which is most of the time spent parsing a command line.
+_VERSION_TABLES: dict[tuple, VersionTable] = {}
 
 
 @dataclass
@@ -138,11 +150,17 @@ def version_in(version: str, specifier: str) -> bool:
     """
     if not specifier:
         return True
+    return release_version(version) in _specifier(specifier)
+
+
+@lru_cache(maxsize=256)
+def _specifier(text: str):
     from packaging.specifiers import SpecifierSet
 
-    return release_version(version) in SpecifierSet(specifier)
+    return SpecifierSet(text)
 
 
+@lru_cache(maxsize=64)
 def release_version(version: str):
     from packaging.version import InvalidVersion, Version
 

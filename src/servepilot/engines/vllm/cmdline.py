@@ -49,3 +49,38 @@ def model_of(positionals: list[str], options: dict, program: str) -> str | None:
 
 def model_positional(program: str) -> bool:
     return program == "vllm serve"
+
+
+def normalize(options: dict, explicit: set, notes: list[str]) -> None:
+    """`--attention-config.backend=X` (or `-ac '{"backend": X}'`) chooses the attention backend
+    as `--attention-backend X` does; vLLM refuses both at once
+    (vllm/engine/arg_utils.py@v0.16.0 create_engine_config: "mutually exclusive")."""
+    config = options.get("attention_config")
+    backend = config.get("backend") if isinstance(config, dict) else None
+    if backend is None:
+        return
+    if options.get("attention_backend") is not None:
+        notes.append("vLLM rejects --attention-backend together with attention_config.backend (mutually exclusive)")
+        return
+    options["attention_backend"] = str(backend).upper()
+    explicit.add("attention_backend")
+
+
+def rewrite_changes(changes: dict, unset: list[str], typed: set, options: dict) -> tuple[dict, list[str]]:
+    """Change the attention backend where the operator wrote it: inside --attention-config
+    when it came from there, so the result never sets both (see `normalize`)."""
+    config = options.get("attention_config")
+    wants = "attention_backend" in changes or "attention_backend" in unset
+    if not wants or "attention_backend" in typed or not isinstance(config, dict) or "backend" not in config:
+        return changes, unset
+    changes, unset = dict(changes), [u for u in unset if u != "attention_backend"]
+    new = dict(changes.get("attention_config") or config)
+    if "attention_backend" in changes:
+        new["backend"] = changes.pop("attention_backend")
+    else:
+        new.pop("backend", None)
+    if new:
+        changes["attention_config"] = new
+    else:
+        unset.append("attention_config")
+    return changes, unset
