@@ -59,7 +59,8 @@ def test_launch_ready_complete_stop(tiny_gguf, free_port):
     assert ps["runs"][0]["state"] == "stopped"
 
 
-def test_ctrl_c_stops_a_foreground_run(tiny_gguf, free_port):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_stops_a_foreground_run(tiny_gguf, free_port, sig):
     cli = subprocess.Popen(
         [sys.executable, "-c", "from servepilot.cli.main import run; run()", "launch", "--",
          *llama_server_argv(tiny_gguf, free_port)],
@@ -72,7 +73,7 @@ def test_ctrl_c_stops_a_foreground_run(tiny_gguf, free_port):
             if line.startswith("serving;"):
                 break
         assert any(line.startswith("ready after") for line in seen), "".join(seen)
-        cli.send_signal(signal.SIGINT)
+        cli.send_signal(sig)
         rest = cli.communicate(timeout=30)[0]
     finally:
         if cli.poll() is None:

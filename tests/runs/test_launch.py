@@ -182,3 +182,47 @@ def test_every_attempt_gets_its_own_directory_and_log(fake_cmd):
         _finish(run)
     assert len({r.run_dir for r in runs}) == 3
     assert all((r.run_dir / "server.log").read_text().count("exiting with 2") == 1 for r in runs)
+
+
+def test_ready_run_stores_the_measured_figures_for_the_planner(fake_cmd, tmp_path, monkeypatch):
+    from servepilot.runs import integration
+
+    log = tmp_path / "canned.log"
+    log.write_text(
+        "(Worker_TP0 pid=1) INFO [gpu_model_runner.py:1] Model loading took 15.50 GiB memory and 20.1 seconds\n"
+        "(Worker_TP0 pid=1) INFO [gpu_worker.py:1] Available KV cache memory: 52.25 GiB\n"
+        "(EngineCore_DP0 pid=1) INFO [kv_cache_utils.py:1] GPU KV cache size: 427,984 tokens\n"
+        "(EngineCore_DP0 pid=1) INFO [kv_cache_utils.py:1] Maximum concurrency for 32,768 tokens per request: 13.06x\n"
+    )
+    argv = fake_cmd("--log", str(log))
+    real = integration._fallback_command
+
+    def as_vllm(command, gpu, engine_version, command_file, force=False):
+        cmd = real(command, command_file, engine_version)
+        return integration.dataclasses.replace(cmd, engine="vllm", model="/models/llama-8b", gpu_key="h200",
+                                               options={"tensor_parallel_size": 2})
+
+    monkeypatch.setattr(integration, "build_launch_command", as_vllm)
+    run, sup = _start(argv, ready_timeout_s=30)
+    try:
+        out = sup.wait_ready()
+        assert out.state == "ready"
+    finally:
+        _finish(run)
+    got = store.latest_measurement("/models/llama-8b", "vllm", "h200")
+    assert got == {
+        "available_kv_bytes": int(52.25 * 1024**3), "kv_tokens": 427_984, "weights_bytes": int(15.5 * 1024**3),
+        "max_concurrency": 13.06, "max_model_len": 32_768, "tp": 2, "kv_cache_dtype": None, "run_id": run.run_id,
+    }
+
+
+def test_logs_prints_the_run_log(fake_cmd, tmp_path, capsys):
+    from servepilot.cli.main import main
+
+    run, sup = _start(fake_cmd("--exit", "4"), name="logged", ready_timeout_s=30)
+    sup.wait_ready()
+    _finish(run)
+    assert main(["logs", "logged"]) == 0
+    assert "fake engine: exiting with 4" in capsys.readouterr().out
+    assert main(["logs", "logged", "-f"]) == 0  # a dead run: prints and returns
+    assert "exiting with 4" in capsys.readouterr().out

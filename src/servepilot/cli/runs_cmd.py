@@ -148,15 +148,19 @@ def launch(name, detach, force, ready_timeout, gpu, engine_version, command_file
             _echo(f"note: {note}")
         if plan.predicted_failure:
             _echo("check predicts a failure; launching anyway (--force)")
-    run = runs_launch.start_run(plan, name=name)
-    started = time.monotonic()
+    previous = _terminate_like_ctrl_c()
     try:
-        if not as_json:
-            _echo(f"run {run.run_id}: pid {run.identity.pid}, log {run.log_path}")
-        return _supervise(run, plan, detach, ready_timeout, as_json, started)
-    except KeyboardInterrupt:
-        # Anywhere after the start (the progress lines included): the run's own group stops.
-        return _interrupted(run, as_json)
+        run = runs_launch.start_run(plan, name=name)
+        started = time.monotonic()
+        try:
+            if not as_json:
+                _echo(f"run {run.run_id}: pid {run.identity.pid}, log {run.log_path}")
+            return _supervise(run, plan, detach, ready_timeout, as_json, started)
+        except KeyboardInterrupt:
+            # Anywhere after the start (the progress lines included): the run's own group stops.
+            return _interrupted(run, as_json)
+    finally:
+        _restore_signals(previous)
 
 
 def _supervise(run, plan, detach, ready_timeout, as_json, started) -> int:
@@ -202,6 +206,24 @@ def _supervise(run, plan, detach, ready_timeout, as_json, started) -> int:
         if diagnosis:
             _print_diagnosis(diagnosis)
     return 3 if code else 0
+
+
+def _terminate_like_ctrl_c() -> dict:
+    """SIGTERM or a closed terminal (SIGHUP) while attached stop the run like Ctrl-C does;
+    otherwise the CLI would die and leave its engine running unrecorded."""
+    import signal
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    return {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
+
+
+def _restore_signals(previous: dict) -> None:
+    import signal
+
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
 
 
 def _print_ready(run, outcome) -> None:
