@@ -345,3 +345,41 @@ def test_any_mix_of_log_shapes_gives_a_consistent_diagnosis(lines):
     assert d.stale == (d.launches > 1)
     if d.root_cause is not None:
         assert 1 <= d.root_cause.line <= d.lines_read
+
+
+SGLANG_LOG = """[2025-03-10 10:00:00] server_args=ServerArgs(model_path='/m', tp_size=2, mem_fraction_static=0.84)
+[2025-03-10 10:00:30 TP0] Scheduler hit an exception: Traceback (most recent call last):
+  File "/sgl/python/sglang/srt/model_executor/model_runner.py", line 715, in init_memory_pool
+    raise RuntimeError(
+RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.
+
+[2025-03-10 10:00:30 TP1] Scheduler hit an exception: Traceback (most recent call last):
+  File "/sgl/python/sglang/srt/model_executor/model_runner.py", line 715, in init_memory_pool
+RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.
+[2025-03-10 10:00:31] Received sigquit from a child process. It usually means the child failed.
+Killed
+"""
+
+
+def test_sglang_inline_tracebacks_belong_to_the_rank_that_opened_them():
+    d = triage_text(SGLANG_LOG)
+    rc = d.root_cause
+    assert (rc.category, rc.line, rc.count, rc.processes) == ("oom_kv_cache", 5, 2, ("TP0", "TP1"))
+    assert "init_memory_pool" in rc.excerpt
+    signatures = {e.signature for e in d.other_errors}
+    assert {"sglang-child-failed-echo", "process-killed-oom"} <= signatures
+
+
+def test_llama_cpp_cause_comes_before_its_failed_to_load_echoes():
+    text = (
+        "build: 4743 (d07c6213) with cc (Ubuntu 13.2.0) 13.2.0 for x86_64-linux-gnu\n"
+        "llama_model_load: error loading model: error loading model architecture: unknown model architecture: 'qwen3next'\n"
+        "llama_model_load_from_file_impl: failed to load model\n"
+        "srv    load_model: failed to load model, '/m.gguf'\n"
+        "main: exiting due to model loading error\n"
+    )
+    d = triage_text(text)
+    assert d.engine == "llama.cpp"
+    assert (d.root_cause.category, d.root_cause.line) == ("unsupported_arch", 2)
+    assert "qwen3next" in d.root_cause.explanation
+    assert all(e.signature == "llamacpp-load-failed-echo" for e in d.other_errors)

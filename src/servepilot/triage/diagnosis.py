@@ -20,7 +20,7 @@ The rule, in order:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from servepilot.triage.events import Assembler, ErrorEvent
 from servepilot.triage.lines import parse_line
@@ -79,26 +79,24 @@ class _Group:
     occurrences: int = 1
 
 
-def _classify(ev: ErrorEvent, matcher: Matcher) -> Match | None:
-    if ev.block:
-        best = None
-        for i, text in enumerate(ev.block):
-            m = matcher.match(text, "\n".join(ev.block))
-            if m is None:
-                continue
-            rank = (m.signature.benign, _TIER_RANK[m.tier], -m.signature.priority, i)
-            if best is None or rank < best[0]:
-                best = (rank, m, text)
-        if best is not None:
-            ev.message = parse_line(best[2]).message
-            return best[1]
-        return None
-    return matcher.match(ev.message, ev.context)
+def _expand(ev: ErrorEvent, matcher: Matcher) -> list[tuple[ErrorEvent, Match | None]]:
+    """An event with its match; a run of error lines gives one event per known line in it."""
+    if not ev.block:
+        return [(ev, matcher.match(ev.message, ev.context))]
+    context = "\n".join(text for _, text in ev.block)
+    out = []
+    for line_no, text in ev.block:
+        ll = parse_line(text)
+        m = matcher.match(ll.message, context)
+        if m is not None:
+            sub = replace(ev, line_no=line_no, message=ll.message, text=ll.text, process=ll.process, pid=ll.pid)
+            out.append((sub, m))
+    return out or [(ev, None)]
 
 
 def _excerpt(ev: ErrorEvent) -> str:
     if ev.block:
-        return "\n".join(ev.block[:6])
+        return "\n".join(text for _, text in ev.block[:6])
     tail = [ln for ln in ev.lines if ln.strip()][-3:]
     return "\n".join([*tail, ev.text])
 
@@ -169,8 +167,8 @@ def decide(
     healthy_line = asm.healthy_launches.get(last)
     groups: dict[tuple, _Group] = {}
     notes: dict[tuple, _Group] = {}
-    for ev in asm.events:
-        m = _classify(ev, matcher)
+    expanded = [pair for ev in asm.events for pair in _expand(ev, matcher)]
+    for ev, m in expanded:
         if m is None and not ev.is_error:
             continue
         if m is None and ev.exc_type is None and not ev.message.strip():

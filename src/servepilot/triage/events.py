@@ -51,7 +51,7 @@ class ErrorEvent:
     text: str = ""  # the cleaned line as printed (excerpt)
     chained: bool = False  # printed after "The above exception was the direct cause ..."
     is_error: bool = True  # False: a plain line kept only in case a signature knows it
-    block: list[str] = field(default_factory=list)  # a run of ERROR lines: each may hold the message
+    block: list[tuple[int, str]] = field(default_factory=list)  # a run of error lines (number, text)
 
     @property
     def context(self) -> str:
@@ -64,6 +64,7 @@ class _Open:
     start_line: int
     lines: list[str] = field(default_factory=list)
     first: tuple[int, LogLine] | None = None
+    numbers: list[int] = field(default_factory=list)  # block mode: the line number of each line
 
 
 def exception_parts(message: str) -> tuple[str, str] | None:
@@ -108,6 +109,9 @@ class Assembler:
         self._chain: set[tuple] = set()
         self._seen_banners: set[tuple[str, str | None]] = set()
         self._pids: dict[str, int] = {}
+        # SGLang logs "Scheduler hit an exception: Traceback ..." as one message whose later
+        # lines carry no prefix; those lines belong to the process that opened it.
+        self._inline_key: tuple | None = None
 
     # -- launches --------------------------------------------------------------------------
     def _new_launch(self, line_no: int, why: str) -> None:
@@ -149,7 +153,16 @@ class Assembler:
     def _feed_error(self, line_no: int, ll: LogLine) -> None:
         key = (ll.process, ll.pid)
         msg = ll.message
+        bare = ll.process is None and ll.pid is None and ll.level is None and ll.timestamp is None
+        if bare and self._inline_key is not None and self._inline_key in self._open:
+            key = self._inline_key
         opened = self._open.get(key)
+        inline = msg.find(_TRACEBACK_HEAD)
+        if inline > 0:
+            # "<what happened>: Traceback (most recent call last):" in one message
+            self.events.append(ErrorEvent(line_no, ll.process, ll.pid, self.launch, None, msg[:inline].strip(), [], ll.text))
+            msg = msg[inline:]
+            self._inline_key = key
         if msg.startswith(_TRACEBACK_HEAD):
             if opened and opened.mode == "block":
                 self._close_block(key)
@@ -167,8 +180,10 @@ class Assembler:
             context = self._open.pop(key, None)
             if context is not None and context.mode == "block":
                 self._append_block(context)  # its lines may name the cause (NCCL WARN ...)
-            self._emit(line_no, ll, exc[0], msg, context.lines if context else [], chained=key in self._chain)
+            self._emit(line_no, key, ll, exc[0], msg, context.lines if context else [], chained=key in self._chain)
             self._chain.discard(key)
+            if key == self._inline_key:
+                self._inline_key = None
             return
         if opened and opened.mode == "tb":
             opened.lines.append(ll.text)
@@ -181,9 +196,9 @@ class Assembler:
         if is_error_line:
             if opened is None:
                 opened = self._open[key] = _Open("block", line_no, first=(line_no, ll))
-            opened.lines.append(ll.text)
-            if len(opened.lines) > _FRAMES_KEPT:
-                del opened.lines[1:-_FRAMES_KEPT]
+            if len(opened.lines) < _FRAMES_KEPT:  # the first lines of a run say what happened
+                opened.lines.append(ll.text)
+                opened.numbers.append(line_no)
             return
         if opened and opened.mode == "block":
             self._close_block(key)
@@ -194,9 +209,10 @@ class Assembler:
                 ErrorEvent(line_no, ll.process, ll.pid, self.launch, None, msg, [], ll.text, is_error=False)
             )
 
-    def _emit(self, line_no, ll, exc_type, message, lines, chained=False):
+    def _emit(self, line_no, key, ll, exc_type, message, lines, chained=False):
+        process, pid = key
         self.events.append(
-            ErrorEvent(line_no, ll.process, ll.pid, self.launch, exc_type, message, list(lines), ll.text, chained)
+            ErrorEvent(line_no, process, pid, self.launch, exc_type, message, list(lines), ll.text, chained)
         )
 
     def _close_block(self, key) -> None:
@@ -208,7 +224,8 @@ class Assembler:
         line_no, ll = opened.first
         self.events.append(
             ErrorEvent(
-                line_no, ll.process, ll.pid, self.launch, None, ll.message, [], ll.text, block=opened.lines
+                line_no, ll.process, ll.pid, self.launch, None, ll.message, [], ll.text,
+                block=list(zip(opened.numbers, opened.lines, strict=True)),
             )
         )
 
