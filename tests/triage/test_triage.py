@@ -383,3 +383,14 @@ def test_llama_cpp_cause_comes_before_its_failed_to_load_echoes():
     assert (d.root_cause.category, d.root_cause.line) == ("unsupported_arch", 2)
     assert "qwen3next" in d.root_cause.explanation
     assert all(e.signature == "llamacpp-load-failed-echo" for e in d.other_errors)
+
+
+def test_port_taken_right_after_the_readiness_line_is_still_the_cause():
+    text = (
+        BANNER
+        + "(APIServer pid=100) INFO 12-29 15:05:00 [api_server.py:1] Starting vLLM API server 0 on http://0.0.0.0:8000\n"
+        + "(APIServer pid=100) ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 8000): address already in use\n"
+    )
+    d = triage_text(text)
+    assert d.root_cause.category == "port_in_use"
+    assert "0.0.0.0" in d.root_cause.explanation
