@@ -189,6 +189,7 @@ def test_ready_run_stores_the_measured_figures_for_the_planner(fake_cmd, tmp_pat
 
     log = tmp_path / "canned.log"
     log.write_text(
+        "(EngineCore_DP0 pid=1) INFO [core.py:1] Initializing a V1 LLM engine (v0.16.0) with config: model='/m'\n"
         "(Worker_TP0 pid=1) INFO [gpu_model_runner.py:1] Model loading took 15.50 GiB memory and 20.1 seconds\n"
         "(Worker_TP0 pid=1) INFO [gpu_worker.py:1] Available KV cache memory: 52.25 GiB\n"
         "(EngineCore_DP0 pid=1) INFO [kv_cache_utils.py:1] GPU KV cache size: 427,984 tokens\n"
@@ -214,6 +215,7 @@ def test_ready_run_stores_the_measured_figures_for_the_planner(fake_cmd, tmp_pat
         "available_kv_bytes": int(52.25 * 1024**3), "kv_tokens": 427_984, "weights_bytes": int(15.5 * 1024**3),
         "max_concurrency": 13.06, "max_model_len": 32_768, "tp": 2, "kv_cache_dtype": None, "run_id": run.run_id,
     }
+    assert _row(run.run_id)["engine_version"] == "0.16.0"  # learned from the log
 
 
 def test_logs_prints_the_run_log(fake_cmd, tmp_path, capsys):

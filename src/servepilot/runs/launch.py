@@ -267,9 +267,17 @@ class Supervisor:
         # Only ask once our own process tree listens on the port: otherwise a different
         # server already on that port (the port-in-use failure) would look ready.
         ports = process.listening_ports(self.run.identity)
-        if port not in ports:
+        if ports is not None and port not in ports:
             return None
-        return probe(url)
+        return probe(url)  # listening (or unknowable: then the probe alone decides)
+
+    def _learned_version(self) -> dict[str, str]:
+        """The engine version the log printed, when the command did not tell us."""
+        logged = self.tracker.figures.get("engine_version")
+        if logged and not self.run.plan.command.engine_version:
+            self.run.record["engine_version"] = logged
+            return {"engine_version": logged}
+        return {}
 
     def _ready(self, started: float, url: str, result: Probe) -> Outcome:
         figures = dict(self.tracker.figures)
@@ -292,7 +300,7 @@ class Supervisor:
         db = store.connect()
         try:
             store.update_run(db, self.run.run_id, only_if_state=("starting",), state="ready", ready_at=time.time(),
-                             served_model=", ".join(result.served_models) or None)
+                             served_model=", ".join(result.served_models) or None, **self._learned_version())
             if any(figures.get(k) is not None for k in store.MEASUREMENT_FIELDS):
                 store.record_measurement(db, self.run.run_id, model=cmd.model, engine=cmd.engine,
                                          gpu_key=cmd.gpu_key, figures=figures)
@@ -311,7 +319,7 @@ class Supervisor:
         diagnosis = integration.triage_log(self.run.log_path, self.run.plan.command.engine)
         category = (diagnosis.get("root_cause") or {}).get("category")
         finish(self.run.run_id, "failed", exit_code=code, category=category, diagnosis=diagnosis, record=self.run.record,
-               run_dir=self.run.run_dir, reason=reason)
+               run_dir=self.run.run_dir, reason=reason, **self._learned_version())
         return Outcome(
             run_id=self.run.run_id, state="failed", elapsed_s=time.monotonic() - started, exit_code=code,
             reason=reason, diagnosis=diagnosis, figures=dict(self.tracker.figures), exited_at=exited_at,
@@ -337,13 +345,13 @@ def _predicted(plan: Any) -> dict | None:
 
 def finish(run_id: str, state: str, *, exit_code: int | None = None, category: str | None = None,
            diagnosis: dict | None = None, record: dict | None = None, run_dir: Path | None = None,
-           reason: str | None = None) -> bool:
+           reason: str | None = None, **extra: Any) -> bool:
     """Record how a run ended, unless someone (a `stop`) already recorded it."""
     db = store.connect()
     try:
         changed = store.update_run(
             db, run_id, only_if_state=("starting", "ready", "exited"), state=state, exit_code=exit_code,
-            ended_at=time.time(), category=category, diagnosis_json=diagnosis,
+            ended_at=time.time(), category=category, diagnosis_json=diagnosis, **extra,
         )
     finally:
         db.close()

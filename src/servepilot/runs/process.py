@@ -176,19 +176,25 @@ def stop_group(identity: ProcessIdentity, grace_s: float = 10.0, poll_s: float =
     )
 
 
-def listening_ports(identity: ProcessIdentity) -> set[int]:
-    """TCP ports that the engine's process tree listens on (empty when unreadable)."""
+def listening_ports(identity: ProcessIdentity) -> set[int] | None:
+    """TCP ports that the engine's process tree listens on; None when that cannot be read
+    (an engine running as another user), so the caller knows it is not an empty answer."""
     ports: set[int] = set()
     try:
         root = psutil.Process(identity.pid)
         tree = [root, *root.children(recursive=True)]
+    except psutil.AccessDenied:
+        return None
     except psutil.Error:
         return ports
+    denied = 0
     for p in tree:
         try:
             for c in p.net_connections(kind="tcp"):
                 if c.status == psutil.CONN_LISTEN and c.laddr:
                     ports.add(c.laddr.port)
+        except psutil.AccessDenied:
+            denied += 1
         except psutil.Error:
             continue
-    return ports
+    return None if denied and not ports else ports

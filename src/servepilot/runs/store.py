@@ -141,6 +141,9 @@ def write(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
 def migrate(db: sqlite3.Connection) -> list[str]:
     """Apply the migrations not yet recorded; return their names. Safe to race."""
     db.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at REAL)")
+    wanted = {name for name, _ in MIGRATIONS}
+    if wanted <= {row[0] for row in db.execute("SELECT name FROM _migrations")}:
+        return []  # the common case: no write lock taken, so readers never queue behind writers
     applied_now: list[str] = []
     with write(db):
         done = {row[0] for row in db.execute("SELECT name FROM _migrations")}
