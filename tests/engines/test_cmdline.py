@@ -337,3 +337,12 @@ def test_attention_backend_from_attention_config():
     assert changed.options["attention_backend"] == "TRITON_MLA"
     both = parse_command("vllm serve m --attention-backend X -ac.backend=Y", engine_version="0.16.0")
     assert any("mutually exclusive" in n for n in both.notes)
+
+
+def test_sudo_and_exec_wrappers_are_kept():
+    launch = parse_command("sudo -E -u svc CUDA_VISIBLE_DEVICES=0 vllm serve /m --port 8001")
+    assert launch.argv == ("vllm", "serve", "/m", "--port", "8001")
+    assert launch.shell.wrappers == ("sudo", "-E", "-u", "svc")
+    assert launch.shell.env == {"CUDA_VISIBLE_DEVICES": "0"}
+    again = parse_command(render_command(launch))
+    assert again.shell == launch.shell and again.options == launch.options

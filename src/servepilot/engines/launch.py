@@ -19,6 +19,7 @@ class ShellContext:
     tail: tuple[str, ...] = ()  # `; echo ...` and other commands after the engine's
     prefix_commands: tuple[str, ...] = ()  # `pkill ...; sleep 3;` before it
     ssh_options: tuple[str, ...] = ()  # `ssh -p 2222 -i key HOST ...`: the options before HOST
+    wrappers: tuple[str, ...] = ()  # `sudo -E`, `exec`, `time` words run before the engine (not env/nohup)
 
 
 @dataclass(frozen=True)

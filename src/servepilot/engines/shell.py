@@ -25,6 +25,8 @@ _SEPARATORS = (";", "&&", "||", "|", "&", "\n")
 # ssh options that take an argument (OpenSSH ssh(1) synopsis).
 _SSH_ARG_OPTIONS = set("BbcDEeFIiJLlmOoPpQRSWw")
 _WRAPPERS = ("nohup", "exec", "time", "command")
+# sudo(8) options that take an argument.
+_SUDO_ARG_OPTIONS = {"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U", "-T"}
 
 
 @dataclass(frozen=True)
@@ -215,7 +217,7 @@ def split_shell_line(text: str, is_engine: Callable[[Sequence[str]], bool]) -> S
         ctx = _tee_log(stmts, index, ctx)
         return ShellSplit(tuple(argv), ctx)
     words = [t.text for t in stmts[0].tokens if t.kind == "word"] if stmts else text.split()
-    programs = [w for w in words if not _ASSIGNMENT.match(w) and w not in ("env", *_WRAPPERS)]
+    programs = [w for w in words if not _ASSIGNMENT.match(w) and w not in ("env", "sudo", *_WRAPPERS)]
     first = programs[0] if programs else (words[0] if words else "")
     raise CommandLineError(
         f"no vLLM, SGLang or llama.cpp server command found (first program: {first!r})",
@@ -301,6 +303,7 @@ def _engine_statement(stmt: Statement, is_engine, variables: dict, exported: dic
     texts = [_expand(t.text, variables) if t.expandable else t.text for t in words]
 
     nohup = False
+    wrappers: list[str] = []
     pos = 0
     while pos < len(texts):
         w = texts[pos]
@@ -319,8 +322,17 @@ def _engine_statement(stmt: Statement, is_engine, variables: dict, exported: dic
                     pos += 1
                 pos += 1
         elif w in _WRAPPERS:
-            nohup = nohup or w == "nohup"
+            if w == "nohup":
+                nohup = True
+            else:
+                wrappers.append(w)
             pos += 1
+        elif w == "sudo":
+            start = pos
+            pos += 1
+            while pos < len(texts) and texts[pos].startswith("-"):
+                pos += 2 if texts[pos] in _SUDO_ARG_OPTIONS else 1
+            wrappers.extend(texts[start:pos])
         else:
             break
     argv = texts[pos:]
@@ -330,7 +342,7 @@ def _engine_statement(stmt: Statement, is_engine, variables: dict, exported: dic
         return _ssh(argv[1:], is_engine)
     if not is_engine(argv):
         return None
-    ctx = ShellContext(env=env, nohup=nohup, **_redirections(redirects))
+    ctx = ShellContext(env=env, nohup=nohup, wrappers=tuple(wrappers), **_redirections(redirects))
     return argv, ctx
 
 
@@ -390,6 +402,7 @@ def render_shell(argv: Sequence[str], ctx: ShellContext) -> str:
     parts = [f"{k}={quote_word(str(v))}" for k, v in ctx.env.items() if exported.get(k) != str(v)]
     if ctx.nohup:
         parts.append("nohup")
+    parts.extend(quote_word(w) for w in ctx.wrappers)
     parts.extend(quote_word(w) for w in argv)
     parts.extend(_render_redirections(ctx))
     line = " ".join(parts)
