@@ -90,3 +90,18 @@ def test_cleanup_lists_without_removing(capsys):
     assert main(["cleanup", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["schema"] == "servepilot.cleanup/1" and out["removed"] == 0
+
+
+def test_command_file_launch_drops_the_scripts_redirections(fake_cmd, tmp_path, capsys, reap_detached):
+    import shlex
+
+    script = tmp_path / "serve.sh"
+    stray = tmp_path / "nohup.log"
+    script.write_text(f"#!/bin/bash\nMODE=fast nohup {shlex.join(fake_cmd())} > {stray} 2>&1 &\n")
+    rc = main(["launch", "--force", "--detach", "--json", "--command-file", str(script)])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and out["state"] == "ready"
+    assert any("dropped" in n and str(stray) in n for n in out["notes"])
+    assert not stray.exists()
+    assert main(["stop", out["run_id"]]) == 0
+    capsys.readouterr()
