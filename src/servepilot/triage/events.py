@@ -61,7 +61,6 @@ class ErrorEvent:
 @dataclass
 class _Open:
     mode: str  # "tb" or "block"
-    start_line: int
     lines: list[str] = field(default_factory=list)
     first: tuple[int, LogLine] | None = None
     numbers: list[int] = field(default_factory=list)  # block mode: the line number of each line
@@ -96,15 +95,14 @@ class Assembler:
     """Feed (line number, raw line) in order; read events, launches and health afterwards."""
 
     def __init__(self, since: datetime | None = None):
-        self.since = since.replace(tzinfo=None) if since and since.tzinfo else since
+        # Engines stamp lines in local time without a zone: compare in local time.
+        self.since = since.astimezone().replace(tzinfo=None) if since and since.tzinfo else since
         self.events: list[ErrorEvent] = []
         self.launch = 0
         self.launch_reasons: list[str] = []
         self.healthy_launches: dict[int, int] = {}  # launch -> line of its first readiness line
-        self.banner_lines: list[int] = []
         self.old_lines = 0
         self.first_old_line: int | None = None
-        self.engine_hint: str | None = None
         self._open: dict[tuple, _Open] = {}
         self._chain: set[tuple] = set()
         self._seen_banners: set[tuple[str, str | None]] = set()
@@ -128,7 +126,6 @@ class Assembler:
             if key in self._seen_banners:
                 self._new_launch(line_no, f"second start-up banner ({ll.message[:60]!r})")
             self._seen_banners.add(key)
-            self.banner_lines.append(line_no)
         if ll.process and ll.pid is not None and is_unique_process_name(ll.process):
             known = self._pids.get(ll.process)
             if known is not None and known != ll.pid:
@@ -166,9 +163,8 @@ class Assembler:
         if msg.startswith(_TRACEBACK_HEAD):
             if opened and opened.mode == "block":
                 self._close_block(key)
-            elif opened and opened.mode == "tb" and opened.lines:
-                self._emit_truncated(key)
-            self._open[key] = _Open("tb", line_no, [ll.text])
+            # a traceback still open here was cut short (no exception line): it is dropped
+            self._open[key] = _Open("tb", [ll.text])
             return
         if _CHAIN.match(msg):
             self._chain.add(key)
@@ -195,7 +191,7 @@ class Assembler:
         )
         if is_error_line:
             if opened is None:
-                opened = self._open[key] = _Open("block", line_no, first=(line_no, ll))
+                opened = self._open[key] = _Open("block", first=(line_no, ll))
             if len(opened.lines) < _FRAMES_KEPT:  # the first lines of a run say what happened
                 opened.lines.append(ll.text)
                 opened.numbers.append(line_no)
@@ -228,9 +224,6 @@ class Assembler:
                 block=list(zip(opened.numbers, opened.lines, strict=True)),
             )
         )
-
-    def _emit_truncated(self, key) -> None:
-        self._open.pop(key, None)
 
     def _flush_all(self) -> None:
         for key in list(self._open):
