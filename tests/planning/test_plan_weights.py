@@ -118,3 +118,16 @@ def test_architecture_estimate_counts_parameters_and_quantized_bytes():
     bf16_bytes = sum(t.nbytes for t in architecture_tensors(deepseek_v3()))
     fp4_bytes = sum(t.nbytes for t in architecture_tensors(fp4))
     assert fp4_bytes / bf16_bytes == pytest.approx((0.5 + 1 / 16) / 2, rel=0.05)
+
+
+def test_quant_ignore_list_keeps_those_modules_in_bf16():
+    base = replace(deepseek_v3(), quant=QuantSpec(method="modelopt", quant_algo="NVFP4"))
+    ignoring = replace(base, quant=QuantSpec(method="modelopt", quant_algo="NVFP4",
+                                             ignore=("language_model.model.layers.*.self_attn*", "re:.*lm_head")))
+
+    def attn_bytes(spec):
+        return sum(t.nbytes for t in architecture_tensors(spec) if ".self_attn." in t.name and len(t.shape) > 1)
+
+    assert attn_bytes(ignoring) == pytest.approx(attn_bytes(base) * 2 / (0.5 + 1 / 16), rel=1e-3)
+    experts = [t.nbytes for t in architecture_tensors(ignoring) if ".experts." in t.name]
+    assert experts == [t.nbytes for t in architecture_tensors(base) if ".experts." in t.name]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from servepilot.checkpoint.spec import ModelSpec, TensorInfo
 from servepilot.planning.kv import cdiv, pp_layer_ranges
@@ -197,7 +198,7 @@ def _linear_bytes_per_param(spec: ModelSpec, name: str) -> float:
     dtype_bytes = 4 if (spec.dtype or "").lower() in ("float32", "float") else 2
     if q is None:
         return dtype_bytes
-    if any(_ignored(name, str(p)) for p in q.ignore):
+    if _ignored(name, tuple(q.ignore)):
         return dtype_bytes
     method = (q.method or "").lower()
     algo = (q.quant_algo or "").upper()
@@ -213,16 +214,33 @@ def _linear_bytes_per_param(spec: ModelSpec, name: str) -> float:
     return dtype_bytes
 
 
-def _ignored(name: str, pattern: str) -> bool:
-    """A quant config's ignore / exclude_modules entry: a module name, a glob, or "re:<regex>"."""
-    from fnmatch import fnmatch
+@lru_cache(maxsize=64)
+def _ignore_regex(patterns: tuple[str, ...]) -> re.Pattern | None:
+    """One regex for a quant config's ignore / exclude_modules list, matched against a module
+    name (the tensor name without its last part) or the whole tensor name. Entries are module
+    names ("lm_head" also matches "model.lm_head"), globs, or "re:<regex>"; the multimodal
+    wrapper prefix "language_model." is dropped (Kimi-K2.5 names its text tower so)."""
+    from fnmatch import translate
 
+    parts = []
+    for pattern in patterns:
+        pattern = str(pattern)
+        if pattern.startswith("language_model."):
+            pattern = pattern[len("language_model."):]
+        if pattern.startswith("re:"):
+            parts.append(f"(?:.*?(?:{pattern[3:]}).*)")
+        else:
+            glob = translate(pattern).removeprefix("(?s:").removesuffix(")\\Z")
+            parts.append(f"(?:(?:.*\\.)?(?:{glob}))")
+    return re.compile("|".join(parts), re.S) if parts else None
+
+
+def _ignored(name: str, patterns: tuple[str, ...]) -> bool:
+    rx = _ignore_regex(tuple(patterns))
+    if rx is None:
+        return False
     module = name.rsplit(".", 1)[0]
-    if pattern.startswith("language_model."):  # multimodal wrappers (Kimi-K2.5) name the text tower so
-        pattern = pattern[len("language_model."):]
-    if pattern.startswith("re:"):
-        return re.search(pattern[3:], module) is not None
-    return module == pattern or fnmatch(module, pattern) or fnmatch(name, pattern) or module.endswith("." + pattern)
+    return rx.fullmatch(module) is not None or rx.fullmatch(name) is not None
 
 
 def architecture_tensors(spec: ModelSpec) -> list[TensorInfo]:
@@ -234,10 +252,11 @@ def architecture_tensors(spec: ModelSpec) -> list[TensorInfo]:
     out: list[TensorInfo] = []
     emb_bytes = 4 if (spec.dtype or "").lower() in ("float32", "float") else 2
 
-    def add(name: str, rows: int, cols: int = 0, linear: bool = True):
-        params = rows * (cols or 1)
+    def add(name: str, rows: int, cols: int = 0, linear: bool = True, stacked: int = 0):
+        # stacked: one fused tensor for all routed experts ([E, rows, cols], as gpt-oss stores them)
+        params = rows * (cols or 1) * (stacked or 1)
         per = _linear_bytes_per_param(spec, name) if linear and cols else emb_bytes
-        shape = (rows, cols) if cols else (rows,)
+        shape = ((stacked,) if stacked else ()) + ((rows, cols) if cols else (rows,))
         out.append(TensorInfo(name=name, dtype="synthetic", shape=shape, nbytes=int(params * per)))
 
     v = spec.vocab_size or 0
@@ -277,9 +296,8 @@ def architecture_tensors(spec: ModelSpec) -> list[TensorInfo]:
         if is_moe_layer:
             ei = moe.expert_intermediate_size or inter
             add(p + "mlp.gate.weight", moe.num_experts, h)
-            for e in range(moe.num_experts):
-                for proj, r, c in (("gate_proj", ei, h), ("up_proj", ei, h), ("down_proj", h, ei)):
-                    add(p + f"mlp.experts.{e}.{proj}.weight", r, c)
+            for proj, r, c in (("gate_proj", ei, h), ("up_proj", ei, h), ("down_proj", h, ei)):
+                add(p + f"mlp.experts.{proj}.weight", r, c, stacked=moe.num_experts)
             if moe.num_shared_experts:
                 si = ei * moe.num_shared_experts
                 for proj, r, c in (("gate_proj", si, h), ("up_proj", si, h), ("down_proj", h, si)):
