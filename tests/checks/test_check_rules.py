@@ -137,7 +137,8 @@ def test_fp8_kv_on_ampere(tmp_path):
     dep = deployment(llama_like(tmp_path / "m"), cc=(8, 6), n=2, memory=24 * GIB, version="0.11.0", options={"kv_cache_dtype": "fp8"})
     result = run_checks(dep)
     assert result.resolved["attention_backend"] == "TRITON_ATTN"
-    assert "fp8e4nv" in finding(result, "SP-ATTN-001").detail
+    f = finding(result, "SP-ATTN-001")
+    assert "fp8e4nv" in f.detail and f.category == "kv_cache_dtype"
     # 0.16 validates backends in order: FLASH_ATTN refuses fp8 off Hopper, FLASHINFER takes it
     newer = run_checks(deployment(llama_like(tmp_path / "n"), cc=(8, 6), n=2, memory=24 * GIB, options={"kv_cache_dtype": "fp8"}))
     assert newer.resolved["attention_backend"] == "FLASHINFER"
@@ -206,3 +207,33 @@ def test_findings_are_sorted_errors_first(tmp_path):
     result = run_checks(deployment(kimi_like(tmp_path / "k"), version="0.16.0", options={"trust_remote_code": True}, env={"NCCL_PROTO": "LL"}))
     order = [f.severity for f in result.findings]
     assert order == sorted(order, key=["error", "warning", "info"].index)
+
+
+def test_known_model_type_with_auto_map_needs_no_trust(tmp_path):
+    # DeepSeek-V3 ships auto_map, but transformers knows model_type deepseek_v3
+    path = llama_like(tmp_path / "m", arch="DeepseekV3ForCausalLM", model_type="deepseek_v3",
+                      auto_map={"AutoConfig": "configuration_deepseek.DeepseekV3Config"})
+    assert "SP-CODE-001" not in codes(run_checks(deployment(path, cc=(9, 0), n=1)))
+
+
+def test_internvl_chat_needs_trust(tmp_path):
+    path = llama_like(tmp_path / "m", arch="InternVLChatModel", model_type="internvl_chat",
+                      auto_map={"AutoConfig": "configuration_internvl_chat.InternVLChatConfig"})
+    result = run_checks(deployment(path, cc=(9, 0), n=1))
+    assert finding(result, "SP-CODE-001").severity == "error"
+    assert "SP-ARCH-001" not in codes(result)  # the architecture itself is native
+
+
+def test_missing_chat_template(tmp_path):
+    path = llama_like(tmp_path / "m")
+    (path / "tokenizer_config.json").write_text('{"tokenizer_class": "PreTrainedTokenizerFast"}')
+    f = finding(run_checks(deployment(path, cc=(9, 0), n=1)), "SP-TMPL-001")
+    assert f.severity == "warning" and f.category == "tokenizer_template"
+    (path / "chat_template.jinja").write_text("{{ messages }}")
+    assert "SP-TMPL-001" not in codes(run_checks(deployment(path, cc=(9, 0), n=1)))
+
+
+def test_chat_template_flag_silences(tmp_path):
+    path = llama_like(tmp_path / "m")
+    (path / "tokenizer_config.json").write_text("{}")
+    assert "SP-TMPL-001" not in codes(run_checks(deployment(path, cc=(9, 0), n=1, options={"chat_template": "t.jinja"})))

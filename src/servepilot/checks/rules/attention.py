@@ -50,10 +50,12 @@ def attention_backend_fails(dep, ctx) -> list[Finding]:
     remedies = kv_remedies(dep, ctx)
     if res.forced_backend and res.forced_by not in (None, "vLLM's SM100 default (check_and_update_config)"):
         remedies = [_unforce_remedy(res)] + remedies
-    category = "attention_backend"
+    # the engine got past selection and a kernel refused the fp8 cache: a KV dtype problem
+    category = "kv_cache_dtype" if res.attention_backend and str(res.kv_cache_dtype).startswith("fp8") else "attention_backend"
     return [Finding(
         code="SP-ATTN-001", category=category, severity="error",
-        title=f"No attention backend for {res.kv_cache_dtype} KV cache on compute capability {cc}" if not res.forced_backend else f"Forced attention backend {res.forced_backend} is not valid here",
+        title=f"{res.attention_backend} cannot use the {res.kv_cache_dtype} KV cache on compute capability {cc}" if res.attention_backend and not res.forced_backend
+        else f"No attention backend for {res.kv_cache_dtype} KV cache on compute capability {cc}" if not res.forced_backend else f"Forced attention backend {res.forced_backend} is not valid here",
         detail="\n".join(lines), evidence=evidence, remedies=tuple(remedies),
     )]
 

@@ -70,7 +70,7 @@ def architecture_known(dep, ctx) -> list[Finding]:
     "SP-CODE-001", "remote_code", "Checkpoint custom code and --trust-remote-code",
     facts=("A config.json with auto_map makes transformers import the checkpoint's Python files; without trust_remote_code it refuses (\"requires you to execute the configuration file in that repo\").",
            "With --trust-remote-code those files run with the server's privileges: they are listed with their sha256 so they can be reviewed."),
-    sources=("transformers/dynamic_module_utils.py (resolve_trust_remote_code)", "vllm/transformers_utils/config.py@v0.16.0 (get_config)"),
+    sources=("servepilot/engines/vllm/knowledge/config_types.yaml", "transformers/models/auto/configuration_auto.py@v4.57.1", "vllm/transformers_utils/config.py@v0.16.0 (get_config, _CONFIG_REGISTRY)"),
 )
 def remote_code(dep, ctx) -> list[Finding]:
     spec = dep.spec
@@ -82,7 +82,7 @@ def remote_code(dep, ctx) -> list[Finding]:
     if trusted or not needs_code:
         return []
     return [Finding("SP-CODE-001", "remote_code", "error", "the checkpoint's configuration needs --trust-remote-code",
-                        f"config.json maps its classes to Python files in the checkpoint (auto_map) and the engine has no built-in config for model_type {spec.model_type!r}. Reading the config will fail without --trust-remote-code. Files that would run:\n{listing}",
+                        f"config.json maps its classes to Python files in the checkpoint (auto_map) and neither transformers nor the engine has a config class for model_type {spec.model_type!r}. Reading the config will fail without --trust-remote-code. Files that would run:\n{listing}",
                         evidence, (Remedy("flag", "--trust-remote-code", "runs the listed Python files with the server's privileges: review them first", {"set": {"trust_remote_code": True}, "unset": []}),))]
     return []
 
@@ -113,14 +113,32 @@ def _code_files(spec):
 
 
 def _needs_remote_code(dep, ctx) -> bool:
-    """Whether the engine cannot read the config without running the checkpoint's code."""
+    """Whether reading config.json needs the checkpoint's own configuration code.
+
+    transformers reads the model types in its CONFIG_MAPPING and vLLM registers its own
+    config classes for some more (_CONFIG_REGISTRY); any other model_type is read through
+    auto_map, which runs the checkpoint's Python.
+    """
     spec = dep.spec
-    if dep.engine != "vllm":
+    model_type = spec.model_type
+    if model_type is None:
         return True
-    # vLLM ships configs for these model types (vllm/transformers_utils/configs), and
-    # transformers knows the rest of the common ones; a natively served arch has its config.
-    status, _ = _arch_status(spec.architectures[0], ctx.resolution.engine_version or "0.18.0") if spec.architectures else ("absent", None)
-    return status != "native"
+    if dep.engine != "vllm":
+        return model_type not in _transformers_types()
+    return model_type not in known_config_types(ctx.resolution.engine_version or "0.18.0")
+
+
+def _transformers_types() -> frozenset:
+    from servepilot.engines import knowledge as kb
+
+    return frozenset(kb.load_file("vllm", "config_types")["transformers_configs"][0]["model_types"])
+
+
+def known_config_types(version: str) -> frozenset:
+    from servepilot.engines import knowledge as kb
+
+    row = kb.row_for(kb.load_file("vllm", "config_types")["vllm_configs"], version)
+    return _transformers_types() | frozenset(row["model_types"] if row else ())
 
 
 def derived_max_len(spec) -> tuple[int | None, str]:
@@ -163,3 +181,35 @@ def max_model_len(dep, ctx) -> list[Finding]:
                     f"The derived maximum is {limit:,} ({how}). " + ("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 lets it start, but outputs past the trained length are unreliable." if allowed else f"vLLM will raise: User-specified max_model_len ({want}) is greater than the derived max_model_len ({limit})."),
                     (Evidence(f"max_position_embeddings = {spec.max_position_embeddings}", f"{spec.path}/config.json"),),
                     (Remedy("flag", f"--max-model-len {limit}", f"requests longer than {limit:,} tokens are refused", {"set": {"max_model_len": limit}, "unset": []}),))]
+
+
+@rule(
+    "SP-TMPL-001", "tokenizer_template", "No chat template: chat requests will fail",
+    facts=("Since transformers 4.44 a tokenizer without chat_template has no default; the server starts but /v1/chat/completions answers with an error ('you must provide a chat template').",
+           "The template can come from tokenizer_config.json chat_template, a chat_template.jinja / chat_template.json file, or --chat-template."),
+    sources=("transformers/tokenization_utils_base.py@v4.44.0 (apply_chat_template)", "vllm/entrypoints/chat_utils.py@v0.16.0 (resolve_hf_chat_template)"),
+)
+def chat_template(dep, ctx) -> list[Finding]:
+    import json
+    from pathlib import Path
+
+    spec = dep.spec
+    if spec is None or spec.format != "hf" or dep.launch.get("chat_template"):
+        return []
+    root = Path(spec.path)
+    tokenizer_config = root / "tokenizer_config.json"
+    if not tokenizer_config.is_file():
+        return []
+    if any((root / name).is_file() for name in ("chat_template.jinja", "chat_template.json")):
+        return []
+    try:
+        data = json.loads(tokenizer_config.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    if not isinstance(data, dict) or data.get("chat_template"):
+        return []
+    return [Finding("SP-TMPL-001", "tokenizer_template", "warning", "the checkpoint has no chat template",
+                    "tokenizer_config.json has no chat_template and there is no chat_template.jinja: the server starts, "
+                    "but every /v1/chat/completions request fails until a template is given (completions still work).",
+                    (Evidence("tokenizer_config.json without chat_template", str(tokenizer_config)),),
+                    (Remedy("flag", "--chat-template <template.jinja from the model card>", "a template that does not match the model's training format degrades answers", {"set": {"chat_template": "<path>"}, "unset": []}),))]
