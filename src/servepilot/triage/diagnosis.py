@@ -64,11 +64,6 @@ class Diagnosis:
     launches: int
     notes: tuple[Cause, ...] = ()  # benign known messages (fallback notices)
 
-    @property
-    def count_str(self) -> str:
-        rc = self.root_cause
-        return f"x{rc.count}" if rc and rc.count > 1 else ""
-
 
 @dataclass
 class _Group:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from multiprocessing import get_context
 
 from servepilot.triage.scan import MAX_LINE_BYTES, ScanStats, scan_lines
@@ -74,12 +75,19 @@ def worker_count(size: int) -> int:
 
 
 def scan_file_parallel(path: str, size: int, needles, tail_from: int, workers: int):
-    """(total lines, candidate lines in order), or None when a range had too many candidates."""
+    """(total lines, candidate lines in order), or None: then the caller streams the file itself.
+
+    None when a range had too many candidates, or when worker processes cannot run here (a
+    script without an `if __name__ == "__main__"` guard, no semaphores in a sandbox).
+    """
     bounds = _split(path, size, workers)
     ranges = [(lo, hi) for lo, hi in zip(bounds, bounds[1:], strict=False) if hi > lo]
-    with ProcessPoolExecutor(len(ranges), mp_context=get_context("spawn")) as pool:
-        futures = [pool.submit(_scan_range, path, lo, hi, needles, tail_from) for lo, hi in ranges]
-        results = [fut.result() for fut in futures]
+    try:
+        with ProcessPoolExecutor(len(ranges), mp_context=get_context("spawn")) as pool:
+            futures = [pool.submit(_scan_range, path, lo, hi, needles, tail_from) for lo, hi in ranges]
+            results = [fut.result() for fut in futures]
+    except (BrokenProcessPool, OSError, RuntimeError):
+        return None
     if any(r is None for r in results):
         return None
     merged: dict[int, str] = {}
