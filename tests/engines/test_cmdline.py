@@ -346,3 +346,9 @@ def test_sudo_and_exec_wrappers_are_kept():
     assert launch.shell.env == {"CUDA_VISIBLE_DEVICES": "0"}
     again = parse_command(render_command(launch))
     assert again.shell == launch.shell and again.options == launch.options
+
+
+def test_version_newer_than_the_table_is_said():
+    launch = parse_command("vllm serve m --brand-new-flag 1", engine_version="0.99.0")
+    assert launch.unknown_flags == ("--brand-new-flag",)
+    assert any("newer than the newest version in servepilot's flag table (0.34.0)" in n for n in launch.notes)

@@ -149,6 +149,9 @@ def _unknown_notes(module, program, unknown: list[str], version: str | None) -> 
     key = module.table_key(program) if hasattr(module, "table_key") else module.TABLE_KEY
     table = load_table(module.TABLE_PACKAGE, key)
     out = []
+    newest = table.sampled_versions[-1] if table.sampled_versions else None
+    if unknown and version and newest and _newer(version, newest):
+        out.append(f"{module.ENGINE} {version} is newer than the newest version in servepilot's flag table ({newest}): flags added since are reported as unknown")
     for name in dict.fromkeys(unknown):
         base = name.split(".")[0].split("=")[0]
         ranges = table.versions_of(base)
@@ -161,6 +164,12 @@ def _unknown_notes(module, program, unknown: list[str], version: str | None) -> 
             where = f" (versions {sampled[0]} to {sampled[-1]} sampled)" if sampled else ""
             out.append(f"{base} is not in servepilot's {module.ENGINE} flag table{where}; kept as typed")
     return out
+
+
+def _newer(version: str, than: str) -> bool:
+    from servepilot.engines.flagtable import release_version
+
+    return release_version(version) > release_version(than)
 
 
 # ---- vLLM --config file.yaml ----------------------------------------------------------------
