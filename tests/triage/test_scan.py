@@ -65,3 +65,24 @@ def test_ranges_on_several_processes_give_the_same_lines_as_one_stream(tmp_path)
     assert total == data.count(b"\n") == seq_stats.lines
     assert parallel == sequential
     assert len(parallel) > 1000  # the window really spans the ranges
+
+
+def test_triage_streams_the_file_itself_when_workers_cannot_start(tmp_path, monkeypatch):
+    import servepilot.triage.api as api
+    import servepilot.triage.parallel as parallel
+    from servepilot.triage import triage_file
+
+    def no_pool(*args, **kwargs):
+        raise OSError("no semaphores here")
+
+    data = _log()
+    log = tmp_path / "big.log"
+    log.write_bytes(data)
+    monkeypatch.setattr(parallel, "ProcessPoolExecutor", no_pool)
+    monkeypatch.setattr(api, "DENSE_FILE_BYTES", 1)
+    monkeypatch.setattr(api, "worker_count", lambda size: 2)
+    assert parallel.scan_file_parallel(str(log), len(data), needles_for("vllm"), len(data), 2) is None
+    d = triage_file(log)
+    assert d.lines_read == data.count(b"\n")
+    assert d.root_cause.exception == "ValueError" and d.root_cause.line == data.split(b"\n").index(
+        b"(Worker_TP0 pid=100) ERROR 01-01 00:00:00 [x.py:1] ValueError: failure 700") + 1
