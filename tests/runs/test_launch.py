@@ -92,6 +92,7 @@ def test_fatal_line_then_hang_is_stopped(fake_cmd, tmp_path, monkeypatch):
         out = sup.wait_ready()
         assert out.state == "failed"
         assert "fatal line" in out.reason
+        assert out.exit_code == -15  # our SIGTERM, collected before the outcome was recorded
         run.proc.wait(5)
         assert process.group_members(run.identity.pgid, not_before=run.identity.start_time) == []
     finally:

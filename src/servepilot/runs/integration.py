@@ -159,7 +159,7 @@ def _fallback_command(command: list[str], command_file: str | None, engine_versi
         "sglang" if "sglang" in joined else
         "llama.cpp" if ("llama-server" in joined or "llama_cpp" in joined) else None
     )
-    opts = _flag_values(argv)
+    opts = flag_values(argv)
     model = opts.get("model") or opts.get("model-path") or opts.get("m")
     if model is None and engine == "vllm" and len(argv) > 2 and argv[1] == "serve":
         model = argv[2]
@@ -172,7 +172,8 @@ def _fallback_command(command: list[str], command_file: str | None, engine_versi
     )
 
 
-def _flag_values(argv: list[str]) -> dict[str, str]:
+def flag_values(argv: list[str]) -> dict[str, str]:
+    """`--name value`, `--name=value` and bare `--flag` ("true") as {name: value}."""
     out: dict[str, str] = {}
     for i, w in enumerate(argv):
         if w.startswith("-") and len(w) > 1:

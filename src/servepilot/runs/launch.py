@@ -171,7 +171,7 @@ def start_run(plan: LaunchPlan, *, name: str | None = None, cwd: str | Path | No
 
 def _flags(argv: list[str]) -> dict[str, str]:
     """The operator's flags as {name: value} for history's diff (positional model aside)."""
-    return integration._flag_values(list(argv))
+    return integration.flag_values(list(argv))
 
 
 def _overlay_key(overlay: dict | None) -> str | None:
@@ -185,7 +185,7 @@ class Outcome:
     """How a supervised start ended."""
 
     run_id: str
-    state: str  # "ready" | "failed" | "stopped"
+    state: str  # "ready" | "failed"
     elapsed_s: float
     url: str | None = None
     served_models: tuple[str, ...] = ()
@@ -312,6 +312,8 @@ class Supervisor:
         return outcome
 
     def _failed(self, started: float, reason: str | None) -> Outcome:
+        if self.run.proc is not None:
+            self._exited.wait(2.0)  # after a stop: let the reaper collect the exit code
         exited_at = self._exit_time or time.time()
         code = self._exit_code
         if reason is None:

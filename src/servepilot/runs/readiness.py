@@ -5,7 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # Short: the probe runs inside the supervisor loop and must not delay noticing an exit.
+# Loopback connects take well under a millisecond; a server that accepts but has not
+# answered in a second is not ready yet.
 PROBE_TIMEOUT_S = 1.0
+CONNECT_TIMEOUT_S = 0.25
 
 
 @dataclass(frozen=True)
@@ -35,7 +38,7 @@ def probe(url: str, client=None) -> Probe:
     import httpx
 
     own = client is None
-    client = client or httpx.Client(timeout=PROBE_TIMEOUT_S, trust_env=False)
+    client = client or httpx.Client(timeout=httpx.Timeout(PROBE_TIMEOUT_S, connect=CONNECT_TIMEOUT_S), trust_env=False)
     try:
         try:
             health = client.get(f"{url}/health")
