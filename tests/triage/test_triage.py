@@ -394,3 +394,8 @@ def test_port_taken_right_after_the_readiness_line_is_still_the_cause():
     d = triage_text(text)
     assert d.root_cause.category == "port_in_use"
     assert "0.0.0.0" in d.root_cause.explanation
+
+
+def test_exception_lines_pasted_with_markdown_keep_their_type():
+    rc = triage_text("> **FrobnicationError: the flux capacitor is unaligned**\n").root_cause
+    assert (rc.exception, rc.category) == ("FrobnicationError", "other")

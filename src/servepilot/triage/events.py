@@ -66,8 +66,13 @@ class _Open:
     numbers: list[int] = field(default_factory=list)  # block mode: the line number of each line
 
 
+_PASTE_MARKUP = re.compile(r"^[*`>_\s]+")  # issue excerpts: **bold**, `code`, > quotes
+
+
 def exception_parts(message: str) -> tuple[str, str] | None:
     """(type, message) for an exception line, else None."""
+    if message[:1] in "*`>_":
+        message = _PASTE_MARKUP.sub("", message).rstrip("*`_")
     m = _EXCEPTION.match(message)
     if not m:
         return None
