@@ -59,6 +59,8 @@ def test_old_vllm_format_without_opening_bracket():
         ("[2025-01-01 10:00:00 TP3] Load weight begin", "TP3", "2025-01-01 10:00:00"),
         ("[2025-01-01 10:00:00 DP1 TP3] Load weight begin", "DP1 TP3", "2025-01-01 10:00:00"),
         ("[2025-01-01 10:00:00] Load weight begin", None, "2025-01-01 10:00:00"),
+        ("[12-16 14:27:08 TP0] Load weight begin", "TP0", "12-16 14:27:08"),
+        ("2025-03-07 23:50:27,531 - __main__ - INFO - [2025-03-07 23:50:27 TP0] Load weight begin", "TP0", "2025-03-07 23:50:27"),
     ],
 )
 def test_sglang_rank_inside_the_timestamp_bracket(raw, process, ts):

@@ -37,9 +37,10 @@ _VLLM_FORMAT = re.compile(
     r"\[?(?P<src>[\w./\-]+:\d+)\] ?"
 )
 
-# SGLang: `[2025-01-01 10:00:00 DP0 TP3] msg` (the rank part is optional).
+# SGLang: `[2025-01-01 10:00:00 DP0 TP3] msg` (the rank part is optional); newer releases
+# drop the year: `[12-16 14:27:08 TP0] msg`.
 _SGLANG_FORMAT = re.compile(
-    r"\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?)(?P<ranks>(?: (?:DP|PP|TP|EP|CP)\d+)*)\] ?"
+    r"\[(?P<ts>(?:\d{4}-)?\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?)(?P<ranks>(?: (?:DP|PP|TP|EP|CP)\d+)*)\] ?"
 )
 
 # A leading ISO timestamp (docker --timestamps, journald, Python logging defaults), then
@@ -125,6 +126,11 @@ def parse_line(raw: str) -> LogLine:
                 inner = _VLLM_FORMAT.match(rest)
                 if inner:
                     level, source = inner.group("level"), inner.group("src")
+                    rest = rest[inner.end() :]
+                inner = _SGLANG_FORMAT.match(rest)  # a launcher's logger around SGLang's lines
+                if inner:
+                    timestamp = inner.group("ts")
+                    process = process or inner.group("ranks").strip() or None
                     rest = rest[inner.end() :]
             else:
                 m = _UVICORN.match(rest)
