@@ -51,8 +51,9 @@ def model_dtype_name(spec: ModelSpec, override: str | None = None) -> str:
     vLLM's "auto" dtype turns a float32 checkpoint into bfloat16 (fp16 on GPUs without bf16);
     the planner assumes bfloat16 there.
     """
-    name = (override or "auto").lower()
-    if name in ("auto", "", None):
+    name = str(override or "auto").lower().removeprefix("torch.")
+    name = {"bf16": "bfloat16", "fp16": "float16", "half": "float16", "fp32": "float32"}.get(name, name)
+    if name in ("auto", ""):
         name = (spec.dtype or "bfloat16").lower()
         if name in ("float32", "float"):
             name = "bfloat16"
