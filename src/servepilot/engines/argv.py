@@ -129,6 +129,12 @@ def _read_option(args: Sequence[str], i: int, vt: VersionTable, out: ParsedArgs)
         _record(out, dest, i, nxt)
         return nxt
 
+    if spec.kind == "optional":  # argparse nargs="?": a value if one follows, else the const
+        raw, nxt = _take_value(args, i, inline_value)
+        out.options[dest] = True if raw is None else raw
+        _record(out, dest, i, nxt)
+        return nxt
+
     if spec.kind == "pair":
         values = list(args[i + 1 : i + 3])
         out.options[dest] = values

@@ -265,6 +265,8 @@ def option_tokens(vt: VersionTable, dest: str, value, engine: str) -> list[str]:
         return [name, *(str(v) for v in items)]
     if spec.kind == "bool_value":
         return [name, "true" if value else "false"]
+    if spec.kind == "optional" and value is True:
+        return [name]
     return [name, str(value)]
 
 
