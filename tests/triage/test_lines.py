@@ -93,3 +93,10 @@ def test_replacement_characters_and_control_bytes_do_not_break_parsing():
     assert ll.message == "ok\ufffd"
     junk = parse_line("\ufffd\x00\x1b[\x1b]\r\r\x7f\ufffd")
     assert junk.process is None and junk.level is None
+
+
+def test_journald_prefix_is_removed_before_the_engine_prefixes():
+    ll = parse_line("Oct 02 22:13:46 HNET00 serve.sh[457499]: (EngineCore pid=457499) RuntimeError: x")
+    assert (ll.process, ll.pid, ll.message) == ("EngineCore", 457499, "RuntimeError: x")
+    ll = parse_line("Feb 21 01:41:16 host ollama[402476]: llama_model_load: error loading model: boom")
+    assert ll.source == "llama_model_load"

@@ -60,6 +60,9 @@ _LLAMACPP = re.compile(r"(?:(?P<tag>srv|slot|que|res)\s+)?(?P<func>[a-z_][a-z0-9
 # docker compose service column `vllm  | ` and kubectl-style pod prefixes before a process prefix.
 _COMPOSE = re.compile(r"[\w.\-]+\s+\|\s")
 
+# journald / syslog: `Feb 21 01:41:02 host ollama[402476]: message` (systemd services).
+_SYSLOG = re.compile(r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [\w.\-/@]+(?:\[\d+\])?: ")
+
 _LEVEL_WORDS = {"WARN": "WARNING"}
 
 
@@ -93,6 +96,9 @@ def parse_line(raw: str) -> LogLine:
     text = clean_text(raw)
     rest = text
     process = pid = level = timestamp = source = None
+    m = _SYSLOG.match(rest)
+    if m:
+        rest = rest[m.end() :]
 
     m = _PROCESS.search(rest, 0, 200)
     if m:
