@@ -229,7 +229,7 @@ def _vllm_plan(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list
     w_exact = split.exact or weights_override is not None
     terms = [
         Term("driver_reserved", int(reserved.value), False, int(reserved.get("uncertainty")),
-             f"nvidia-smi total minus what cudaMemGetInfo reports; {reserved.source}", subtracted=False),
+             f"nvidia-smi total − cudaMemGetInfo total; {reserved.source}", subtracted=False),
         Term("weights", w_max, w_exact, 0 if w_exact else int(w_max * 0.03),
              ("measured by a run" if weights_override is not None else f"{split.source}: split for TP {tp}, PP {pp}"
               + (", EP" if ep else ""))),
