@@ -237,3 +237,44 @@ def test_chat_template_flag_silences(tmp_path):
     path = llama_like(tmp_path / "m")
     (path / "tokenizer_config.json").write_text("{}")
     assert "SP-TMPL-001" not in codes(run_checks(deployment(path, cc=(9, 0), n=1, options={"chat_template": "t.jinja"})))
+
+
+def test_gptq_marlin_group_alignment(tmp_path):
+    # intermediate 11008 / tp 4 = 2752: divisible by 64 and 128? 2752 % 128 = 64 -> refused
+    path = llama_like(tmp_path / "m", quant={"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False}, intermediate=11008)
+    result = run_checks(deployment(path, cc=(8, 6), n=4, memory=24 * GIB))
+    assert result.resolved["quantization"] == "gptq_marlin"
+    f = finding(result, "SP-QUANT-004")
+    assert "input_size_per_partition = 2752 is not divisible by min_thread_k = 128" in f.detail
+    assert f.remedies[0].args == {"set": {"tensor_parallel_size": 2}, "unset": []}
+    ok = run_checks(deployment(llama_like(tmp_path / "n", quant={"quant_method": "gptq", "bits": 4, "group_size": 128}, intermediate=11008),
+                               cc=(8, 6), n=2, memory=24 * GIB))
+    assert "SP-QUANT-004" not in codes(ok)
+
+
+def test_bfloat16_on_volta(tmp_path):
+    path = llama_like(tmp_path / "m")
+    auto = run_checks(deployment(path, cc=(7, 0), n=1, memory=32 * GIB))
+    assert auto.resolved["model_dtype"] == "float16"
+    assert finding(auto, "SP-DTYPE-001").severity == "info"
+    forced = run_checks(deployment(path, cc=(7, 0), n=1, memory=32 * GIB, options={"dtype": "bfloat16"}))
+    f = finding(forced, "SP-DTYPE-001")
+    assert f.severity == "error" and f.remedies[0].args == {"set": {"dtype": "half"}, "unset": []}
+
+
+def test_old_driver_for_blackwell(tmp_path):
+    from dataclasses import replace
+
+    dep = deployment(llama_like(tmp_path / "m"), cc=(12, 0), n=1)
+    old = replace(dep, cluster=replace(dep.cluster, cuda_driver_version="12.4"))
+    assert finding(run_checks(old), "SP-CUDA-002").category == "cuda_driver_arch"
+    new = replace(dep, cluster=replace(dep.cluster, cuda_driver_version="12.8"))
+    assert "SP-CUDA-002" not in codes(run_checks(new))
+
+
+def test_first_error_is_the_one_the_engine_hits_first(tmp_path):
+    # AWQ on a V100: vLLM refuses the quantization while building its config, before any
+    # memory is profiled, so that error must come first even if memory would not fit either
+    path = llama_like(tmp_path / "m", quant={"quant_method": "awq", "bits": 4, "group_size": 128}, max_pos=1_000_000)
+    result = run_checks(deployment(path, cc=(7, 0), n=1, memory=16 * GIB))
+    assert result.findings[0].code == "SP-QUANT-001"

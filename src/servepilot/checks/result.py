@@ -7,6 +7,21 @@ from dataclasses import dataclass, field
 from servepilot.checks.finding import Finding
 
 _SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
+# Within a severity, findings follow the order in which the engine would hit them, so the first
+# error is the one the launch dies of: argument and config checks, then quantization and
+# parallel layout (VllmConfig), then process and GPU set-up, then model init (attention
+# backend), then weight loading and KV profiling (memory), then binding the port, then serving.
+_STAGES = ("SP-KV-001", "SP-CODE", "SP-ARCH", "SP-LEN", "SP-QUANT-001", "SP-TP", "SP-EP", "SP-KV", "SP-GPU",
+           "SP-CUDA", "SP-SHM", "SP-NCCL", "SP-ATTN", "SP-QUANT", "SP-MEM", "SP-PORT", "SP-TMPL")
+
+
+def engine_stage(code: str) -> int:
+    """The position of a finding's code in _STAGES (longest matching prefix); unknown codes last."""
+    best = (len(_STAGES), 0)
+    for i, prefix in enumerate(_STAGES):
+        if code.startswith(prefix) and len(prefix) > best[1]:
+            best = (i, len(prefix))
+    return best[0]
 
 
 @dataclass(frozen=True)
@@ -43,7 +58,7 @@ def run_checks(dep) -> CheckResult:
         if r.engines and dep.engine not in r.engines:
             continue
         findings.extend(r.func(dep, ctx) or ())
-    findings.sort(key=lambda f: (_SEVERITY_ORDER[f.severity], f.code))
+    findings.sort(key=lambda f: (_SEVERITY_ORDER[f.severity], engine_stage(f.code), f.code))
     resolution = ctx.resolution
     return CheckResult(
         verdict=verdict_of(findings),

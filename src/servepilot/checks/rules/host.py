@@ -105,6 +105,30 @@ def torch_arch(dep, ctx) -> list[Finding]:
 
 
 @rule(
+    "SP-CUDA-002", "cuda_driver_arch", "The NVIDIA driver is too old for these GPUs",
+    facts=("Blackwell GPUs (compute capability 10.x and 12.x) need CUDA 12.8 or newer; a driver whose CUDA version is older cannot run kernels built for them.",),
+    sources=("https://docs.nvidia.com/cuda/archive/12.8.0/cuda-toolkit-release-notes/ (Blackwell sm_100/sm_120 support from CUDA 12.8)",),
+)
+def driver_too_old(dep, ctx) -> list[Finding]:
+    driver = dep.cluster.cuda_driver_version
+    if not driver:
+        return []
+    try:
+        have = tuple(int(p) for p in str(driver).split(".")[:2])
+    except ValueError:
+        return []
+    blackwell = [g for g in dep.cluster.gpus if g.compute_capability and g.compute_capability[0] in (10, 12)]
+    if not blackwell or have >= (12, 8):
+        return []
+    g = blackwell[0]
+    return [Finding("SP-CUDA-002", "cuda_driver_arch", "error", f"driver CUDA {driver} cannot run {g.name} (needs 12.8+)",
+                    f"{g.name} is compute capability {g.cc_str}; the installed driver supports CUDA up to {driver}. "
+                    "torch will report that the driver is too old or that no kernel image is available.",
+                    (Evidence(f"driver supports CUDA {driver}", "local probe (NVML)"), Evidence(f"{g.name}: compute capability {g.cc_str}", f"cluster ({dep.cluster.source})")),
+                    (Remedy("upgrade", "an NVIDIA driver of the R570 branch or newer (CUDA 12.8+)", "a driver upgrade and reboot", {"upgrade": {"package": "nvidia-driver", "specifier": ">=570"}}),))]
+
+
+@rule(
     "SP-NCCL-001", "nccl_distributed", "NCCL settings for a PCIe-only machine",
     facts=("Without NVLink, NCCL moves TP traffic over PCIe; NCCL_P2P_DISABLE=1 or NCCL_P2P_LEVEL restrictions force it through host memory.",
            "NCCL_PROTO=LL limits NCCL to the low-latency protocol: small messages fast, large all-reduces (prefill) at a fraction of bandwidth."),

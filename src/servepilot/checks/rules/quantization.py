@@ -78,3 +78,69 @@ def marlin_tiles(dep, ctx) -> list[Finding]:
     if q is None or not q.supported or not q.fallback:
         return []
     return _marlin_tiles(dep, ctx.resolution, q)
+
+
+# vllm/model_executor/layers/quantization/utils/marlin_utils.py@v0.16.0
+MARLIN_MIN_THREAD_N = 64  # GPTQ_MARLIN_MIN_THREAD_N: output columns per partition
+MARLIN_MIN_THREAD_K = 128  # GPTQ_MARLIN_MIN_THREAD_K: input rows per partition
+
+
+@rule(
+    "SP-QUANT-004", "tp_divisibility", "GPTQ/AWQ Marlin kernels cannot split these layers over this many GPUs",
+    facts=("Marlin needs every partition's output size divisible by 64 and input size by 128 and by the group size: 'Weight input_size_per_partition = N is not divisible by group_size = G. Consider reducing tensor_parallel_size'.",
+           "The MLP (and expert) intermediate size is split by tensor parallel: intermediate_size / tp must meet all three."),
+    sources=("vllm/model_executor/layers/quantization/utils/marlin_utils.py@v0.16.0 (verify_marlin_supports_shape)",),
+    engines=("vllm",),
+)
+def marlin_shape(dep, ctx) -> list[Finding]:
+    q = ctx.resolution.quant
+    spec = dep.spec
+    if q is None or q.method not in ("gptq_marlin", "awq_marlin") or spec is None or spec.quant is None:
+        return []
+    tp = sizes.tp(dep.launch)
+    group = spec.quant.group_size or 128
+    problems = []
+    for name, size in (("intermediate_size", spec.intermediate_size), ("moe_intermediate_size", spec.moe.expert_intermediate_size if spec.moe else None)):
+        if not size or tp <= 1:
+            continue
+        part = size // tp
+        if size % tp:
+            problems.append(f"{name} {size} does not divide by tensor parallel size {tp}")
+        elif part % MARLIN_MIN_THREAD_N:
+            problems.append(f"Weight output_size_per_partition = {part} is not divisible by min_thread_n = {MARLIN_MIN_THREAD_N} ({name} {size} / tp {tp})")
+        elif part % MARLIN_MIN_THREAD_K:
+            problems.append(f"Weight input_size_per_partition = {part} is not divisible by min_thread_k = {MARLIN_MIN_THREAD_K} ({name} {size} / tp {tp})")
+        elif 0 < group < size and part % group:
+            problems.append(f"Weight input_size_per_partition = {part} is not divisible by group_size = {group} ({name} {size} / tp {tp})")
+    if not problems:
+        return []
+    good = [d for d in range(tp - 1, 0, -1) if all(not s or (s % d == 0 and (s // d) % MARLIN_MIN_THREAD_K == 0 and (s // d) % group == 0)
+                                                    for s in (spec.intermediate_size, spec.moe.expert_intermediate_size if spec.moe else None))]
+    remedies = [Remedy("flag", f"--tensor-parallel-size {good[0]}", "fewer GPUs per replica", {"set": {"tensor_parallel_size": good[0]}, "unset": []})] if good else []
+    remedies.append(Remedy("flag", f"--quantization {q.method.removesuffix('_marlin')}", "the non-Marlin kernels have no such limit but are slower", {"set": {"quantization": q.method.removesuffix("_marlin")}, "unset": []}))
+    return [Finding("SP-QUANT-004", "tp_divisibility", "error", f"{q.method} cannot split the MLP over {tp} GPUs",
+                    "\n".join(problems), (Evidence(f"group_size = {group}", f"{spec.path}/config.json"), Evidence("Marlin min_thread_n 64, min_thread_k 128", "vllm/model_executor/layers/quantization/utils/marlin_utils.py@v0.16.0")),
+                    tuple(remedies))]
+
+
+@rule(
+    "SP-DTYPE-001", "other", "bfloat16 on a GPU without bfloat16",
+    facts=("Below compute capability 8.0 vLLM serves a bf16 checkpoint in float16 when --dtype is auto (a warning), and refuses an explicit --dtype bfloat16: 'Bfloat16 is only supported on GPUs with compute capability of at least 8.0'.",),
+    sources=("vllm/platforms/cuda.py@v0.16.0 (supported_dtypes, check_if_supports_dtype)", "vllm/config/model.py@v0.16.0 (_resolve_auto_dtype)"),
+    engines=("vllm",),
+)
+def bfloat16_gpu(dep, ctx) -> list[Finding]:
+    res = ctx.resolution
+    if res.gpu_cc is None or res.gpu_cc >= (8, 0) or dep.spec is None:
+        return []
+    explicit = str(dep.launch.get("dtype") or "auto")
+    if explicit in ("bfloat16", "bf16"):
+        return [Finding("SP-DTYPE-001", "other", "error", f"--dtype bfloat16 on compute capability {res.gpu_cc[0]}.{res.gpu_cc[1]}",
+                        "The worker will raise: Bfloat16 is only supported on GPUs with compute capability of at least 8.0.",
+                        (Evidence("bfloat16 needs compute capability 8.0", "vllm/platforms/cuda.py@v0.16.0"),),
+                        (Remedy("flag", "--dtype half", "float16 has a smaller range than bfloat16: some models overflow (inf/NaN)", {"set": {"dtype": "half"}, "unset": []}),))]
+    if explicit == "auto" and dep.spec.dtype == "bfloat16":
+        return [Finding("SP-DTYPE-001", "other", "info", "the bf16 checkpoint will run in float16",
+                        f"Compute capability {res.gpu_cc[0]}.{res.gpu_cc[1]} has no bfloat16: vLLM falls back to float16. Models trained in bf16 can overflow in fp16.",
+                        (Evidence("config dtype bfloat16", f"{dep.spec.path}/config.json"), Evidence("supported dtypes below 8.0: float16, float32", "vllm/platforms/cuda.py@v0.16.0")), ())]
+    return []

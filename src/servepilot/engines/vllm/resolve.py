@@ -41,7 +41,7 @@ def resolve(dep) -> Resolution:
         notes.append("the GPU's compute capability is unknown (no GPU probed and no --gpu): attention backend and kernels not resolved")
     facts: list[Fact] = []
 
-    model_dtype = _model_dtype(spec, opts)
+    model_dtype = _model_dtype(spec, opts, cc)
     use_mla = bool(spec is not None and spec.is_mla) and env.get("VLLM_MLA_DISABLE", "0") in ("", "0")
     use_sparse = bool(use_mla and spec.attention.sparse)
     has_sink = _has_sink(spec)
@@ -544,14 +544,23 @@ def _gpu_cc(dep) -> tuple[int, int] | None:
     return min(ccs) if ccs else None
 
 
-def _model_dtype(spec, opts) -> str | None:
+def _model_dtype(spec, opts, cc=None) -> str | None:
+    """ModelConfig's dtype: explicit --dtype, else the config's, downcast and GPU-checked.
+
+    vllm/config/model.py@v0.16.0 _resolve_auto_dtype: float32 checkpoints run in the GPU's
+    first supported dtype; bfloat16 needs compute capability 8.0, else float16
+    (vllm/platforms/cuda.py supported_dtypes).
+    """
     dtype = opts.get("dtype")
     if dtype and dtype != "auto":
         return {"half": "float16", "float": "float32", "bf16": "bfloat16", "fp16": "float16"}.get(dtype, dtype)
-    if spec is None or spec.dtype is None:
-        return "bfloat16" if spec is not None else None
-    # vLLM serves float32 checkpoints in 16-bit by default (ModelConfig dtype "auto")
-    return "bfloat16" if spec.dtype == "float32" else spec.dtype
+    if spec is None:
+        return None
+    preferred = "float16" if cc is not None and cc < (8, 0) else "bfloat16"
+    config_dtype = spec.dtype or "bfloat16"
+    if config_dtype == "float32" or (config_dtype == "bfloat16" and preferred == "float16"):
+        return preferred
+    return config_dtype
 
 
 def _storage(kv: str | None, model_dtype: str | None) -> str | None:
