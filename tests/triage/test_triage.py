@@ -399,3 +399,14 @@ def test_port_taken_right_after_the_readiness_line_is_still_the_cause():
 def test_exception_lines_pasted_with_markdown_keep_their_type():
     rc = triage_text("> **FrobnicationError: the flux capacitor is unaligned**\n").root_cause
     assert (rc.exception, rc.category) == ("FrobnicationError", "other")
+
+
+def test_a_flood_of_repeated_errors_stays_bounded(monkeypatch):
+    import servepilot.triage.events as events
+
+    monkeypatch.setattr(events, "_EVENTS_KEPT", 10)
+    text = "".join(f"(APIServer pid=1) ERROR 01-01 00:00:00 [s.py:1] BadRequestError: request {i} malformed\n" for i in range(500))
+    text += "(Worker_TP0 pid=2) ERROR 01-01 00:00:01 [w.py:1] ValueError: No available memory for the cache blocks.\n"
+    d = triage_text(text)
+    assert d.root_cause.category == "oom_kv_cache"
+    assert [e.exception for e in d.other_errors] == ["BadRequestError"]

@@ -35,6 +35,10 @@ _PLAIN_ERROR = re.compile(
     re.IGNORECASE,
 )
 _FRAMES_KEPT = 40  # frames kept per traceback for the excerpt and the refine context
+# Past this many events, an event whose process and message shape (numbers blanked) were
+# already seen is only counted: a log with a million failed requests stays in bounded memory.
+_EVENTS_KEPT = 50_000
+_DIGITS = re.compile(r"\d+")
 
 
 @dataclass
@@ -103,6 +107,8 @@ class Assembler:
         # Engines stamp lines in local time without a zone: compare in local time.
         self.since = since.astimezone().replace(tzinfo=None) if since and since.tzinfo else since
         self.events: list[ErrorEvent] = []
+        self.repeats_dropped = 0
+        self._shapes: set[tuple] = set()
         self.launch = 0
         self.launch_reasons: list[str] = []
         self.healthy_launches: dict[int, int] = {}  # launch -> line of its first readiness line
@@ -162,7 +168,7 @@ class Assembler:
         inline = msg.find(_TRACEBACK_HEAD)
         if inline > 0:
             # "<what happened>: Traceback (most recent call last):" in one message
-            self.events.append(ErrorEvent(line_no, ll.process, ll.pid, self.launch, None, msg[:inline].strip(), [], ll.text))
+            self._add(ErrorEvent(line_no, ll.process, ll.pid, self.launch, None, msg[:inline].strip(), [], ll.text))
             msg = msg[inline:]
             self._inline_key = key
         if msg.startswith(_TRACEBACK_HEAD):
@@ -206,13 +212,22 @@ class Assembler:
         if msg and ll.level != "DEBUG":
             # A non-error line can still be a known message (a benign fallback notice, an
             # engine message pasted without its exception type): a signature may know it.
-            self.events.append(
+            self._add(
                 ErrorEvent(line_no, ll.process, ll.pid, self.launch, None, msg, [], ll.text, is_error=False)
             )
 
+    def _add(self, ev: ErrorEvent) -> None:
+        if len(self.events) >= _EVENTS_KEPT:
+            shape = (ev.process, ev.launch, _DIGITS.sub("#", ev.message[:300]))
+            if shape in self._shapes:
+                self.repeats_dropped += 1
+                return
+            self._shapes.add(shape)
+        self.events.append(ev)
+
     def _emit(self, line_no, key, ll, exc_type, message, lines, chained=False):
         process, pid = key
-        self.events.append(
+        self._add(
             ErrorEvent(line_no, process, pid, self.launch, exc_type, message, list(lines), ll.text, chained)
         )
 
@@ -223,7 +238,7 @@ class Assembler:
         if opened.first is None:
             return
         line_no, ll = opened.first
-        self.events.append(
+        self._add(
             ErrorEvent(
                 line_no, ll.process, ll.pid, self.launch, None, ll.message, [], ll.text,
                 block=list(zip(opened.numbers, opened.lines, strict=True)),
