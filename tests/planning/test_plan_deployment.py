@@ -218,3 +218,8 @@ def test_human_readable_sizes(text, value):
     from servepilot.planning.options import parse_bytes
 
     assert parse_bytes(text, "x") == value
+
+
+def test_lengths_take_k_suffixes_like_vllm():
+    plan = plan_deployment(deployment(qwen2_7b(), {"max_model_len": "32k", "max_num_batched_tokens": "4K"}))
+    assert (plan.max_model_len, plan.max_num_batched_tokens) == (32000, 4096)

@@ -20,12 +20,19 @@ def option(launch: EngineLaunch, *names: str):
 
 
 def as_int(value, what: str) -> int | None:
+    """A whole number; vLLM also takes '32k' (x 1000) and '32K' (x 1024) for lengths (human_readable_int)."""
     if value is None or value == "":
         return None
+    if isinstance(value, bool):
+        return int(value)
     try:
-        return int(float(value)) if not isinstance(value, bool) else int(value)
+        return int(float(value))
     except (TypeError, ValueError):
-        raise BadInput(f"{what} = {value!r} is not a whole number") from None
+        pass
+    m = _SIZE.match(str(value))
+    if m and m.group(2) and not m.group(3):
+        return parse_bytes(value, what)
+    raise BadInput(f"{what} = {value!r} is not a whole number")
 
 
 def as_float(value, what: str) -> float | None:

@@ -401,11 +401,13 @@ def _llamacpp_plan(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: 
     if att is None:
         raise BadInput(f"{spec.path}: the attention geometry is unknown, so llama.cpp's KV cache cannot be sized")
     n_layer = att.num_layers
-    n_ctx = as_int(option(launch, "ctx_size", "ctx-size", "c"), "--ctx-size")
+    n_ctx = as_int(option(launch, "ctx_size", "ctx-size", "n_ctx", "c"), "--ctx-size")
     if not n_ctx:
         n_ctx = spec.gguf.context_length if spec.gguf and spec.gguf.context_length else derived_max_model_len(spec)
         notes.append(f"--ctx-size not given (or 0): the model's training context {n_ctx:,} assumed (older builds default to 4096 / 512)")
-    ngl = as_int(option(launch, "n_gpu_layers", "n-gpu-layers", "gpu_layers", "ngl"), "--n-gpu-layers")
+    ngl_raw = option(launch, "n_gpu_layers", "n-gpu-layers", "gpu_layers", "ngl")
+    all_layers = str(ngl_raw).strip().lower() in ("auto", "all", "-1")  # newer builds' spellings of "every layer"
+    ngl = n_layer + 1 if all_layers else as_int(ngl_raw, "--n-gpu-layers")
     if ngl is None:
         ngl = n_layer + 1
         notes.append("--n-gpu-layers not given: all layers assumed on the GPU (the default differs by build)")
