@@ -231,6 +231,17 @@ def triage_log(path: Path, engine: str | None) -> dict[str, Any]:
         return _fallback_diagnosis(path, f"triage failed ({type(exc).__name__}: {exc})")
 
 
+def warm_triage() -> None:
+    """Import triage and parse its signature table ahead of need (about 0.1-0.2 s), so the
+    diagnosis of an engine that dies prints without that delay."""
+    load = _optional("servepilot.triage.signatures", "load_signatures")
+    if load is not None:
+        try:
+            load()
+        except Exception:  # noqa: BLE001 - warming is best effort; triage_log reports real errors
+            pass
+
+
 def _fallback_diagnosis(path: Path, why: str) -> dict[str, Any]:
     """Without triage: the last line that looks like an error, category `other`."""
     try:

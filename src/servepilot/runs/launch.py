@@ -212,6 +212,8 @@ class Supervisor:
         self._exit_time: float | None = None
         if run.proc is not None:
             threading.Thread(target=self._reap, name=f"reap-{run.identity.pid}", daemon=True).start()
+        # Engines take seconds to minutes to start; meanwhile get triage ready for a failure.
+        threading.Thread(target=integration.warm_triage, name="warm-triage", daemon=True).start()
 
     def _reap(self) -> None:
         self._exit_code = self.run.proc.wait()
