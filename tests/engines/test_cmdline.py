@@ -352,3 +352,11 @@ def test_version_newer_than_the_table_is_said():
     launch = parse_command("vllm serve m --brand-new-flag 1", engine_version="0.99.0")
     assert launch.unknown_flags == ("--brand-new-flag",)
     assert any("newer than the newest version in servepilot's flag table (0.34.0)" in n for n in launch.notes)
+
+
+def test_api_server_ignores_a_positional_model():
+    launch = parse_command("python -m vllm.entrypoints.openai.api_server /models/llama --port 8001", engine_version="0.16.0")
+    assert launch.model is None
+    assert any("ignores the positional '/models/llama'" in n for n in launch.notes)
+    served = parse_command("vllm serve /models/llama --port 8001", engine_version="0.16.0")
+    assert served.model == "/models/llama" and not served.notes

@@ -125,7 +125,10 @@ def parse_argv(
         explicit.add(module.MODEL_DEST)
     extra_positionals = parsed.positionals[1:] if module.model_positional(program) else parsed.positionals
     for word in extra_positionals:
-        notes.append(f"unexpected argument {word!r}: {module.ENGINE}'s parser rejects stray positional arguments")
+        if hasattr(module, "positional_problem"):
+            notes.append(module.positional_problem(program, word))
+        else:
+            notes.append(f"unexpected argument {word!r}: {module.ENGINE}'s parser rejects stray positional arguments")
     if model is None:
         notes.append(f"no model given to {program}")
     notes += _unknown_notes(module, program, unknown, engine_version)

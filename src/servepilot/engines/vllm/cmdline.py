@@ -41,10 +41,22 @@ def check_program(program: str) -> str | None:
 
 
 def model_of(positionals: list[str], options: dict, program: str) -> str | None:
-    """`vllm serve MODEL` (vLLM moves `--model X` to the front), or `--model` for the module."""
+    """`vllm serve MODEL` (vLLM moves `--model X` to the front), or `--model` for the module.
+
+    `python -m vllm.entrypoints.openai.api_server MODEL` parses MODEL as `model_tag` and then
+    ignores it: only `vllm serve` copies model_tag to model (vllm/entrypoints/cli/serve.py@v0.16.0),
+    so that server starts vLLM's default model instead. See `positional_problem`.
+    """
     if program == "vllm serve" and positionals:
         return positionals[0]
-    return options.get("model") or (positionals[0] if positionals else None)
+    return options.get("model")
+
+
+def positional_problem(program: str, word: str) -> str:
+    if program != "vllm serve":
+        return (f"{program} ignores the positional {word!r} (only `vllm serve` reads a positional model): "
+                "without --model vLLM serves its default model")
+    return f"unexpected argument {word!r}: vLLM's parser rejects stray positional arguments"
 
 
 def model_positional(program: str) -> bool:
