@@ -410,3 +410,16 @@ def test_a_flood_of_repeated_errors_stays_bounded(monkeypatch):
     d = triage_text(text)
     assert d.root_cause.category == "oom_kv_cache"
     assert [e.exception for e in d.other_errors] == ["BadRequestError"]
+
+
+@pytest.mark.parametrize(
+    ("progress", "category"),
+    [
+        ("(Worker_TP0 pid=1) INFO 04-24 08:27:56 [model_runner.py:1456] Capturing cudagraphs for decoding.", "cuda_graph"),
+        ("(Worker_TP0 pid=1) INFO 04-24 08:27:56 [gpu_worker.py:1] Memory profiling takes 5.10 seconds", "oom_kv_cache"),
+        ("(Worker_TP0 pid=1) Loading safetensors checkpoint shards:  50% Completed | 2/4", "oom_weights"),
+    ],
+)
+def test_a_bare_cuda_oom_is_placed_by_the_start_up_phase_it_interrupted(progress, category):
+    text = progress + "\n(Worker_TP0 pid=1) ERROR 04-24 08:27:59 [x.py:1] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 MiB.\n"
+    assert triage_text(text).root_cause.category == category

@@ -78,7 +78,7 @@ def _expand(ev: ErrorEvent, matcher: Matcher) -> list[tuple[ErrorEvent, Match | 
     """An event with its match; a run of error lines gives one event per known line in it."""
     if not ev.block:
         return [(ev, matcher.match(ev.message, ev.context))]
-    context = "\n".join(text for _, text in ev.block)
+    context = "\n".join([text for _, text in ev.block] + ([f"[start-up phase: {ev.phase}]"] if ev.phase else []))
     out = []
     for line_no, text in ev.block:
         ll = parse_line(text)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from servepilot.triage.lines import LogLine, parse_line
-from servepilot.triage.markers import banner_kind, is_healthy, is_unique_process_name
+from servepilot.triage.markers import banner_kind, is_healthy, is_unique_process_name, phase_of
 
 # `ValueError: msg`, `torch.OutOfMemoryError: msg`, `ncclSystemError: msg`, a bare
 # `KeyboardInterrupt`, and Triton's repr form `ValueError("msg")`.
@@ -56,10 +56,12 @@ class ErrorEvent:
     chained: bool = False  # printed after "The above exception was the direct cause ..."
     is_error: bool = True  # False: a plain line kept only in case a signature knows it
     block: list[tuple[int, str]] = field(default_factory=list)  # a run of error lines (number, text)
+    phase: str | None = None  # the start-up phase the log was in (markers.PHASES)
 
     @property
     def context(self) -> str:
-        return "\n".join(self.lines)
+        phase = [f"[start-up phase: {self.phase}]"] if self.phase else []
+        return "\n".join(self.lines + phase)
 
 
 @dataclass
@@ -121,6 +123,7 @@ class Assembler:
         # SGLang logs "Scheduler hit an exception: Traceback ..." as one message whose later
         # lines carry no prefix; those lines belong to the process that opened it.
         self._inline_key: tuple | None = None
+        self.phase: str | None = None
 
     # -- launches --------------------------------------------------------------------------
     def _new_launch(self, line_no: int, why: str) -> None:
@@ -129,6 +132,7 @@ class Assembler:
         self.launch_reasons.append(f"line {line_no}: {why}")
         self._seen_banners.clear()
         self._pids.clear()
+        self.phase = None
 
     def _track_launch(self, line_no: int, ll: LogLine) -> None:
         kind = banner_kind(ll.message)
@@ -144,6 +148,10 @@ class Assembler:
             self._pids[ll.process] = ll.pid
         if is_healthy(ll.message):
             self.healthy_launches.setdefault(self.launch, line_no)
+        if ll.level not in ("ERROR", "CRITICAL"):
+            phase = phase_of(ll.message)
+            if phase is not None:
+                self.phase = phase
 
     # -- events ----------------------------------------------------------------------------
     def feed(self, line_no: int, raw: str) -> None:
@@ -217,6 +225,7 @@ class Assembler:
             )
 
     def _add(self, ev: ErrorEvent) -> None:
+        ev.phase = self.phase
         if len(self.events) >= _EVENTS_KEPT:
             shape = (ev.process, ev.launch, _DIGITS.sub("#", ev.message[:300]))
             if shape in self._shapes:

@@ -117,3 +117,28 @@ def stall_phase(tail_messages: list[str]):
             if row[2].search(message):
                 return row
     return None
+
+
+# Start-up phases, from the engines' own progress lines, so that an error without telling
+# frames (a bare "CUDA out of memory") can be placed: the same OOM is `cuda_graph` during
+# graph capture and `oom_kv_cache` while the KV cache is profiled. Sources:
+#   "Capturing cudagraphs for decoding" vllm/worker/model_runner.py@v0.6.3;
+#   "Capturing CUDA graphs (...)" / "Graph capturing finished" vllm/v1/worker/gpu_model_runner.py@v0.10.0;
+#   "Capture cuda graph begin/end" sglang/srt/model_executor/cuda_graph_runner.py@v0.4.3;
+#   "Memory profiling takes" / "Available KV cache memory" vllm/v1/worker/gpu_worker.py@v0.10.0;
+#   "Loading weights took", "Loading safetensors checkpoint shards" vllm model_loader@v0.10.0;
+#   "Load weight begin", "Memory pool end" sglang/srt/model_executor/model_runner.py@v0.4.3.
+PHASES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("after_cuda_graph_capture", re.compile(r"Graph capturing finished|Capture cuda graph end")),
+    ("cuda_graph_capture", re.compile(r"Capturing (?:the model for )?(?:CUDA graphs?|cudagraphs?)|Capture cuda graph begin")),
+    ("kv_cache_profiling", re.compile(r"Memory profiling takes|Available KV cache memory|determine_available_memory|KV Cache is allocated|Memory pool (?:end|begin)|Init memory pool")),
+    ("weights_loading", re.compile(r"Loading (?:weights|model weights|safetensors checkpoint shards)|Load weight begin|Starting to load model")),
+)
+
+
+def phase_of(message: str) -> str | None:
+    """The start-up phase this progress line announces, or None."""
+    for name, pattern in PHASES:
+        if pattern.search(message):
+            return name
+    return None
