@@ -360,3 +360,11 @@ def test_api_server_ignores_a_positional_model():
     assert any("ignores the positional '/models/llama'" in n for n in launch.notes)
     served = parse_command("vllm serve /models/llama --port 8001", engine_version="0.16.0")
     assert served.model == "/models/llama" and not served.notes
+
+
+def test_nohup_without_redirection_appends_to_nohup_out():
+    launch = parse_command("nohup vllm serve /m &")
+    assert (launch.shell.stdout_file, launch.shell.stderr_file, launch.shell.append) == ("nohup.out", "nohup.out", True)
+    assert parse_command(render_command(launch)).shell == launch.shell
+    plain = parse_command("vllm serve /m 2>&1")
+    assert plain.shell.stdout_file is None and plain.shell.stderr_file is None

@@ -214,7 +214,7 @@ def split_shell_line(text: str, is_engine: Callable[[Sequence[str]], bool]) -> S
         prefix = tuple(_with_separator(s) for s in stmts[:index])
         tail = tuple(_tail_text(stmts, k) for k in range(index + 1, len(stmts)))
         ctx = replace(ctx, prefix_commands=prefix, tail=tail, background=stmt.separator == "&")
-        ctx = _tee_log(stmts, index, ctx)
+        ctx = _nohup_log(_tee_log(stmts, index, ctx), piped=stmt.separator == "|")
         return ShellSplit(tuple(argv), ctx)
     words = [t.text for t in stmts[0].tokens if t.kind == "word"] if stmts else text.split()
     programs = [w for w in words if not _ASSIGNMENT.match(w) and w not in ("env", "sudo", *_WRAPPERS)]
@@ -258,6 +258,16 @@ def _tee_log(stmts: list[Statement], index: int, ctx: ShellContext) -> ShellCont
     append = any(w in ("-a", "--append") for w in words[1:])
     stderr = ctx.stderr_file if ctx.stderr_file != "&1" else files[0]
     return replace(ctx, stdout_file=files[0], stderr_file=stderr, append=append)
+
+
+def _nohup_log(ctx: ShellContext, piped: bool) -> ShellContext:
+    """Where the output goes without a redirection: nohup(1) appends it to ./nohup.out (and
+    stderr with it), so an old nohup.out still holds earlier launches' lines."""
+    if ctx.stderr_file == "&1" and (ctx.stdout_file is None and not piped):
+        ctx = replace(ctx, stderr_file=None)
+    if ctx.nohup and ctx.stdout_file is None and not piped:
+        ctx = replace(ctx, stdout_file="nohup.out", append=True, stderr_file=ctx.stderr_file or "nohup.out")
+    return ctx
 
 
 def _learn_assignments(stmt: Statement, variables: dict, exported: dict) -> None:
