@@ -223,3 +223,10 @@ def test_human_readable_sizes(text, value):
 def test_lengths_take_k_suffixes_like_vllm():
     plan = plan_deployment(deployment(qwen2_7b(), {"max_model_len": "32k", "max_num_batched_tokens": "4K"}))
     assert (plan.max_model_len, plan.max_num_batched_tokens) == (32000, 4096)
+
+
+def test_hybrid_groups_only_where_the_engine_has_them():
+    opts = {"tensor_parallel_size": 2, "kv_cache_memory_bytes": 20 * GiB}
+    assert plan_deployment(deployment(gpt_oss(), opts, version="0.9.2")).kv_groups == 1
+    assert plan_deployment(deployment(gpt_oss(), {**opts, "disable_hybrid_kv_cache_manager": True})).kv_groups == 1
+    assert plan_deployment(deployment(gpt_oss(), opts, version="0.10.1")).kv_groups == 2

@@ -124,3 +124,9 @@ def test_pipeline_stage_with_most_layers_limits_the_blocks():
                       block_size=16, max_model_len=1024, generation="v1", hybrid=True, max_num_batched_tokens=2048)
     assert even.num_blocks == GiB // (16 * 1024) // 30
     assert uneven.num_blocks == GiB // (16 * 1024) // 31
+
+
+def test_groups_before_0_12_always_use_the_smaller_count():
+    types = ("sliding",) * 12 + ("full",) * 13
+    groups = kv_groups(types, hybrid=True, within_25pct=False)
+    assert max(len(g) for _, g in groups) == 12 and len(groups) == 1 + cdiv(13, 12)

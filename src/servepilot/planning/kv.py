@@ -151,8 +151,12 @@ def pp_layer_ranges(num_layers: int, pp: int) -> list[range]:
     return out
 
 
-def kv_groups(types: tuple[str, ...], hybrid: bool) -> list[tuple[str, list[int]]]:
-    """vLLM v1 KV cache groups: (type, layer indices) per group (see the module docstring)."""
+def kv_groups(types: tuple[str, ...], hybrid: bool, within_25pct: bool = True) -> list[tuple[str, list[int]]]:
+    """vLLM v1 KV cache groups: (type, layer indices) per group (see the module docstring).
+
+    within_25pct: the 0.12+ rule that uses the largest type's count as the group size when
+    the counts differ by less than 25 % (before 0.12 always the smallest).
+    """
     if not types:
         return []
     if not hybrid or len(set(types)) == 1:
@@ -163,7 +167,7 @@ def kv_groups(types: tuple[str, ...], hybrid: bool) -> list[tuple[str, list[int]
         by_type.setdefault(t, []).append(i)
     counts = [len(v) for v in by_type.values()]
     group_size = min(counts)
-    if max(counts) < min(counts) * 1.25:
+    if within_25pct and max(counts) < min(counts) * 1.25:
         group_size = max(counts)
     groups = []
     for kind, layers in by_type.items():
@@ -202,6 +206,7 @@ def capacity(
     max_num_batched_tokens: int,
     search_limit: int | None = None,
     num_gpu_blocks_override: int | None = None,
+    group_within_25pct: bool = True,
 ) -> KVCapacity:
     """Blocks, tokens, concurrency and fit, as vLLM computes them (V0 or V1 rules).
 
@@ -210,7 +215,7 @@ def capacity(
     """
     page = block_size * bytes_per_token_per_layer
     use_hybrid = hybrid and generation == "v1"
-    groups = kv_groups(types, use_hybrid)
+    groups = kv_groups(types, use_hybrid, group_within_25pct)
     stages = pp_layer_ranges(len(types), len(available_per_stage))
     blocks_per_stage = []
     for rng, avail in zip(stages, available_per_stage, strict=True):

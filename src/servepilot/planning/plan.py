@@ -260,12 +260,14 @@ def _vllm_plan(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list
     terms.append(kv_budget_term)
     bpl = kvmod.kv_bytes_per_token_per_layer(spec, tp, dtype, mdtype)
     types = kvmod.layer_types(spec)
-    hybrid = not as_bool(option(launch, "disable_hybrid_kv_cache_manager"))
+    hybrid = bool(f("hybrid_kv_cache_manager").value) and not as_bool(option(launch, "disable_hybrid_kv_cache_manager"))
+    within_25pct = f("hybrid_group_size").value != "min"
     cap = kvmod.capacity(
         types=types, window=kvmod.sliding_window(spec), bytes_per_token_per_layer=bpl,
         available_per_stage=available_per_stage, block_size=block, max_model_len=max_model_len,
         generation=generation, hybrid=hybrid, max_num_batched_tokens=mnbt, search_limit=derived_len,
         num_gpu_blocks_override=as_int(option(launch, "num_gpu_blocks_override"), "--num-gpu-blocks-override"),
+        group_within_25pct=within_25pct,
     )
     if auto_fit:
         notes.append(f"--max-model-len -1: the engine fits the longest context ({cap.longest_context:,})")
@@ -274,7 +276,8 @@ def _vllm_plan(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list
         notes.append("sliding-window layers: 'GPU KV cache size' counts every layer; a long request holds only the window in sliding layers")
     weights_fit = all(w + subtract < requested for w in per_stage) and min(available_per_stage) > 0
     rows = _rows(dep, gpu, tp, pp, dp, per_stage, peak + non_torch + graphs + int(reserved.value),
-                 [cap.num_blocks * cap.page_size_bytes * _layers_on(types, pp, s, generation, hybrid) for s in range(pp)])
+                 [cap.num_blocks * cap.page_size_bytes * _layers_on(types, pp, s, generation, hybrid, within_25pct)
+                  for s in range(pp)])
     if assumed:
         notes.append(f"engine version unknown: vLLM {version} rules assumed (pass --engine-version)")
     return MemoryPlan(
@@ -320,10 +323,10 @@ def _vllm_batch(launch, spec: ModelSpec, gpu: Gpu, cuda_total: int, generation: 
     return mnbt, mns
 
 
-def _layers_on(types, pp: int, stage: int, generation: str, hybrid: bool) -> int:
+def _layers_on(types, pp: int, stage: int, generation: str, hybrid: bool, within_25pct: bool) -> int:
     """Layers' worth of pages the engine allocates on one GPU of `stage` (group size × groups)."""
     rng = kvmod.pp_layer_ranges(len(types), pp)[stage]
-    groups = kvmod.kv_groups(types, hybrid and generation == "v1")
+    groups = kvmod.kv_groups(types, hybrid and generation == "v1", within_25pct)
     group_size = max((sum(1 for i in g if i in rng) for _, g in groups), default=0)
     return group_size * len(groups) if len(groups) > 1 else len(rng)
 
