@@ -229,3 +229,18 @@ def test_logs_prints_the_run_log(fake_cmd, tmp_path, capsys):
     assert "fake engine: exiting with 4" in capsys.readouterr().out
     assert main(["logs", "logged", "-f"]) == 0  # a dead run: prints and returns
     assert "exiting with 4" in capsys.readouterr().out
+
+
+def test_a_stop_from_another_shell_during_start_is_reported_as_stopped(fake_cmd):
+    import threading
+
+    run, sup = _start(fake_cmd("--hang"), name="slow", ready_timeout_s=30)
+    stopper = threading.Timer(0.5, lambda: manage.stop_run("slow", grace_s=5))
+    stopper.start()
+    try:
+        out = sup.wait_ready()
+        assert out.state == "stopped" and "servepilot stop" in out.reason
+        assert _row(run.run_id)["state"] == "stopped"
+    finally:
+        stopper.join()
+        _finish(run)

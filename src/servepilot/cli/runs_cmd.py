@@ -175,6 +175,8 @@ def _supervise(run, plan, detach, ready_timeout, as_json, started) -> int:
     if outcome.state != "ready":
         if as_json:
             emit_json(LAUNCH_SCHEMA, payload)
+        elif outcome.state == "stopped":
+            _echo(f"run {run.run_id} {outcome.reason}")
         else:
             _echo(f"run {run.run_id} failed after {outcome.elapsed_s:.1f}s: {outcome.reason}")
             _print_diagnosis(outcome.diagnosis or {})

@@ -185,7 +185,7 @@ class Outcome:
     """How a supervised start ended."""
 
     run_id: str
-    state: str  # "ready" | "failed"
+    state: str  # "ready" | "failed" | "stopped" (by `servepilot stop` from elsewhere)
     elapsed_s: float
     url: str | None = None
     served_models: tuple[str, ...] = ()
@@ -322,10 +322,14 @@ class Supervisor:
             reason = f"exited with code {code}" if code is not None else "the process exited"
         diagnosis = integration.triage_log(self.run.log_path, self.run.plan.command.engine)
         category = (diagnosis.get("root_cause") or {}).get("category")
-        finish(self.run.run_id, "failed", exit_code=code, category=category, diagnosis=diagnosis, record=self.run.record,
-               run_dir=self.run.run_dir, reason=reason, **self._learned_version())
+        state = "failed"
+        recorded = finish(self.run.run_id, "failed", exit_code=code, category=category, diagnosis=diagnosis,
+                          record=self.run.record, run_dir=self.run.run_dir, reason=reason, **self._learned_version())
+        if not recorded:
+            # Someone else recorded the end first: `servepilot stop` from another shell.
+            state, reason = "stopped", "stopped by `servepilot stop` before it was ready"
         return Outcome(
-            run_id=self.run.run_id, state="failed", elapsed_s=time.monotonic() - started, exit_code=code,
+            run_id=self.run.run_id, state=state, elapsed_s=time.monotonic() - started, exit_code=code,
             reason=reason, diagnosis=diagnosis, figures=dict(self.tracker.figures), exited_at=exited_at,
             predicted=_predicted(self.run.plan.plan),
         )
