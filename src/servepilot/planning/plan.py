@@ -272,6 +272,8 @@ def _vllm_plan(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list
     if auto_fit:
         notes.append(f"--max-model-len -1: the engine fits the longest context ({cap.longest_context:,})")
         max_model_len = min(max_model_len, cap.longest_context) or max_model_len
+    if any(k in (spec.config or {}) for k in ("vision_config", "audio_config")) and not kv_bytes_opt:
+        notes.append("multimodal model: vLLM also profiles the encoder with dummy images/audio; that peak is not in the estimate")
     if "sliding" in types and generation == "v1" and hybrid:
         notes.append("sliding-window layers: 'GPU KV cache size' counts every layer; a long request holds only the window in sliding layers")
     weights_fit = all(w + subtract < requested for w in per_stage) and min(available_per_stage) > 0
