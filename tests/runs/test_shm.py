@@ -86,3 +86,20 @@ def test_a_file_opened_after_the_scan_is_not_removed(tmp_path, all_processes_vis
         holder.kill()
         holder.wait()
         holder.stdout.close()
+
+
+def test_cli_lists_then_removes_with_yes(tmp_path, monkeypatch, capsys, all_processes_visible):
+    from servepilot.cli.main import main
+
+    monkeypatch.setattr(shm, "SHM_DIR", tmp_path)
+    leftover = tmp_path / "psm_0123abcd"
+    leftover.write_bytes(b"\0" * 1024)
+    _age(leftover, 7200)
+    assert main(["cleanup"]) == 0
+    text = capsys.readouterr().out
+    assert "leftover" in text and "cleanup --yes" in text and leftover.exists()
+    assert main(["cleanup", "--yes", "--json"]) == 0
+    import json
+
+    out = json.loads(capsys.readouterr().out)
+    assert out["removed"] == 1 and out["entries"][0]["removed"] and not leftover.exists()

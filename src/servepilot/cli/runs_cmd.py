@@ -373,9 +373,9 @@ def cleanup(yes, as_json):
     """List engine shared-memory leftovers in /dev/shm whose processes are gone; --yes removes them."""
     from servepilot.runs import shm
 
-    entries = shm.scan()
+    entries = shm.scan(shm.SHM_DIR)
     if yes:
-        entries = shm.remove_leftovers(entries)
+        entries = shm.remove_leftovers(entries, shm.SHM_DIR)
     if as_json:
         emit_json("servepilot.cleanup/1", {"dir": str(shm.SHM_DIR), "entries": entries,
                                            "removed": sum(e.removed for e in entries)})
