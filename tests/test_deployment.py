@@ -78,6 +78,12 @@ def test_local_checkpoint_is_inspected_and_gpus_probed(monkeypatch, checkpoint):
     assert d.cluster.source == "probe" and d.cluster.extra["port"] == 8123
 
 
+def test_cuda_visible_devices_narrows_a_gpu_flag(checkpoint):
+    d = build_deployment(f"CUDA_VISIBLE_DEVICES=1 vllm serve {checkpoint}", gpu="h200x8", engine_version="0.16.0")
+    assert [g.index for g in d.cluster.gpus] == [1]
+    assert d.cluster.topology is None
+
+
 def test_no_gpu_no_flag_says_so(checkpoint):
     d = build_deployment(["vllm", "serve", str(checkpoint)], engine_version="0.16.0")
     assert d.cluster.source == "none" and d.cluster.count == 0

@@ -139,4 +139,5 @@ def _restrict_flag_cluster(cluster: Cluster, visible: str) -> Cluster:
     from servepilot.hardware.probe import apply_visible_devices
 
     gpus, notes = apply_visible_devices(cluster.gpus, (), visible)
-    return replace(cluster, gpus=gpus, notes=cluster.notes + tuple(notes))
+    topology = cluster.topology if len(gpus) > 1 else None  # one visible GPU talks to no other
+    return replace(cluster, gpus=gpus, topology=topology, notes=cluster.notes + tuple(notes))
