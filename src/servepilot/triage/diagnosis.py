@@ -47,6 +47,7 @@ class Cause:
     exception: str | None  # "ValueError", "torch.OutOfMemoryError", ... or None
     message: str
     launch: int  # 0 for the first launch in the log
+    phase: str | None = None  # start-up phase it interrupted: weights_loading, kv_cache_profiling, ...
 
 
 @dataclass(frozen=True)
@@ -119,6 +120,7 @@ def _cause(group: _Group) -> Cause:
         exception=ev.exc_type,
         message=ev.message,
         launch=ev.launch,
+        phase=ev.phase,
     )
 
 
