@@ -230,3 +230,10 @@ def test_hybrid_groups_only_where_the_engine_has_them():
     assert plan_deployment(deployment(gpt_oss(), opts, version="0.9.2")).kv_groups == 1
     assert plan_deployment(deployment(gpt_oss(), {**opts, "disable_hybrid_kv_cache_manager": True})).kv_groups == 1
     assert plan_deployment(deployment(gpt_oss(), opts, version="0.10.1")).kv_groups == 2
+
+
+def test_given_kv_memory_must_still_fit_on_the_gpu():
+    a100 = gpus(2, **A100)
+    fine = plan_deployment(deployment(qwen2_7b(), {"tensor_parallel_size": 2, "kv_cache_memory_bytes": "60G"}, gpu=a100))
+    over = plan_deployment(deployment(qwen2_7b(), {"tensor_parallel_size": 2, "kv_cache_memory_bytes": "78G"}, gpu=a100))
+    assert fine.weights_fit and not over.weights_fit

@@ -276,7 +276,11 @@ def _vllm_plan(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list
         notes.append("multimodal model: vLLM also profiles the encoder with dummy images/audio; that peak is not in the estimate")
     if "sliding" in types and generation == "v1" and hybrid:
         notes.append("sliding-window layers: 'GPU KV cache size' counts every layer; a long request holds only the window in sliding layers")
-    weights_fit = all(w + subtract < requested for w in per_stage) and min(available_per_stage) > 0
+    if kv_bytes_opt:
+        # the given KV cache, weights and the profile peak must fit on the GPU itself
+        weights_fit = all(w + subtract + kv_bytes_opt <= cuda_total for w in per_stage)
+    else:
+        weights_fit = all(w + subtract < requested for w in per_stage) and min(available_per_stage) > 0
     rows = _rows(dep, gpu, tp, pp, dp, per_stage, peak + non_torch + graphs + int(reserved.value),
                  [cap.num_blocks * cap.page_size_bytes * _layers_on(types, pp, s, generation, hybrid, within_25pct)
                   for s in range(pp)])
@@ -586,7 +590,7 @@ def _measured(dep: Deployment, plan: MemoryPlan) -> dict | None:
         return None
     if found.get("tp") not in (None, plan.tp):
         return None
-    if found.get("kv_cache_dtype") not in (None, plan.kv_cache_dtype, "auto" if plan.kv_cache_dtype == "auto" else None):
+    if found.get("kv_cache_dtype") not in (None, plan.kv_cache_dtype):
         return None
     return found
 
