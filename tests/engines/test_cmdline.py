@@ -368,3 +368,18 @@ def test_nohup_without_redirection_appends_to_nohup_out():
     assert parse_command(render_command(launch)).shell == launch.shell
     plain = parse_command("vllm serve /m 2>&1")
     assert plain.shell.stdout_file is None and plain.shell.stderr_file is None
+
+
+def test_shell_dash_c_is_parsed_inside_and_rendered_back():
+    k8s = parse_command(["/bin/bash", "-lc", "vllm serve /m --port 8001 > /l 2>&1"])
+    assert k8s.shell.shell_wrapper == ("/bin/bash", "-lc") and k8s.port == 8001 and k8s.shell.stdout_file == "/l"
+    nested = parse_command("""ssh gpu1 "bash -c 'NCCL_X=1 vllm serve /m -tp 2'" """)
+    assert (nested.shell.ssh_host, nested.shell.shell_wrapper, nested.shell.env) == ("gpu1", ("bash", "-c"), {"NCCL_X": "1"})
+    for launch in (k8s, nested):
+        again = parse_command(render_command(launch))
+        assert again.shell == launch.shell and again.options == launch.options
+
+
+def test_running_a_script_points_to_command_file():
+    with pytest.raises(CommandLineError, match="pass --command-file run.sh"):
+        parse_command("bash run.sh")

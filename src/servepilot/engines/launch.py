@@ -20,6 +20,7 @@ class ShellContext:
     prefix_commands: tuple[str, ...] = ()  # `pkill ...; sleep 3;` before it
     ssh_options: tuple[str, ...] = ()  # `ssh -p 2222 -i key HOST ...`: the options before HOST
     wrappers: tuple[str, ...] = ()  # `sudo -E`, `exec`, `time` words run before the engine (not env/nohup)
+    shell_wrapper: tuple[str, ...] = ()  # `bash -lc '...'`: the shell and its options, around the line
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ import re
 import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from pathlib import PurePosixPath
 
 from servepilot.engines.launch import ShellContext
 from servepilot.errors import CommandLineError
@@ -25,6 +26,7 @@ _SEPARATORS = (";", "&&", "||", "|", "&", "\n")
 # ssh options that take an argument (OpenSSH ssh(1) synopsis).
 _SSH_ARG_OPTIONS = set("BbcDEeFIiJLlmOoPpQRSWw")
 _WRAPPERS = ("nohup", "exec", "time", "command")
+_SHELLS = ("bash", "sh", "zsh", "dash")
 # sudo(8) options that take an argument.
 _SUDO_ARG_OPTIONS = {"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U", "-T"}
 
@@ -219,10 +221,10 @@ def split_shell_line(text: str, is_engine: Callable[[Sequence[str]], bool]) -> S
     words = [t.text for t in stmts[0].tokens if t.kind == "word"] if stmts else text.split()
     programs = [w for w in words if not _ASSIGNMENT.match(w) and w not in ("env", "sudo", *_WRAPPERS)]
     first = programs[0] if programs else (words[0] if words else "")
-    raise CommandLineError(
-        f"no vLLM, SGLang or llama.cpp server command found (first program: {first!r})",
-        hint="expected e.g. `vllm serve MODEL`, `python -m sglang.launch_server`, `llama-server -m FILE`",
-    )
+    hint = "expected e.g. `vllm serve MODEL`, `python -m sglang.launch_server`, `llama-server -m FILE`"
+    if PurePosixPath(first).name in _SHELLS and len(programs) > 1 and not programs[1].startswith("-"):
+        hint = f"to read the script, pass --command-file {programs[1]}"
+    raise CommandLineError(f"no vLLM, SGLang or llama.cpp server command found (first program: {first!r})", hint=hint)
 
 
 def _with_separator(stmt: Statement) -> str:
@@ -350,6 +352,8 @@ def _engine_statement(stmt: Statement, is_engine, variables: dict, exported: dic
         return None
     if argv[0] == "ssh":
         return _ssh(argv[1:], is_engine)
+    if PurePosixPath(argv[0]).name in _SHELLS:
+        return _shell_c(argv, is_engine)
     if not is_engine(argv):
         return None
     ctx = ShellContext(env=env, nohup=nohup, wrappers=tuple(wrappers), **_redirections(redirects))
@@ -374,6 +378,17 @@ def _redirections(redirects: list[tuple[str, str]]) -> dict:
         elif fd == "2":
             out["stderr_file"] = target
     return out
+
+
+def _shell_c(argv: list[str], is_engine) -> ShellSplit | None:
+    """`bash -lc 'SCRIPT'` (container and Kubernetes commands): SCRIPT is parsed again."""
+    k = 1
+    while k < len(argv) and argv[k].startswith("-") and "c" not in argv[k][1:]:
+        k += 1
+    if k + 1 >= len(argv) or not argv[k].startswith("-") or "c" not in argv[k][1:]:
+        return None
+    inner = split_shell_line(argv[k + 1], is_engine)
+    return ShellSplit(inner.argv, replace(inner.context, shell_wrapper=tuple(argv[: k + 1])), inner.notes)
 
 
 def _ssh(args: list[str], is_engine) -> ShellSplit | None:
@@ -421,6 +436,8 @@ def render_shell(argv: Sequence[str], ctx: ShellContext) -> str:
     if ctx.tail and not ctx.background and not ctx.tail[0].startswith(("&&", "||", "|")):
         line += ";"
     text = " ".join([*ctx.prefix_commands, line, *ctx.tail])
+    if ctx.shell_wrapper:
+        text = " ".join([*(quote_word(w) for w in ctx.shell_wrapper), shlex.quote(text)])
     if ctx.ssh_host:
         return " ".join(["ssh", *(quote_word(o) for o in ctx.ssh_options), ctx.ssh_host, shlex.quote(text)])
     return text
