@@ -1,0 +1,68 @@
+"""SGLang: the KV pool from mem_fraction_static (model_runner.profile_max_num_token)."""
+
+from __future__ import annotations
+
+from servepilot.checkpoint.spec import ModelSpec
+from servepilot.hardware.cluster import Gpu
+from servepilot.planning import kv as kvmod
+from servepilot.planning.budget import Term
+from servepilot.planning.common import derived_max_model_len, engine_version, gpu_rows
+from servepilot.planning.facts import fact
+from servepilot.planning.options import as_float, as_int, option
+from servepilot.planning.result import MemoryPlan
+from servepilot.planning.weights import split_weights
+
+
+def plan_sglang(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list[str], tp,
+                 available_override: int | None = None, weights_override: int | None = None) -> MemoryPlan:
+    launch = dep.launch
+    version, assumed = engine_version(dep, "sglang")
+    notes = list(notes)
+    tp = tp or int(as_int(option(launch, "tp_size", "tensor_parallel_size"), "--tp-size") or 1)
+    pp = int(as_int(option(launch, "pp_size"), "--pp-size") or 1)
+    dp = int(as_int(option(launch, "dp_size"), "--dp-size") or 1)
+    ep = (as_int(option(launch, "ep_size"), "--ep-size") or 1) > 1
+    mfs = as_float(option(launch, "mem_fraction_static"), "--mem-fraction-static")
+    table = fact("sglang", "mem_fraction_static_by_tp", version)
+    sources = [table.source]
+    mfs_exact = mfs is not None
+    if mfs is None:
+        mfs = next(v for t, v in table.get("table") if tp >= t)
+        notes.append(f"--mem-fraction-static not given: {mfs} assumed for TP {tp} (newer SGLang derives it from GPU memory)")
+    ctx = fact("sglang", "cuda_context_bytes", version)
+    reserved = fact("vllm", "driver_reserved_bytes", "0")  # one value for every version
+    cuda_total = gpu.memory_bytes - int(reserved.value)
+    split = split_weights(spec, tp=tp, pp=pp, dp=dp, expert_parallel=ep)
+    notes.extend(split.notes)
+    w = weights_override if weights_override is not None else split.max_per_gpu
+    available = int(cuda_total * mfs) - w - int(ctx.value)
+    if available_override is not None:
+        available = available_override
+    terms = (
+        Term("driver_reserved", int(reserved.value), False, int(reserved.get("uncertainty")), reserved.source, subtracted=False),
+        Term("weights", w, split.exact or weights_override is not None, 0 if split.exact else int(w * 0.03), split.source),
+        Term("cuda_context", int(ctx.value), False, int(ctx.get("uncertainty")), ctx.source),
+        Term("kv_budget", available, available_override is not None, int(ctx.get("uncertainty")),
+             f"total × mem_fraction_static ({mfs:g}{'' if mfs_exact else ', assumed'}) − weights − CUDA context"),
+    )
+    bpl = kvmod.kv_bytes_per_token_per_layer(spec, tp, dtype)
+    types = kvmod.layer_types(spec)
+    cell = bpl * len(types)
+    tokens = max(0, available) // cell if cell else 0
+    max_model_len = as_int(option(launch, "context_length"), "--context-length") or derived_max_model_len(spec)
+    runtime = int(cuda_total * (1 - mfs)) + int(reserved.value)
+    rows = gpu_rows(dep, gpu, tp, pp, dp, [w] * pp, runtime, [tokens * cell] * pp)
+    if assumed:
+        notes.append(f"engine version unknown: SGLang {version} assumed")
+    return MemoryPlan(
+        engine="sglang", engine_version=version, version_assumed=assumed, generation="sglang",
+        model=spec.name, gpu=gpu.name, gpu_count=max(1, dep.cluster.count), gpu_total_bytes=gpu.memory_bytes,
+        tp=tp, pp=pp, dp=dp, expert_parallel=ep, kv_cache_dtype=dtype, block_size=1, max_model_len=max_model_len,
+        max_num_batched_tokens=None, max_num_seqs=None, gpu_memory_utilization=mfs,
+        bytes_per_token_per_layer=bpl, bytes_per_token=cell, page_size_bytes=bpl, weights_source=split.source,
+        weights_exact=split.exact, terms=terms, requested_bytes=int(cuda_total * mfs), available_kv_bytes=available,
+        available_exact=available_override is not None, num_blocks=tokens, kv_tokens=tokens,
+        max_concurrency=tokens / max_model_len if max_model_len else 0.0, fits=tokens >= max_model_len,
+        weights_fit=available > 0, max_model_len_fit=None if tokens >= max_model_len else tokens,
+        longest_context=tokens, kv_groups=1, rows=rows, notes=tuple(dict.fromkeys(notes)), sources=tuple(sources),
+    )

@@ -1,0 +1,178 @@
+"""vLLM: the KV budget as gpu_worker.determine_available_memory computes it, per version."""
+
+from __future__ import annotations
+
+import math
+
+from servepilot.checkpoint.spec import ModelSpec
+from servepilot.hardware.cluster import Gpu
+from servepilot.planning import kv as kvmod
+from servepilot.planning.budget import GiB, Term, activation_peak
+from servepilot.planning.common import derived_max_model_len, engine_version, gpu_rows, older
+from servepilot.planning.facts import fact
+from servepilot.planning.options import as_bool, as_float, as_int, option, parse_bytes
+from servepilot.planning.result import MemoryPlan
+from servepilot.planning.weights import split_weights
+
+
+def plan_vllm(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list[str], tp,
+               available_override: int | None = None, weights_override: int | None = None) -> MemoryPlan:
+    launch = dep.launch
+    version, assumed = engine_version(dep, "vllm")
+    notes = list(notes)
+    sources: list[str] = []
+
+    def f(name):
+        row = fact("vllm", name, version)
+        sources.append(row.source)
+        return row
+
+    generation = f("generation").value
+    if generation == "v1" and str(launch.shell.env.get("VLLM_USE_V1", "")) == "0" and older(version, "0.11.0"):
+        generation = "v0"
+        notes.append("VLLM_USE_V1=0: the V0 engine sizes the KV cache")
+    tp = tp or launch.tensor_parallel_size
+    pp, dp = launch.pipeline_parallel_size, launch.data_parallel_size
+    ep = as_bool(option(launch, "enable_expert_parallel"))
+    util = as_float(option(launch, "gpu_memory_utilization"), "--gpu-memory-utilization") or f("gpu_memory_utilization").value
+    block = int(block or as_int(option(launch, "block_size"), "--block-size") or f("block_size").value)
+    derived_len = derived_max_model_len(spec)
+    max_model_len = as_int(option(launch, "max_model_len"), "--max-model-len")
+    auto_fit = max_model_len == -1
+    if max_model_len is None or auto_fit:
+        max_model_len = derived_len
+    reserved = f("driver_reserved_bytes")
+    cuda_total = gpu.memory_bytes - int(reserved.value)
+    mnbt, mns = _vllm_batch(launch, spec, gpu, cuda_total, generation, max_model_len, f)
+
+    split = split_weights(spec, tp=tp, pp=pp, dp=dp, expert_parallel=ep, vocab_padding=int(f("vocab_padding").value))
+    notes.extend(split.notes)
+    per_stage = list(split.per_stage)
+    if weights_override is not None:
+        per_stage = [weights_override] * len(per_stage)
+
+    mdtype = kvmod.model_dtype_name(spec, option(launch, "dtype"))
+    act_bytes = 4 if mdtype in ("float32", "float") else 2
+    sampler = f("sampler_bytes_per_logit")
+    peak, peak_basis = activation_peak(
+        spec, tp=tp, expert_parallel=ep, batched_tokens=mnbt, num_seqs=mns,
+        sampler_bytes_per_logit=float(sampler.value), moe_chunk_tokens=int(f("fused_moe_chunk_tokens").value),
+        act_bytes=act_bytes,
+    )
+    nt = f("non_torch_bytes")
+    after_init = generation == "v1" and f("snapshot_after_distributed_init").value
+    non_torch = int(nt.get("base")) + (int(nt.get("per_tp_group")) if tp * pp > 1 and not after_init else 0)
+    graphs_subtracted = generation == "v1" and f("cudagraph_subtracted").value
+    eager = as_bool(option(launch, "enforce_eager"))
+    graphs = 0 if eager else int(f("cudagraph_bytes").value)
+    requested = math.ceil(cuda_total * util)
+    w_max = max(per_stage)
+    w_exact = split.exact or weights_override is not None
+    terms = [
+        Term("driver_reserved", int(reserved.value), False, int(reserved.get("uncertainty")),
+             f"nvidia-smi total − cudaMemGetInfo total; {reserved.source}", subtracted=False),
+        Term("weights", w_max, w_exact, 0 if w_exact else int(w_max * 0.03),
+             ("measured by a run" if weights_override is not None else f"{split.source}: split for TP {tp}, PP {pp}"
+              + (", EP" if ep else ""))),
+        Term("activation_peak", peak, False, int(peak * 0.4) + 64 * (1 << 20), peak_basis + f"; {sampler.source}"),
+        Term("non_torch", non_torch, False, int(nt.get("uncertainty")), nt.source),
+        Term("cuda_graphs", graphs, eager, 0 if eager else int(f("cudagraph_bytes").get("uncertainty")),
+             ("--enforce-eager: no graphs" if eager else "captured after the KV cache is allocated, out of the headroom"
+              if not graphs_subtracted else "subtracted from the KV budget (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS)"),
+             subtracted=graphs_subtracted),
+    ]
+    kv_bytes_opt = parse_bytes(option(launch, "kv_cache_memory_bytes"), "--kv-cache-memory-bytes")
+    subtract = peak + non_torch + (graphs if graphs_subtracted else 0)
+    available_per_stage = [requested - w - subtract for w in per_stage]
+    available_exact = False
+    if kv_bytes_opt:
+        available_per_stage = [kv_bytes_opt] * len(per_stage)
+        available_exact = True
+        notes.append("--kv-cache-memory-bytes: the KV budget is given; profiling does not size it")
+    if available_override is not None:
+        available_per_stage = [available_override] * len(per_stage)
+        available_exact = True
+    kv_budget_term = Term(
+        "kv_budget", min(available_per_stage), available_exact, 0 if available_exact else
+        sum(t.uncertainty_bytes for t in terms if t.subtracted) + int(reserved.get("uncertainty") * util),
+        ("--kv-cache-memory-bytes" if kv_bytes_opt else "measured" if available_override is not None else
+         f"ceil(total × {util:g}) − weights − activation peak − non-torch" + (" − CUDA graphs" if graphs_subtracted else "")),
+    )
+    terms.append(kv_budget_term)
+    bpl = kvmod.kv_bytes_per_token_per_layer(spec, tp, dtype, mdtype)
+    types = kvmod.layer_types(spec)
+    hybrid = bool(f("hybrid_kv_cache_manager").value) and not as_bool(option(launch, "disable_hybrid_kv_cache_manager"))
+    within_25pct = f("hybrid_group_size").value != "min"
+    cap = kvmod.capacity(
+        types=types, window=kvmod.sliding_window(spec), bytes_per_token_per_layer=bpl,
+        available_per_stage=available_per_stage, block_size=block, max_model_len=max_model_len,
+        generation=generation, hybrid=hybrid, max_num_batched_tokens=mnbt, search_limit=derived_len,
+        num_gpu_blocks_override=as_int(option(launch, "num_gpu_blocks_override"), "--num-gpu-blocks-override"),
+        group_within_25pct=within_25pct,
+    )
+    if auto_fit:
+        notes.append(f"--max-model-len -1: the engine fits the longest context ({cap.longest_context:,})")
+        max_model_len = min(max_model_len, cap.longest_context) or max_model_len
+    if any(k in (spec.config or {}) for k in ("vision_config", "audio_config")) and not kv_bytes_opt:
+        notes.append("multimodal model: vLLM also profiles the encoder with dummy images/audio; that peak is not in the estimate")
+    if "sliding" in types and generation == "v1" and hybrid:
+        notes.append("sliding-window layers: 'GPU KV cache size' counts every layer; a long request holds only the window in sliding layers")
+    if kv_bytes_opt:
+        # the given KV cache, weights and the profile peak must fit on the GPU itself
+        weights_fit = all(w + subtract + kv_bytes_opt <= cuda_total for w in per_stage)
+    else:
+        weights_fit = all(w + subtract < requested for w in per_stage) and min(available_per_stage) > 0
+    rows = gpu_rows(dep, gpu, tp, pp, dp, per_stage, peak + non_torch + graphs + int(reserved.value),
+                 [cap.num_blocks * cap.page_size_bytes * _layers_on(types, pp, s, generation, hybrid, within_25pct)
+                  for s in range(pp)])
+    if assumed:
+        notes.append(f"engine version unknown: vLLM {version} rules assumed (pass --engine-version)")
+    return MemoryPlan(
+        engine="vllm", engine_version=version, version_assumed=assumed, generation=generation,
+        model=spec.name, gpu=gpu.name, gpu_count=max(1, dep.cluster.count), gpu_total_bytes=gpu.memory_bytes,
+        tp=tp, pp=pp, dp=dp, expert_parallel=ep, kv_cache_dtype=dtype, block_size=block,
+        max_model_len=max_model_len, max_num_batched_tokens=mnbt, max_num_seqs=mns, gpu_memory_utilization=util,
+        bytes_per_token_per_layer=bpl, bytes_per_token=bpl * len(types), page_size_bytes=cap.page_size_bytes,
+        weights_source="measured" if weights_override is not None else split.source, weights_exact=w_exact,
+        terms=tuple(terms), requested_bytes=requested, available_kv_bytes=min(available_per_stage),
+        available_exact=available_exact, num_blocks=cap.num_blocks, kv_tokens=cap.kv_tokens,
+        max_concurrency=cap.max_concurrency, fits=cap.fits, weights_fit=weights_fit,
+        max_model_len_fit=cap.max_model_len_fit, longest_context=cap.longest_context, kv_groups=cap.groups,
+        rows=rows, notes=tuple(dict.fromkeys(notes)), sources=tuple(dict.fromkeys(sources)),
+    )
+
+
+def _vllm_batch(launch, spec: ModelSpec, gpu: Gpu, cuda_total: int, generation: str, max_model_len: int, f):
+    """max_num_batched_tokens and max_num_seqs as EngineArgs defaults them for `vllm serve`."""
+    mnbt = as_int(option(launch, "max_num_batched_tokens"), "--max-num-batched-tokens")
+    mns = as_int(option(launch, "max_num_seqs"), "--max-num-seqs")
+    chunked_opt = option(launch, "enable_chunked_prefill")
+    if generation == "v0":
+        d = f("v0_batch_defaults")
+        mns = mns or int(d.get("max_num_seqs"))
+        if chunked_opt is None:
+            chunked = max_model_len > 32768 and not spec.is_mla and kvmod.sliding_window(spec) is None
+        else:
+            chunked = as_bool(chunked_opt)
+        if mnbt is None:
+            mnbt = int(d.get("chunked_max_num_batched_tokens")) if chunked else max(max_model_len, 2048)
+        return mnbt, mns
+    d = f("v1_batch_defaults")
+    large = cuda_total >= 70 * GiB and "a100" not in (gpu.name or "").lower() and "a100" not in (gpu.key or "")
+    defaults = d.get("large" if large else "small")
+    if mnbt is None:
+        mnbt = int(defaults["max_num_batched_tokens"])
+        if chunked_opt is not None and not as_bool(chunked_opt):
+            mnbt = max(max_model_len, mnbt)
+        mnbt = min((mns or int(defaults["max_num_seqs"])) * max_model_len, mnbt)
+    if mns is None:
+        mns = min(int(defaults["max_num_seqs"]), mnbt)
+    return mnbt, mns
+
+
+def _layers_on(types, pp: int, stage: int, generation: str, hybrid: bool, within_25pct: bool) -> int:
+    """Layers' worth of pages the engine allocates on one GPU of `stage` (group size × groups)."""
+    rng = kvmod.pp_layer_ranges(len(types), pp)[stage]
+    groups = kvmod.kv_groups(types, hybrid and generation == "v1", within_25pct)
+    group_size = max((sum(1 for i in g if i in rng) for _, g in groups), default=0)
+    return group_size * len(groups) if len(groups) > 1 else len(rng)
