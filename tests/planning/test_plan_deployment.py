@@ -138,6 +138,8 @@ def test_sliding_window_model_reports_full_token_count_and_says_why():
     assert plan.bytes_per_token == per_token_all_layers
     assert plan.kv_tokens == pytest.approx(20 * GiB / per_token_all_layers, rel=0.001)
     assert plan.kv_groups == 2 and any("sliding-window" in n for n in plan.notes)
+    # 18 memory pools (one per layer of a group), each shared by a sliding and a full layer
+    assert plan.rows[0].kv_bytes == plan.num_blocks * plan.page_size_bytes * 18 <= 20 * GiB
 
 
 def test_measured_figures_replace_the_estimate(monkeypatch):

@@ -103,15 +103,17 @@ def render_text(result) -> None:
     out.print(f"KV cache {result.kv_cache_dtype} · block {result.block_size} · max_model_len {result.max_model_len:,}"
               + (f" · gpu_memory_utilization {result.gpu_memory_utilization:g}" if result.gpu_memory_utilization else ""))
 
+    # The bar takes what the seven figures leave of the terminal (they need about 62 columns).
+    width = max(10, min(BAR_WIDTH, out.width - 62))
     gpus = Table(title="Per GPU (GiB)", title_justify="left", show_edge=False, pad_edge=False)
     for col in ("GPU", "rank", "total", "weights", "runtime", "KV cache", "free"):
-        gpus.add_column(col, justify="right" if col not in ("GPU", "rank") else "left")
-    gpus.add_column("memory")
+        gpus.add_column(col, justify="right" if col not in ("GPU", "rank") else "left", no_wrap=True)
+    gpus.add_column("memory", no_wrap=True, overflow="crop")
     for r in result.rows:
         rank = f"tp{r.tp_rank}" + (f" pp{r.pp_rank}" if result.pp > 1 else "") + (f" dp{r.dp_rank}" if result.dp > 1 else "")
         free = Text(_gib(r.free_bytes), style="red" if r.free_bytes < 0 else "")
         gpus.add_row(str(r.index), rank, _gib(r.total_bytes), _gib(r.weights_bytes), _gib(r.runtime_bytes),
-                     _gib(r.kv_bytes), free, Text.assemble(*bar(r)))
+                     _gib(r.kv_bytes), free, Text.assemble(*bar(r, width)))
     out.print(gpus)
     out.print(Text.assemble(*[(f"{ch} {name}  ", style) for name, ch, style in BAR_PARTS]))
 
@@ -144,7 +146,8 @@ def render_text(result) -> None:
     if result.alternatives:
         alts = Table(title="Options", title_justify="left", show_edge=False, pad_edge=False)
         for col in ("KV dtype", "TP", "B/token", "weights GiB", "KV GiB", "KV tokens", "concurrency", "fits", "longest"):
-            alts.add_column(col, justify="left" if col in ("KV dtype", "fits") else "right")
+            alts.add_column(col, justify="left" if col in ("KV dtype", "fits") else "right",
+                            no_wrap=col != "KV dtype")
         for a in result.alternatives:
             ok = a.fits and a.weights_fit
             alts.add_row(a.kv_cache_dtype + (" *" if a.current else ""), str(a.tp), f"{a.bytes_per_token:,}",

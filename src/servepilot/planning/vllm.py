@@ -171,8 +171,10 @@ def _vllm_batch(launch, spec: ModelSpec, gpu: Gpu, cuda_total: int, generation: 
 
 
 def _layers_on(types, pp: int, stage: int, generation: str, hybrid: bool, within_25pct: bool) -> int:
-    """Layers' worth of pages the engine allocates on one GPU of `stage` (group size × groups)."""
+    """Pages per block the engine allocates on one GPU of `stage`: one memory pool per layer of
+    the largest group, each pool shared by one layer of every group (kv_cache_utils
+    get_kv_cache_config_from_groups); for a uniform model that is every layer."""
     rng = kvmod.pp_layer_ranges(len(types), pp)[stage]
     groups = kvmod.kv_groups(types, hybrid and generation == "v1", within_25pct)
     group_size = max((sum(1 for i in g if i in rng) for _, g in groups), default=0)
-    return group_size * len(groups) if len(groups) > 1 else len(rng)
+    return group_size
