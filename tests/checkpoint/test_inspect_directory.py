@@ -282,3 +282,17 @@ def test_quantized_estimate_uses_the_declared_bits(tmp_path):
     linear = est.attention + est.dense_mlp
     # FP8 linears: 1 byte each; embeddings, norms and lm_head stay BF16 (2 bytes)
     assert spec.weights.total_bytes == linear + 2 * (est.total - linear)
+
+
+def test_fifo_is_refused_not_waited_on(tmp_path):
+    import os
+
+    fifo = tmp_path / "model.safetensors"
+    os.mkfifo(fifo)
+    with pytest.raises(HeaderError, match="not a regular file"):
+        inspect_path(fifo)
+    cfg = tmp_path / "cfgdir"
+    cfg.mkdir()
+    os.mkfifo(cfg / "config.json")
+    with pytest.raises(CheckpointError, match="not a regular file"):
+        inspect_path(cfg)

@@ -10,6 +10,7 @@ file size first, and every failure becomes a HeaderError naming the file.
 from __future__ import annotations
 
 import re
+import stat
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,9 +84,14 @@ def read_gguf_file(path: str | Path) -> GGUFFile:
     """One GGUF file's metadata and tensor table; HeaderError for anything malformed."""
     path = Path(path)
     try:
-        size = path.stat().st_size
+        st = path.stat()
+        if not stat.S_ISREG(st.st_mode):  # a FIFO or device would block or never end
+            raise HeaderError("not a regular file", path=path)
+        size = st.st_size
         with open(path, "rb") as f:
             magic = f.read(4)
+    except HeaderError:
+        raise
     except FileNotFoundError:
         raise HeaderError("file not found", path=path) from None
     except OSError as exc:

@@ -121,7 +121,7 @@ def _with_estimate(spec: ModelSpec) -> ModelSpec:
 
 def _inspect_dir(root: Path) -> ModelSpec:
     config_path = root / "config.json"
-    if not config_path.is_file():
+    if not config_path.exists():
         ggufs = _gguf_models(root)
         if ggufs:
             if len(ggufs) > 1:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+import stat
 from pathlib import Path
 
 from servepilot.errors import CheckpointError
@@ -17,7 +18,12 @@ def read_json_object(path: str | Path) -> dict:
     """Parse `path` as one JSON object; malformed JSON names the file, line and column."""
     path = Path(path)
     try:
-        size = path.stat().st_size
+        st = path.stat()
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError
+        if not stat.S_ISREG(st.st_mode):  # a FIFO or device would block or never end
+            raise CheckpointError("not a regular file", path=path)
+        size = st.st_size
         if size > MAX_JSON_BYTES:
             raise CheckpointError(f"JSON file is {size:,} bytes, over the {MAX_JSON_BYTES:,} byte limit", path=path)
         raw = path.read_bytes()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import stat
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -74,6 +75,11 @@ def read_header_bytes(path: str | Path) -> tuple[bytes, int]:
     """Return (header JSON bytes, file size), checking the length prefix against the file."""
     path = Path(path)
     try:
+        mode = path.stat().st_mode
+        if stat.S_ISDIR(mode):
+            raise HeaderError("is a directory, not a safetensors file", path=path)
+        if not stat.S_ISREG(mode):  # a FIFO or device would block or never end
+            raise HeaderError("not a regular file", path=path)
         with open(path, "rb") as f:
             size = _file_size(f)
             prefix = f.read(8)
