@@ -84,5 +84,191 @@ def test_overlay_is_not_applicable_for_a_remote_or_unreadable_checkpoint(tmp_pat
 
 def test_served_model_name_keeps_what_clients_use():
     assert served_model_name(launch(model="moonshotai/Kimi-K2.5")) == "moonshotai/Kimi-K2.5"
-    assert served_model_name(launch(options={"served_model_name": ["kimi"]})) == "kimi"
-    assert served_model_name(launch(engine="llama.cpp", model="m.gguf", options={"alias": "tiny"})) == "tiny"
+    # a name the operator gave stays as typed (with_model leaves it alone when given None)
+    assert served_model_name(launch(options={"served_model_name": ["kimi", "k2"]})) is None
+    assert served_model_name(launch(engine="llama.cpp", model="m.gguf", options={"alias": "tiny"})) is None
+    assert served_model_name(launch(engine="llama.cpp", model="m.gguf")) == "m.gguf"
+
+
+# ---- the story, end to end through the CLI ------------------------------------------------
+
+import hashlib  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import shutil  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from servepilot.cli.main import main  # noqa: E402
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "kimi-k2.5-nvfp4"
+TARGET = ["--gpu", "rtx-pro-6000x8", "--engine-version", "0.16.0"]
+
+
+def story_command(model: Path) -> list[str]:
+    return [
+        "NCCL_PROTO=LL", "NCCL_P2P_LEVEL=SYS", "python3", "-m", "vllm.entrypoints.openai.api_server",
+        "--model", str(model), "--tensor-parallel-size", "8", "--tool-call-parser", "kimi_k2",
+        "--reasoning-parser", "kimi_k2", "--trust-remote-code", "--kv-cache-dtype", "auto",
+        "--port", "8000", "--disable-log-requests",
+    ]
+
+
+def tree_state(root: Path) -> dict:
+    """Content hash plus inode/size/mtime/ctime of every entry: any write would change one."""
+    out = {}
+    for here, dirnames, filenames in os.walk(root):
+        for name in [".", *dirnames, *filenames]:
+            p = Path(here) if name == "." else Path(here, name)
+            st = p.lstat()
+            digest = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else None
+            out[p.relative_to(root).as_posix()] = (digest, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    return out
+
+
+@pytest.fixture
+def kimi(tmp_path):
+    """A read-only copy of the example checkpoint (tests run as root: chmod alone proves nothing,
+    so `tree_state` is compared too)."""
+    model = tmp_path / "models" / "kimi-k2.5-nvfp4"
+    shutil.copytree(EXAMPLE, model)
+    for p in [model, *model.iterdir()]:
+        p.chmod(p.stat().st_mode & ~0o222)
+    yield model
+    for p in [model, *model.iterdir()]:
+        p.chmod(p.stat().st_mode | 0o200)
+
+
+def run_json(capsys, argv) -> tuple[int, dict]:
+    rc = main(argv)
+    return rc, json.loads(capsys.readouterr().out)
+
+
+def overlay_remedy_number(capsys, model) -> tuple[str, int]:
+    rc, check = run_json(capsys, ["check", "--json", *TARGET, "--", *story_command(model)])
+    assert rc == 1 and check["verdict"] == "fail"
+    for f in check["findings"]:
+        for i, r in enumerate(f["remedies"], start=1):
+            if r["kind"] == "overlay" and r["args"]:
+                return f["code"], i
+    raise AssertionError("check offered no overlay remedy for the story command")
+
+
+def test_story_overlay_fix_resolves_triton_mla_with_bf16_and_leaves_the_original_alone(kimi, tmp_path, capsys):
+    before = tree_state(kimi)
+    code, number = overlay_remedy_number(capsys, kimi)
+    script = tmp_path / "serve.sh"
+
+    rc, out = run_json(
+        capsys, ["fix", "--json", "--remedy", str(number), "--write", str(script), *TARGET, "--", *story_command(kimi)]
+    )
+    assert list(out)[0] == "schema" and out["schema"] == "servepilot.fix/1"
+    assert (out["applied"]["finding"], out["applied"]["kind"]) == (code, "overlay")
+    overlay = Path(out["overlay"]["path"])
+    assert overlay.parent == kimi.parent and overlay.name.startswith("kimi-k2.5-nvfp4-servepilot-")
+    config = json.loads((overlay / "config.json").read_text())
+    assert "kv_cache_scheme" not in config["quantization_config"]
+    assert config["quantization_config"]["quant_algo"] == "NVFP4"
+    quant = json.loads((overlay / "hf_quant_config.json").read_text())
+    assert "kv_cache_quant_algo" not in quant["quantization"]
+    assert quant["quantization"]["quant_algo"] == "NVFP4"
+
+    # the new command serves the overlay under the name clients already use
+    assert f"--model {overlay}" in out["new_command"]
+    assert f"--served-model-name {kimi}" in out["new_command"]
+    assert out["new_command"].startswith("NCCL_PROTO=LL NCCL_P2P_LEVEL=SYS ")
+    assert out["new_command"] in script.read_text()
+    assert os.access(script, os.X_OK)
+    assert out["new_resolved"]["attention_backend"] == "TRITON_MLA"
+    assert out["new_resolved"]["kv_cache_storage"] == "bfloat16"
+    assert code not in {f["code"] for f in out["new_findings"]}
+
+    # `check` on the written script agrees: the attention/KV failure is gone
+    rc, check = run_json(capsys, ["check", "--json", *TARGET, "--command-file", str(script)])
+    assert check["resolved"]["attention_backend"] == "TRITON_MLA"
+    assert check["resolved"]["kv_cache_storage"] == "bfloat16"
+    failing = {f["category"] for f in check["findings"] if f["severity"] == "error"}
+    assert not failing & {"attention_backend", "kv_cache_dtype"}
+
+    # status, diff and remove, and the original never changed
+    assert main(["overlay", "status", str(overlay)]) == 0
+    assert main(["overlay", "diff", str(overlay)]) == 0
+    assert "kv_cache_quant_algo" in capsys.readouterr().out
+    assert main(["overlay", "remove", str(overlay)]) == 0
+    assert not overlay.exists()
+    assert tree_state(kimi) == before
+
+
+def test_default_remedy_is_the_flag_and_builds_nothing(kimi, capsys):
+    rc, out = run_json(capsys, ["fix", "--json", *TARGET, "--", *story_command(kimi)])
+    assert out["applied"]["kind"] == "flag"
+    assert out["overlay"] is None
+    assert "--kv-cache-dtype bfloat16" in out["new_command"]
+    assert "--kv-cache-dtype auto" not in out["new_command"]
+    assert out["new_resolved"]["attention_backend"] == "TRITON_MLA"
+    assert sorted(p.name for p in kimi.parent.iterdir()) == ["kimi-k2.5-nvfp4"]
+
+
+def test_env_remedy_changes_the_env_prefix(kimi, capsys):
+    rc, check = run_json(capsys, ["check", "--json", *TARGET, "--", *story_command(kimi)])
+    env_findings = [f["code"] for f in check["findings"] if any(r["kind"] == "env" and r["args"] for r in f["remedies"])]
+    assert env_findings, "the story command's NCCL_PROTO=LL should draw an env remedy"
+    rc, out = run_json(capsys, ["fix", "--json", "--finding", env_findings[0], *TARGET, "--", *story_command(kimi)])
+    assert out["applied"]["kind"] == "env"
+    unset = out["remedy"]["args"]["env"].get("unset") or []
+    for name in unset:
+        assert f"{name}=" not in out["new_command"]
+    assert "NCCL_P2P_LEVEL=SYS" in out["new_command"] or "NCCL_P2P_LEVEL" in unset
+
+
+def test_upgrade_remedy_prints_pip_and_keeps_the_command(kimi, capsys):
+    rc, check = run_json(capsys, ["check", "--json", *TARGET, "--", *story_command(kimi)])
+    (finding,) = [f for f in check["findings"] if any(r["kind"] == "upgrade" for r in f["remedies"])]
+    number = 1 + [r["kind"] for r in finding["remedies"]].index("upgrade")
+    rc, out = run_json(capsys, ["fix", "--json", "--remedy", str(number), *TARGET, "--", *story_command(kimi)])
+    spec = finding["remedies"][number - 1]["args"]["upgrade"]
+    assert out["pip_command"] == f"pip install '{spec['package']}{spec['specifier']}'"
+    assert out["new_command"] == out["old_command"]
+    assert out["new_verdict"] is None
+    assert rc == 0
+
+
+def test_hardware_remedy_is_refused_with_one_line(kimi, capsys):
+    rc, check = run_json(capsys, ["check", "--json", *TARGET, "--", *story_command(kimi)])
+    finding = next(f for f in check["findings"] if any(r["kind"] == "hardware" for r in f["remedies"]))
+    number = 1 + [r["kind"] for r in finding["remedies"]].index("hardware")
+    assert main(["fix", "--finding", finding["code"], "--remedy", str(number), *TARGET, "--", *story_command(kimi)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot be applied" in err[0]
+
+
+def test_overlay_fix_refuses_a_foreign_destination(kimi, tmp_path, capsys):
+    code, number = overlay_remedy_number(capsys, kimi)
+    foreign = tmp_path / "taken"
+    foreign.mkdir()
+    (foreign / "data.bin").write_bytes(b"keep")
+    argv = ["fix", "--remedy", str(number), "--dest", str(foreign), *TARGET, "--", *story_command(kimi)]
+    assert main(argv) == 2
+    assert "not a servepilot overlay" in capsys.readouterr().err
+    assert sorted(p.name for p in foreign.iterdir()) == ["data.bin"]
+
+
+def test_dry_run_builds_and_writes_nothing(kimi, tmp_path, capsys):
+    code, number = overlay_remedy_number(capsys, kimi)
+    script = tmp_path / "serve.sh"
+    argv = ["fix", "--json", "--dry-run", "--remedy", str(number), "--write", str(script), *TARGET, "--", *story_command(kimi)]
+    rc, out = run_json(capsys, argv)
+    assert out["dry_run"] is True and out["overlay"]["built"] is False
+    assert not Path(out["overlay"]["path"]).exists()
+    assert not script.exists()
+
+
+def test_a_command_without_errors_has_nothing_to_fix(tmp_path, capsys):
+    model = tmp_path / "llama"
+    shutil.copytree(EXAMPLE.parent / "llama-3.1-8b", model)
+    target = ["--gpu", "h200x1", "--engine-version", "0.16.0"]
+    command = ["vllm", "serve", str(model), "--max-model-len", "8192"]
+    rc, check = run_json(capsys, ["check", "--json", *target, "--", *command])
+    assert check["verdict"] in ("pass", "warn")
+    assert main(["fix", *target, "--", *command]) == 0
+    assert "nothing to fix" in capsys.readouterr().out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["llama"]

@@ -20,8 +20,13 @@ from servepilot.overlay.build import OverlayPlan
 # kinds `fix` can apply; "hardware" (buy or move to other GPUs) it can only list
 APPLICABLE_KINDS = ("flag", "overlay", "env", "upgrade")
 
-# the option that names the model to clients, per engine (dest names of their parsers)
-SERVED_NAME_OPTION = {"vllm": "served_model_name", "sglang": "served_model_name", "llama.cpp": "alias"}
+# options that name the model to clients, per engine (dest names of their parsers; llama.cpp's
+# own server says --alias, llama-cpp-python's server --model_alias)
+SERVED_NAME_OPTIONS = {
+    "vllm": ("served_model_name",),
+    "sglang": ("served_model_name",),
+    "llama.cpp": ("alias", "model_alias"),
+}
 
 
 @dataclass(frozen=True)
@@ -63,9 +68,9 @@ class FixPlan:
         if self.chosen is None or self.new_command is None:
             raise BadInput("there is no applicable remedy to apply")
         overlay_path = self.overlay.execute() if self.overlay is not None else None
-        verdict, findings = (None, ())
+        checked = None
         if self.chosen.kind != "upgrade":  # the command is unchanged until the upgrade happens
-            verdict, findings = recheck(self.new_command, gpu=self.gpu, engine_version=self.engine_version)
+            checked = recheck(self.new_command, gpu=self.gpu, engine_version=self.engine_version)
         return FixResult(
             applied=self.chosen,
             old_command=self.old_command,
@@ -73,8 +78,9 @@ class FixPlan:
             overlay=str(overlay_path) if overlay_path else None,
             overlay_action=self.overlay.action if self.overlay else None,
             pip_command=self.pip_command,
-            new_verdict=verdict,
-            new_findings=findings,
+            new_verdict=checked.verdict if checked else None,
+            new_findings=tuple(checked.findings) if checked else (),
+            new_resolved=dict(checked.resolved) if checked else {},
         )
 
 
@@ -88,6 +94,7 @@ class FixResult:
     pip_command: str | None
     new_verdict: str | None  # "pass" | "warn" | "fail"; None for upgrade remedies
     new_findings: tuple[Finding, ...] = ()
+    new_resolved: dict = field(default_factory=dict)  # check's `resolved` for the new command
 
 
 def plan_fix(
@@ -128,14 +135,16 @@ def plan_fix(
     )
 
 
-def recheck(command: str, *, gpu: str | None, engine_version: str | None) -> tuple[str, tuple[Finding, ...]]:
-    """Check the new command as the operator would: from its rendered text, not our objects."""
+def recheck(command: str, *, gpu: str | None, engine_version: str | None):
+    """Check the new command as the operator would: from its rendered text, not our objects.
+
+    Returns the CheckResult of `servepilot.checks.run_checks`.
+    """
     from servepilot.checks import run_checks
     from servepilot.deployment import build_deployment
 
-    dep = build_deployment(command=[command], gpu=gpu, engine_version=engine_version, command_file=None)
-    result = run_checks(dep)
-    return result.verdict, tuple(result.findings)
+    dep = build_deployment(command=command, gpu=gpu, engine_version=engine_version, command_file=None)
+    return run_checks(dep)
 
 
 def write_script(path: str | Path, command: str, *, note: str) -> Path:
@@ -252,13 +261,12 @@ def _apply(dep: Deployment, remedy: Remedy, *, dest, replace: bool):
 
 
 def served_model_name(launch: EngineLaunch) -> str | None:
-    """The name clients use today: the operator's own served name, else the model argument.
+    """The name to serve an overlay under: the model argument, unless the operator named it.
 
     Pointing the engine at an overlay changes the model path; without this the OpenAI API
-    would start answering to "/models/x-servepilot-abc" and break every client.
+    would start answering to "/models/x-servepilot-abc" and break every client. None when the
+    command already sets a served name (vLLM allows several): `with_model` then keeps it.
     """
-    option = SERVED_NAME_OPTION.get(launch.engine)
-    given = launch.options.get(option) if option else None
-    if isinstance(given, (list, tuple)):
-        given = given[0] if given else None
-    return given or launch.model
+    if any(launch.options.get(dest) for dest in SERVED_NAME_OPTIONS.get(launch.engine, ())):
+        return None
+    return launch.model

@@ -4,9 +4,155 @@ from __future__ import annotations
 
 import click
 
-from servepilot.cli.common import JSON_OPTION
+from servepilot.cli.common import JSON_OPTION, build_deployment_from_cli, deployment_options
 
 OVERLAY_DIR = click.argument("overlay_dir", type=click.Path(file_okay=False, path_type=str))
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--remedy", "remedy_number", type=int, metavar="N", help="Apply remedy N (1-based) of the chosen finding.")
+@click.option("--finding", "finding_code", metavar="CODE", help="Fix this finding instead of the first error.")
+@click.option("--write", "write_path", type=click.Path(dir_okay=False), help="Save the new command as a shell script.")
+@click.option("--dest", type=click.Path(file_okay=False), help="Where to build an overlay (default: beside the original).")
+@click.option("--replace", is_flag=True, help="Rebuild an older servepilot overlay at the destination.")
+@click.option("--dry-run", is_flag=True, help="Show the chosen remedy and new command; build and write nothing.")
+@deployment_options
+@JSON_OPTION
+def fix(remedy_number, finding_code, write_path, dest, replace, dry_run, gpu, engine_version, command_file, command, as_json):
+    """Apply a remedy of `check`: a changed command, or a checkpoint overlay (never edits the original).
+
+    \b
+    servepilot fix --gpu rtx-pro-6000x8 -- vllm serve /models/kimi -tp 8
+    servepilot fix --remedy 2 --write serve.sh -- vllm serve /models/kimi -tp 8
+    """
+    from servepilot.checks import run_checks
+    from servepilot.fix import plan_fix, write_script
+
+    dep = build_deployment_from_cli(command, gpu, engine_version, command_file)
+    checked = run_checks(dep)
+    plan = plan_fix(
+        dep,
+        checked.findings,
+        remedy_number=remedy_number,
+        finding_code=finding_code,
+        dest=dest,
+        replace=replace,
+        gpu=gpu,
+        engine_version=engine_version,
+    )
+    if plan.chosen is None:
+        _render_no_choice(plan, as_json)
+        return 1 if plan.has_errors else 0
+    result = None if dry_run else plan.execute()
+    written = None
+    if result is not None and write_path:
+        note = f"{plan.chosen.finding} remedy {plan.chosen.number} ({plan.chosen.change})"
+        written = str(write_script(write_path, result.new_command, note=note))
+    payload = _fix_payload(plan, result, written, dry_run)
+    if as_json:
+        from servepilot.cli.output import emit_json
+
+        emit_json("servepilot.fix/1", payload)
+    else:
+        _render_fix(plan, payload)
+    return 1 if payload["new_verdict"] == "fail" else 0
+
+
+def _fix_payload(plan, result, written, dry_run) -> dict:
+    overlay = None
+    if plan.overlay is not None:
+        overlay = {
+            "path": str(plan.overlay.dest),
+            "action": plan.overlay.action,
+            "placement": plan.overlay.placement,
+            "original": str(plan.overlay.original),
+            "patched": [p.path for p in plan.overlay.patched],
+            "link_count": plan.overlay.link_count,
+            "built": result is not None,
+        }
+    return {
+        "applied": _as_dict(plan.chosen),
+        "remedy": _as_dict(plan.remedy),
+        "dry_run": dry_run,
+        "old_command": plan.old_command,
+        "new_command": plan.new_command,
+        "overlay": overlay,
+        "pip_command": plan.pip_command,
+        "new_verdict": result.new_verdict if result else None,
+        "new_findings": _as_dict(result.new_findings) if result else [],
+        "new_resolved": _as_dict(result.new_resolved) if result else {},
+        "written": written,
+        "options": _as_dict(plan.options),
+    }
+
+
+def _render_fix(plan, payload: dict) -> None:
+    c = plan.chosen
+    click.echo(f"{c.finding} ({c.severity}): {c.title}")
+    click.echo(f"remedy {c.number} [{c.kind}]: {c.change}")
+    if c.tradeoff:
+        click.echo(f"  trade-off: {c.tradeoff}")
+    if payload["overlay"]:
+        o = payload["overlay"]
+        verb = {"create": "built", "replace": "rebuilt", "reuse": "reused"}[o["action"]]
+        if not o["built"]:
+            verb = f"would be {verb}"
+        click.echo(f"overlay {verb}: {o['path']}")
+        click.echo(f"  {o['link_count']} files linked to {o['original']}; patched: {', '.join(o['patched'])}")
+    if payload["pip_command"]:
+        click.echo(f"upgrade first: {payload['pip_command']}")
+        click.echo("command (unchanged):")
+    else:
+        click.echo("new command:")
+    click.echo(f"  {payload['new_command']}")
+    if payload["dry_run"]:
+        click.echo("dry run: nothing built, nothing written")
+        return
+    if payload["new_verdict"] is not None:
+        resolved = payload["new_resolved"]
+        engine_picks = ", ".join(
+            f"{key} {resolved[key]}" for key in ("attention_backend", "kv_cache_storage") if resolved.get(key)
+        )
+        click.echo(f"check of the new command: {payload['new_verdict']}" + (f" ({engine_picks})" if engine_picks else ""))
+        for f in payload["new_findings"]:
+            click.echo(f"  {f['severity']:<7} {f['code']}: {f['title']}")
+    else:
+        click.echo("check again after the upgrade: servepilot check -- <command>")
+    if payload["written"]:
+        click.echo(f"wrote {payload['written']}")
+
+
+def _render_no_choice(plan, as_json: bool) -> None:
+    if as_json:
+        from servepilot.cli.output import emit_json
+
+        emit_json(
+            "servepilot.fix/1",
+            {
+                "applied": None,
+                "remedy": None,
+                "dry_run": False,
+                "old_command": plan.old_command,
+                "new_command": None,
+                "overlay": None,
+                "pip_command": None,
+                "new_verdict": None,
+                "new_findings": [],
+                "new_resolved": {},
+                "written": None,
+                "options": _as_dict(plan.options),
+            },
+        )
+        return
+    if not plan.has_errors:
+        click.echo("nothing to fix: the check found no errors")
+        if not plan.options:
+            return
+    else:
+        click.echo("no remedy servepilot can apply; the options:")
+    for o in plan.options:
+        state = "" if o.applicable else f"  (not applicable: {o.why_not})"
+        click.echo(f"  {o.finding} ({o.severity}) remedy {o.number} [{o.kind}]: {o.change}{state}")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
