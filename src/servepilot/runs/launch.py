@@ -36,8 +36,6 @@ PROBE_INTERVAL_S = 0.5
 DEFAULT_READY_TIMEOUT_S = 1800.0
 DEFAULT_STOP_GRACE_S = 10.0
 
-LIVE_STATES = ("starting", "ready")
-
 
 @dataclass(frozen=True)
 class LaunchPlan:
@@ -358,7 +356,7 @@ def finish(run_id: str, state: str, *, exit_code: int | None = None, category: s
     db = store.connect()
     try:
         changed = store.update_run(
-            db, run_id, only_if_state=("starting", "ready", "exited"), state=state, exit_code=exit_code,
+            db, run_id, only_if_state=(*store.LIVE_STATES, "exited"), state=state, exit_code=exit_code,
             ended_at=time.time(), category=category, diagnosis_json=diagnosis, **extra,
         )
     finally:

@@ -10,7 +10,7 @@ from typing import Any
 from servepilot.errors import BadInput
 from servepilot.runs import process, rundir, store
 
-LIVE_STATES = ("starting", "ready")
+LIVE_STATES = store.LIVE_STATES
 
 
 def resolve_run(ref: str) -> dict[str, Any]:
@@ -70,7 +70,8 @@ class RunRow:
     run_dir: str
 
 
-def list_runs(all_runs: bool = True, limit: int | None = None) -> list[RunRow]:
+def list_runs(limit: int | None = None) -> list[RunRow]:
+    """The newest `limit` runs (all when None), oldest first, states checked live."""
     db = store.connect()
     try:
         rows = store.list_runs(db, limit=limit)
@@ -78,8 +79,6 @@ def list_runs(all_runs: bool = True, limit: int | None = None) -> list[RunRow]:
         now = time.time()
         for r in rows:
             state = live_state(r, db)
-            if not all_runs and state not in LIVE_STATES:
-                continue
             out.append(RunRow(
                 id=r["id"], name=r["name"], state=state, engine=r["engine"], model=r["model"],
                 pid=r["pid"], port=r["port"], created_at=r["created_at"], age_s=round(now - r["created_at"], 1),
@@ -100,16 +99,30 @@ class StopOutcome:
 
 
 def stop_run(ref: str, grace_s: float = 10.0) -> StopOutcome:
+    """Stop a run's own process group (SIGTERM, `grace_s`, SIGKILL) and record it.
+
+    The state is written *before* the signal: a supervisor following the run in another
+    shell sees the exit moments later and must find it recorded as stopped, not failed.
+    """
     row = resolve_run(ref)
     ident = identity_of(row)
     if ident is None:
         return StopOutcome(row["id"], row["state"], "the run never started a process")
-    result = process.stop_group(ident, grace_s=grace_s)  # raises NotOurProcess on a recycled pid
+    members = process.verify_ours(ident)  # raises NotOurProcess on a recycled pid
     db = store.connect()
     try:
-        if result.signalled:
+        previous = row["state"]
+        if members:
             store.update_run(db, row["id"], only_if_state=(*LIVE_STATES, "exited"), state="stopped",
                              ended_at=time.time())
+        try:
+            result = process.stop_group(ident, grace_s=grace_s)
+        except BaseException:
+            if members:  # nothing was signalled after all: put the state back
+                store.update_run(db, row["id"], only_if_state=("stopped",), state=previous, ended_at=None)
+            raise
+        if members and not result.signalled:  # it exited on its own in between
+            store.update_run(db, row["id"], only_if_state=("stopped",), state=previous, ended_at=None)
         state = store.get_run(db, row["id"])["state"]
         if not result.signalled:
             state = live_state({**row, "state": state}, db)

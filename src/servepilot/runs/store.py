@@ -23,6 +23,9 @@ from servepilot import settings
 BUSY_TIMEOUT_MS = 10_000
 DB_NAME = "history.sqlite3"
 
+# States of a run whose process is (as far as the record knows) alive.
+LIVE_STATES = ("starting", "ready")
+
 Migration = Callable[[sqlite3.Connection], None]
 MIGRATIONS: list[tuple[str, Migration]] = []
 
