@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
 import pytest
 
 from servepilot.checks.finding import Finding, Remedy
+from servepilot.cli.main import main
 from servepilot.deployment import Deployment
 from servepilot.engines.launch import EngineLaunch, ShellContext
 from servepilot.errors import BadInput
-from servepilot.fix import _choose, _options, served_model_name
+from servepilot.fix import choose_remedy, remedy_options, served_model_name
 from servepilot.hardware.cluster import Cluster
 
 KV_OVERLAY = {"overlay": {"config.json": [{"op": "remove", "path": "/quantization_config/kv_cache_scheme"}]}}
@@ -44,41 +51,41 @@ def test_default_is_top_applicable_remedy_of_first_error_with_one(tmp_path):
         finding("SP-HW", "error", HARDWARE),  # nothing servepilot can do: skipped
         finding("SP-KV", "error", HARDWARE, OVERLAY, FLAG),
     ]
-    chosen = _choose(tuple(_options(dep_for(tmp_path), findings)), None, None)
+    chosen = choose_remedy(tuple(remedy_options(dep_for(tmp_path), findings)), None, None)
     assert (chosen.finding, chosen.number, chosen.kind) == ("SP-KV", 2, "overlay")
 
 
 def test_remedy_number_indexes_the_chosen_findings_list(tmp_path):
     findings = [finding("SP-KV", "error", OVERLAY, FLAG, UPGRADE)]
-    options = tuple(_options(dep_for(tmp_path), findings))
-    assert _choose(options, 3, None).kind == "upgrade"
-    assert _choose(options, 2, None).kind == "flag"
+    options = tuple(remedy_options(dep_for(tmp_path), findings))
+    assert choose_remedy(options, 3, None).kind == "upgrade"
+    assert choose_remedy(options, 2, None).kind == "flag"
     with pytest.raises(BadInput, match="has 3 remedies"):
-        _choose(options, 4, None)
+        choose_remedy(options, 4, None)
     with pytest.raises(BadInput, match="numbered from 1"):
-        _choose(options, 0, None)
+        choose_remedy(options, 0, None)
 
 
 def test_a_hardware_remedy_cannot_be_chosen_by_number(tmp_path):
-    options = tuple(_options(dep_for(tmp_path), [finding("SP-KV", "error", HARDWARE, FLAG)]))
+    options = tuple(remedy_options(dep_for(tmp_path), [finding("SP-KV", "error", HARDWARE, FLAG)]))
     with pytest.raises(BadInput, match="cannot be applied"):
-        _choose(options, 1, None)
+        choose_remedy(options, 1, None)
 
 
 def test_finding_code_selects_warnings_too_and_unknown_codes_are_named(tmp_path):
-    options = tuple(_options(dep_for(tmp_path), [finding("SP-W", "warning", FLAG), finding("SP-E", "error", HARDWARE)]))
-    assert _choose(options, None, None) is None  # the only error has no applicable remedy
-    assert _choose(options, None, "SP-W").finding == "SP-W"
+    options = tuple(remedy_options(dep_for(tmp_path), [finding("SP-W", "warning", FLAG), finding("SP-E", "error", HARDWARE)]))
+    assert choose_remedy(options, None, None) is None  # the only error has no applicable remedy
+    assert choose_remedy(options, None, "SP-W").finding == "SP-W"
     with pytest.raises(BadInput, match="SP-E, SP-W"):
-        _choose(options, None, "SP-NOPE")
+        choose_remedy(options, None, "SP-NOPE")
 
 
 def test_overlay_is_not_applicable_for_a_remote_or_unreadable_checkpoint(tmp_path):
     remote = dep_for(tmp_path, shell=ShellContext(ssh_host="root@gpu-box"))
-    (opt,) = _options(remote, [finding("SP-KV", "error", OVERLAY)])
+    (opt,) = remedy_options(remote, [finding("SP-KV", "error", OVERLAY)])
     assert not opt.applicable and "gpu-box" in opt.why_not
     unreadable = Deployment(launch=launch(), cluster=Cluster(), spec=None)
-    (opt,) = _options(unreadable, [finding("SP-KV", "error", OVERLAY)])
+    (opt,) = remedy_options(unreadable, [finding("SP-KV", "error", OVERLAY)])
     assert not opt.applicable and "not readable" in opt.why_not
 
 
@@ -91,14 +98,6 @@ def test_served_model_name_keeps_what_clients_use():
 
 
 # ---- the story, end to end through the CLI ------------------------------------------------
-
-import hashlib  # noqa: E402
-import json  # noqa: E402
-import os  # noqa: E402
-import shutil  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-from servepilot.cli.main import main  # noqa: E402
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "kimi-k2.5-nvfp4"
 TARGET = ["--gpu", "rtx-pro-6000x8", "--engine-version", "0.16.0"]

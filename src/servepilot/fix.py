@@ -115,10 +115,10 @@ def plan_fix(
     """
     from servepilot.engines.cmdline import render_command
 
-    options = tuple(_options(dep, findings))
+    options = tuple(remedy_options(dep, findings))
     old_command = render_command(dep.launch)
     base = FixPlan(old_command=old_command, options=options, chosen=None, gpu=gpu, engine_version=engine_version)
-    chosen = _choose(options, remedy_number, finding_code)
+    chosen = choose_remedy(options, remedy_number, finding_code)
     if chosen is None:
         return base
     finding = next(f for f in findings if f.code == chosen.finding)
@@ -164,7 +164,8 @@ def write_script(path: str | Path, command: str, *, note: str) -> Path:
     return path
 
 
-def _options(dep: Deployment, findings) -> list[RemedyOption]:
+def remedy_options(dep: Deployment, findings) -> list[RemedyOption]:
+    """Every remedy of every finding, numbered per finding, with whether fix can apply it here."""
     out = []
     for f in findings:
         for i, r in enumerate(f.remedies, start=1):
@@ -205,7 +206,8 @@ def _why_not_applicable(dep: Deployment, remedy: Remedy) -> str | None:
     return None
 
 
-def _choose(options: tuple[RemedyOption, ...], number: int | None, code: str | None) -> RemedyOption | None:
+def choose_remedy(options: tuple[RemedyOption, ...], number: int | None, code: str | None) -> RemedyOption | None:
+    """The option `--remedy number --finding code` selects; None when no error has one to apply."""
     if number is not None and number < 1:
         raise BadInput(f"--remedy {number}: remedies are numbered from 1")
     if code is not None:
