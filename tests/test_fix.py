@@ -271,3 +271,36 @@ def test_a_command_without_errors_has_nothing_to_fix(tmp_path, capsys):
     assert main(["fix", *target, "--", *command]) == 0
     assert "nothing to fix" in capsys.readouterr().out
     assert sorted(p.name for p in tmp_path.iterdir()) == ["llama"]
+
+
+def test_overlay_fix_of_a_hugging_face_cache_model_id(tmp_path, monkeypatch, capsys):
+    """`vllm serve org/name` resolved through the HF cache: the snapshot's files are symlinks
+    into blobs/, the overlay goes to the state dir, and the cache is not written."""
+    cache = tmp_path / "hub"
+    repo = cache / "models--nvidia--Kimi-K2.5-NVFP4"
+    rev = "0123456789abcdef0123456789abcdef01234567"
+    snapshot = repo / "snapshots" / rev
+    (repo / "blobs").mkdir(parents=True)
+    snapshot.mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(rev)
+    for f in EXAMPLE.iterdir():
+        blob = repo / "blobs" / hashlib.sha256(f.read_bytes()).hexdigest()
+        blob.write_bytes(f.read_bytes())
+        os.symlink(f"../../blobs/{blob.name}", snapshot / f.name)
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    before = tree_state(repo)
+    command = ["vllm", "serve", "nvidia/Kimi-K2.5-NVFP4", "-tp", "8"]
+
+    rc, check = run_json(capsys, ["check", "--json", *TARGET, "--", *command])
+    (finding,) = [f for f in check["findings"] if any(r["kind"] == "overlay" and r["args"] for r in f["remedies"])]
+    number = 1 + [r["kind"] for r in finding["remedies"]].index("overlay")
+    rc, out = run_json(capsys, ["fix", "--json", "--remedy", str(number), *TARGET, "--", *command])
+
+    overlay = Path(out["overlay"]["path"])
+    assert out["overlay"]["placement"] == "state-dir"
+    assert overlay.parent == Path(os.environ["SERVEPILOT_HOME"]) / "overlays"
+    assert "--served-model-name nvidia/Kimi-K2.5-NVFP4" in out["new_command"]
+    assert out["new_resolved"]["attention_backend"] == "TRITON_MLA"
+    assert tree_state(repo) == before

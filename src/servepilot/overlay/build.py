@@ -243,7 +243,10 @@ def _choose_dest(tree: OriginalTree, phash: str, dest: Path | str | None) -> tup
 
     # in the shared state dir, the original's path must be part of the name: two checkpoints
     # called "model" with the same patches must not collide
-    name = f"{tree.root.parent.parent.name}-{tree.root.name[:8]}" if tree.hf_snapshot else tree.root.name
+    if tree.hf_snapshot:  # models--org--name/snapshots/<rev> -> org--name-<rev[:8]>
+        name = f"{tree.root.parent.parent.name.removeprefix('models--')}-{tree.root.name[:8]}"
+    else:
+        name = tree.root.name
     where = hashlib.sha256(f"{tree.root}\n{phash}".encode()).hexdigest()[:10]
     return state_dir() / "overlays" / f"{name}-servepilot-{where}", "state-dir"
 
