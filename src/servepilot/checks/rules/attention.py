@@ -152,9 +152,14 @@ def compressed_tensors_forced(dep, ctx) -> list[Finding]:
 )
 def llamacpp_v_cache(dep, ctx) -> list[Finding]:
     res = ctx.resolution
-    if not res.fails:
+    quantized_v = res.extra.get("cache_type_v") not in (None, "f16", "f32", "bf16")
+    if not res.fails and not (quantized_v and res.extra.get("flash_attn") is None):
         return []
-    return [Finding("SP-KV-003", "kv_cache_dtype", "error", "quantized V cache needs --flash-attn",
-                    f"{res.selection_error}: the server exits while creating the context.", _evidence(res.kv_evidence),
+    if res.fails:
+        severity, detail = "error", f"{res.selection_error}: the server exits while creating the context."
+    else:
+        severity, detail = "warning", ("--flash-attn is not given: builds whose default is off refuse a quantized V cache "
+                                       "('V cache quantization requires flash_attn'); newer builds default to auto.")
+    return [Finding("SP-KV-003", "kv_cache_dtype", severity, "quantized V cache needs --flash-attn", detail, _evidence(res.kv_evidence),
                     (Remedy("flag", "--flash-attn on", "flash attention kernels (supported on most GPUs and the CPU)", {"set": {"flash_attn": "on"}, "unset": []}),
                      Remedy("flag", "--cache-type-v f16", "V cache twice the size of q8_0", {"set": {"cache_type_v": "f16"}, "unset": []})))]

@@ -23,10 +23,17 @@ def resolve(dep) -> Resolution:
     values = tuple(valid["values"])
     evidence = [Fact(f"--cache-type-k {ctk}, --cache-type-v {ctv}", valid["source"])]
     error = None
+    notes = ["llama.cpp has no attention backend choice to resolve; GPU offload (-ngl) is read by the planner"]
     fa = str(opts.get("flash_attn", "")).lower()
-    if ctv not in ("f16", "f32", "bf16") and fa in ("", "off", "false", "0"):
-        error = "V cache quantization requires flash_attn"
-        evidence.append(Fact(f"quantized V cache ({ctv}) without --flash-attn", _row("quantized_v_needs_flash_attn")["source"]))
+    if ctv not in ("f16", "f32", "bf16"):
+        source = _row("quantized_v_needs_flash_attn")["source"]
+        if fa in ("off", "false", "0", "disabled"):
+            error = "V cache quantization requires flash_attn"
+            evidence.append(Fact(f"quantized V cache ({ctv}) with flash attention off", source))
+        elif fa == "":
+            # the default was "off" in older builds and "auto" in newer ones
+            notes.append(f"quantized V cache ({ctv}) needs flash attention; --flash-attn not given, so it depends on the build's default")
+            evidence.append(Fact(f"quantized V cache ({ctv}), --flash-attn left to the build default", source))
     ccs = [g.compute_capability for g in dep.cluster.gpus if g.compute_capability]
     spec = dep.spec
     return Resolution(
@@ -35,7 +42,7 @@ def resolve(dep) -> Resolution:
         kv_evidence=tuple(evidence), kv_valid=ctk in values and ctv in values, kv_valid_values=values,
         head_size=spec.attention.head_dim if spec is not None and spec.attention else None,
         selection_error=error, facts=(Fact("cache types", valid["source"]),),
-        notes=("llama.cpp has no attention backend choice to resolve; GPU offload (-ngl) is read by the planner",),
+        notes=tuple(notes), extra={"flash_attn": fa or None, "cache_type_v": ctv},
     )
 
 

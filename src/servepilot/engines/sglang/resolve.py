@@ -11,15 +11,16 @@ from servepilot.engines import knowledge as kb
 from servepilot.engines.resolution import Fact, QuantKernels, Resolution
 
 ENGINE = "sglang"
-DEFAULT_VERSION = "0.5.2"
+DEFAULT_VERSION = "0.5.10"
 
 
 def resolve(dep) -> Resolution:
     notes = ["SGLang's attention backend choice is not modelled by servepilot"]
     version = dep.engine_version or DEFAULT_VERSION
     kb.parse_version(version)
-    if kb.release_of(version) not in kb.load_file(ENGINE, "engine")["read_releases"]:
-        notes.append(f"SGLang facts were read from {DEFAULT_VERSION}; used for {version}")
+    read = kb.load_file(ENGINE, "engine")["read_releases"]
+    if kb.release_of(version) not in read:
+        notes.append(f"SGLang {version} itself was not read (read: {', '.join(read)}); facts whose ranges cover it are used, others are unknown")
     opts = dep.launch.options
     spec = dep.spec
     ccs = [g.compute_capability for g in dep.cluster.gpus if g.compute_capability]
@@ -27,17 +28,23 @@ def resolve(dep) -> Resolution:
     requested = str(opts.get("kv_cache_dtype") or "auto")
     row = kb.row_for(kb.load_file(ENGINE, "kv_cache")["valid_dtypes"], version)
     valid_values = tuple(row["values"]) if row else ()
+    if row is None:
+        notes.append(f"valid --kv-cache-dtype values of SGLang {version} are unknown to servepilot")
     model_dtype = (spec.dtype if spec is not None and spec.dtype != "float32" else "bfloat16") if spec is not None else None
     if opts.get("dtype") not in (None, "auto"):
         model_dtype = {"half": "float16"}.get(opts["dtype"], opts["dtype"])
-    evidence = (Fact(f"--kv-cache-dtype {requested}" + (": the model dtype" if requested == "auto" else ""), row.source if row else ""),)
+    if requested in ("bf16", "bfloat16"):
+        requested_storage = "bfloat16"
+    else:
+        requested_storage = model_dtype if requested == "auto" else requested
+    evidence = (Fact(f"--kv-cache-dtype {requested}" + (": the model dtype" if requested == "auto" else ""), row.source if row else "sglang/srt/server_args.py"),)
     use_mla = bool(spec is not None and spec.is_mla)
     head = None
     if spec is not None and spec.attention is not None:
         head = spec.attention.mla_head_size if use_mla else spec.attention.head_dim
     return Resolution(
         engine=ENGINE, engine_version=version, gpu_cc=cc,
-        kv_cache_dtype=requested, kv_cache_storage=model_dtype if requested == "auto" else requested,
+        kv_cache_dtype=requested, kv_cache_storage=requested_storage,
         kv_requested=requested, kv_evidence=evidence, kv_valid=not valid_values or requested in valid_values,
         kv_valid_values=valid_values, use_mla=use_mla, head_size=head, model_dtype=model_dtype,
         quant=_quant(dep, version, cc), facts=(Fact("valid --kv-cache-dtype values", row.source),) if row else (),
