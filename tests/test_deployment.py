@@ -187,3 +187,13 @@ def test_cli_yaml_not_a_mapping(capsys, tmp_path):
     assert main(["deployment", "--gpu", "t4", "--", "vllm", "serve", "/m", "--config", str(cfg)]) == 2
     err = capsys.readouterr().err
     assert str(cfg) in err and "mapping" in err
+
+
+def test_every_json_key_is_documented(capsys, checkpoint):
+    """docs/json/deployment.md names every key the command prints (top level, shell, cluster, gpu)."""
+    doc = (Path(__file__).parents[1] / "docs" / "json" / "deployment.md").read_text()
+    assert main(["deployment", "--json", "--gpu", "h100x2", "--engine-version", "0.16.0", "--", "vllm", "serve", str(checkpoint)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    keys = [*out, *out["shell"], *out["cluster"], *out["cluster"]["gpus"][0]]
+    missing = [k for k in keys if f"`{k}`" not in doc]
+    assert not missing
