@@ -69,3 +69,19 @@ def test_rules_are_registered():
     assert codes["SP-MEM-001"] == "oom_weights"
     assert codes["SP-MEM-002"] == "max_model_len"
     assert codes["SP-MEM-003"] == "oom_kv_cache"
+
+
+def test_llamacpp_context_over_the_gpu_is_oom_kv_cache():
+    from servepilot.checkpoint.spec import AttentionSpec, GGUFInfo, ModelSpec
+
+    spec = ModelSpec(path="/m/x.gguf", format="gguf", hidden_size=4096, vocab_size=128256,
+                     attention=AttentionSpec(kind="gqa", num_layers=32, num_heads=32, num_kv_heads=8, head_dim=128),
+                     gguf=GGUFInfo(architecture="llama", file_size=5 << 30, tensor_types={}, context_length=131072))
+    one = gpus(1, name="NVIDIA GeForce RTX 4090", key="rtx-4090", mib=24564, cc=(8, 9))
+    dep = deployment(spec, {"ctx_size": 262144, "n_gpu_layers": 99}, engine="llama.cpp", gpu=one)
+    findings = run_all(dep)
+    assert [f.code for f in findings] == ["SP-MEM-003"]
+    first = findings[0].remedies[0]
+    assert first.args["set"]["ctx_size"] < 262144
+    assert run_all(deployment(spec, {"ctx_size": first.args["set"]["ctx_size"], "n_gpu_layers": 99},
+                              engine="llama.cpp", gpu=one)) == []

@@ -151,7 +151,11 @@ def weights_over_gpu(dep, ctx) -> list[Finding]:
 )
 def no_kv_budget(dep, ctx) -> list[Finding]:
     plan = ctx.plan
-    if plan is None or plan.engine == "llama.cpp" or _weights_per_gpu(plan) >= _cuda_total(plan) or plan.available_kv_bytes > 0:
+    if plan is None or _weights_per_gpu(plan) >= _cuda_total(plan):
+        return []
+    if plan.engine == "llama.cpp":
+        return _llamacpp_kv(plan)
+    if plan.available_kv_bytes > 0:
         return []
     # enough for one max_model_len request on top of making the budget positive
     short = -plan.available_kv_bytes + plan.max_model_len * plan.bytes_per_token
@@ -161,6 +165,30 @@ def no_kv_budget(dep, ctx) -> list[Finding]:
         f"no KV cache memory: the budget is {_g(plan.available_kv_bytes)} per GPU",
         f"{plan.engine} will stop after profiling: weights ({_g(_weights_per_gpu(plan))}) and runtime leave nothing of "
         f"{_g(plan.requested_bytes)} (gpu_memory_utilization {plan.gpu_memory_utilization}) for the KV cache.",
+        _evidence(plan), tuple(remedies),
+    )]
+
+
+def _llamacpp_kv(plan) -> list[Finding]:
+    """llama.cpp allocates n_ctx tokens of KV up front: too many and the allocation fails."""
+    if plan.fits:
+        return []
+    remedies = []
+    if plan.max_model_len_fit:
+        remedies.append(Remedy("flag", f"--ctx-size {plan.max_model_len_fit}",
+                               f"context {plan.max_model_len:,} -> {plan.max_model_len_fit:,} tokens (shared by all slots)",
+                               {"set": {"ctx_size": plan.max_model_len_fit}, "unset": []}))
+    if not plan.kv_cache_dtype.startswith("q8_0"):
+        remedies.append(Remedy("flag", "--cache-type-k q8_0 --cache-type-v q8_0",
+                               "KV cache about half the size of f16; V quantization needs flash attention (-fa)",
+                               {"set": {"cache_type_k": "q8_0", "cache_type_v": "q8_0"}, "unset": []}))
+    remedies.append(_hardware(plan))
+    kv = next((t.bytes for t in plan.terms if t.name == "kv_cache"), 0)
+    return [Finding(
+        "SP-MEM-003", "oom_kv_cache", "error",
+        f"a {plan.max_model_len:,}-token KV cache ({_g(kv)}) does not fit beside the weights",
+        f"llama.cpp allocates the whole context's KV cache ({plan.kv_cache_dtype}) at start; with {_g(_weights_per_gpu(plan))} "
+        f"of offloaded weights on a {_g(plan.gpu_total_bytes)} GPU it will fail to allocate it.",
         _evidence(plan), tuple(remedies),
     )]
 
@@ -175,7 +203,8 @@ def no_kv_budget(dep, ctx) -> list[Finding]:
 )
 def kv_below_one_request(dep, ctx) -> list[Finding]:
     plan = ctx.plan
-    if plan is None or plan.fits or plan.available_kv_bytes <= 0 or _weights_per_gpu(plan) >= _cuda_total(plan):
+    if plan is None or plan.engine == "llama.cpp" or plan.fits or plan.available_kv_bytes <= 0 \
+            or _weights_per_gpu(plan) >= _cuda_total(plan):
         return []
     need = plan.max_model_len * plan.bytes_per_token
     remedies = (_tp_remedies(dep, plan, "kv") + _fp8_remedy(dep, ctx, plan) + _len_remedy(plan)
