@@ -27,11 +27,18 @@ def kv_remedies(dep, ctx) -> list[Remedy]:
     alt = resolver.resolve_with(dep, kv_cache_dtype=model_dtype)
     if not alt.fails and alt.kv_valid:
         words, numbers = dtype_change_tradeoff(dep, storage, alt.kv_cache_storage or model_dtype, ctx.plan)
+        settings = {"kv_cache_dtype": model_dtype}
+        shorter = _shorter_max_len(dep, numbers)
+        change = f"--kv-cache-dtype {model_dtype}"
+        if shorter is not None:
+            settings["max_model_len"] = shorter
+            change += f" --max-model-len {shorter}"
+            words += f"; the model's full context no longer fits in the KV cache, so --max-model-len {shorter:,} too"
         out.append(Remedy(
             kind="flag",
-            change=f"--kv-cache-dtype {model_dtype}",
+            change=change,
             tradeoff=f"{words}; attention runs on {alt.attention_backend}; the checkpoint's KV scales go unused",
-            args={"set": {"kv_cache_dtype": model_dtype}, "unset": []},
+            args={"set": settings, "unset": []},
         ))
 
     # 2. a release that accepts the same configuration
@@ -53,6 +60,9 @@ def kv_remedies(dep, ctx) -> list[Remedy]:
             alt = resolver.resolve_with_spec(dep, stripped_spec)
             if not alt.fails:
                 words, numbers = dtype_change_tradeoff(dep, storage, alt.kv_cache_storage or model_dtype, ctx.plan)
+                shorter = _shorter_max_len(dep, numbers)
+                if shorter is not None:
+                    words += f"; the model's full context no longer fits in the KV cache: serve it with --max-model-len {shorter:,}"
                 files = ", ".join(f"{name} ({', '.join(op['path'] for op in ops)})" for name, ops in patches.items())
                 out.append(Remedy(
                     kind="overlay",
@@ -86,6 +96,28 @@ def kv_remedies(dep, ctx) -> list[Remedy]:
             ))
             break
     return out
+
+
+def _shorter_max_len(dep, numbers: dict) -> int | None:
+    """A --max-model-len that fits the smaller KV cache, when the current one no longer does.
+
+    vLLM refuses to start when one sequence of max_model_len does not fit in the KV cache
+    (vllm/v1/core/kv_cache_utils.py@v0.16.0 check_enough_kv_cache_memory); rounded down to
+    a multiple of 1,024 tokens.
+    """
+    from servepilot.checks.rules.model import derived_max_len
+
+    after = numbers.get("kv_tokens_after")
+    if after is None or dep.spec is None:
+        return None
+    want = dep.launch.get("max_model_len")
+    try:
+        want = int(want) if want not in (None, "auto", -1) else derived_max_len(dep.spec)[0]
+    except (TypeError, ValueError):
+        return None
+    if want is None or after >= want:
+        return None
+    return max(1024, after // 1024 * 1024)
 
 
 def first_passing_release(dep, resolver, current: str | None):
