@@ -239,3 +239,11 @@ def test_given_kv_memory_must_still_fit_on_the_gpu():
     fine = plan_deployment(deployment(qwen2_7b(), {"tensor_parallel_size": 2, "kv_cache_memory_bytes": "60G"}, gpu=a100))
     over = plan_deployment(deployment(qwen2_7b(), {"tensor_parallel_size": 2, "kv_cache_memory_bytes": "78G"}, gpu=a100))
     assert fine.weights_fit and not over.weights_fit
+
+
+def test_auto_fit_max_model_len_takes_the_longest_that_fits():
+    small = gpus(4, name="NVIDIA L40S", key="l40s", mib=46068, cc=(8, 9))
+    fixed = plan_deployment(deployment(llama_70b(), {"tensor_parallel_size": 4}, gpu=small))
+    auto = plan_deployment(deployment(llama_70b(), {"tensor_parallel_size": 4, "max_model_len": -1}, gpu=small))
+    assert not fixed.fits and fixed.max_model_len_fit
+    assert auto.fits and auto.max_model_len == fixed.max_model_len_fit

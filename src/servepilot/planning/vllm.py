@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from servepilot.checkpoint.spec import ModelSpec
 from servepilot.hardware.cluster import Gpu
@@ -16,7 +17,9 @@ from servepilot.planning.weights import split_weights
 
 
 def plan_vllm(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list[str], tp,
-               available_override: int | None = None, weights_override: int | None = None) -> MemoryPlan:
+              available_override: int | None = None, weights_override: int | None = None) -> MemoryPlan:
+    """The vLLM plan of `dep` on one GPU kind; `tp` overrides the command's (for alternatives),
+    the overrides put measured figures in place of the estimates."""
     launch = dep.launch
     version, assumed = engine_version(dep, "vllm")
     notes = list(notes)
@@ -52,19 +55,7 @@ def plan_vllm(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list[
         per_stage = [weights_override] * len(per_stage)
 
     mdtype = kvmod.model_dtype_name(spec, option(launch, "dtype"))
-    act_bytes = 4 if mdtype in ("float32", "float") else 2
-    sampler = f("sampler_bytes_per_logit")
-    peak, peak_basis = activation_peak(
-        spec, tp=tp, expert_parallel=ep, batched_tokens=mnbt, num_seqs=mns,
-        sampler_bytes_per_logit=float(sampler.value), moe_chunk_tokens=int(f("fused_moe_chunk_tokens").value),
-        act_bytes=act_bytes,
-    )
-    nt = f("non_torch_bytes")
-    after_init = generation == "v1" and f("snapshot_after_distributed_init").value
-    non_torch = int(nt.get("base")) + (int(nt.get("per_tp_group")) if tp * pp > 1 and not after_init else 0)
-    graphs_subtracted = generation == "v1" and f("cudagraph_subtracted").value
-    eager = as_bool(option(launch, "enforce_eager"))
-    graphs = 0 if eager else int(f("cudagraph_bytes").value)
+    rt = _runtime(launch, spec, f, generation=generation, tp=tp, pp=pp, ep=ep, mnbt=mnbt, mns=mns, mdtype=mdtype)
     requested = math.ceil(cuda_total * util)
     w_max = max(per_stage)
     w_exact = split.exact or weights_override is not None
@@ -74,13 +65,9 @@ def plan_vllm(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list[
         Term("weights", w_max, w_exact, 0 if w_exact else int(w_max * 0.03),
              ("measured by a run" if weights_override is not None else f"{split.source}: split for TP {tp}, PP {pp}"
               + (", EP" if ep else ""))),
-        Term("activation_peak", peak, False, int(peak * 0.4) + 64 * (1 << 20), peak_basis + f"; {sampler.source}"),
-        Term("non_torch", non_torch, False, int(nt.get("uncertainty")), nt.source),
-        Term("cuda_graphs", graphs, eager, 0 if eager else int(f("cudagraph_bytes").get("uncertainty")),
-             ("--enforce-eager: no graphs" if eager else "captured after the KV cache is allocated, out of the headroom"
-              if not graphs_subtracted else "subtracted from the KV budget (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS)"),
-             subtracted=graphs_subtracted),
+        *rt.terms,
     ]
+    peak, non_torch, graphs, graphs_subtracted = rt.peak, rt.non_torch, rt.graphs, rt.graphs_subtracted
     kv_bytes_opt = parse_bytes(option(launch, "kv_cache_memory_bytes"), "--kv-cache-memory-bytes")
     subtract = peak + non_torch + (graphs if graphs_subtracted else 0)
     available_per_stage = [requested - w - subtract for w in per_stage]
@@ -103,16 +90,19 @@ def plan_vllm(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list[
     types = kvmod.layer_types(spec)
     hybrid = bool(f("hybrid_kv_cache_manager").value) and not as_bool(option(launch, "disable_hybrid_kv_cache_manager"))
     within_25pct = f("hybrid_group_size").value != "min"
-    cap = kvmod.capacity(
+    capacity_args = dict(
         types=types, window=kvmod.sliding_window(spec), bytes_per_token_per_layer=bpl,
         available_per_stage=available_per_stage, block_size=block, max_model_len=max_model_len,
         generation=generation, hybrid=hybrid, max_num_batched_tokens=mnbt, search_limit=derived_len,
         num_gpu_blocks_override=as_int(option(launch, "num_gpu_blocks_override"), "--num-gpu-blocks-override"),
         group_within_25pct=within_25pct,
     )
-    if auto_fit:
+    cap = kvmod.capacity(**capacity_args)
+    if auto_fit and cap.longest_context:
+        # --max-model-len -1 (0.16+): the engine takes the longest length that fits, then sizes as usual
         notes.append(f"--max-model-len -1: the engine fits the longest context ({cap.longest_context:,})")
-        max_model_len = min(max_model_len, cap.longest_context) or max_model_len
+        max_model_len = min(max_model_len, cap.longest_context)
+        cap = kvmod.capacity(**{**capacity_args, "max_model_len": max_model_len})
     if any(k in (spec.config or {}) for k in ("vision_config", "audio_config")) and not kv_bytes_opt:
         notes.append("multimodal model: vLLM also profiles the encoder with dummy images/audio; that peak is not in the estimate")
     if "sliding" in types and generation == "v1" and hybrid:
@@ -140,6 +130,42 @@ def plan_vllm(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list[
         max_model_len_fit=cap.max_model_len_fit, longest_context=cap.longest_context, kv_groups=cap.groups,
         rows=rows, notes=tuple(dict.fromkeys(notes)), sources=tuple(dict.fromkeys(sources)),
     )
+
+
+@dataclass(frozen=True)
+class _Runtime:
+    terms: tuple[Term, ...]
+    peak: int
+    non_torch: int
+    graphs: int
+    graphs_subtracted: bool
+
+
+def _runtime(launch, spec: ModelSpec, f, *, generation: str, tp: int, pp: int, ep: bool, mnbt: int, mns: int,
+             mdtype: str) -> _Runtime:
+    """The profile run's activation peak, non-torch memory and CUDA graphs, each an estimate."""
+    sampler = f("sampler_bytes_per_logit")
+    peak, basis = activation_peak(
+        spec, tp=tp, expert_parallel=ep, batched_tokens=mnbt, num_seqs=mns,
+        sampler_bytes_per_logit=float(sampler.value), moe_chunk_tokens=int(f("fused_moe_chunk_tokens").value),
+        act_bytes=4 if mdtype in ("float32", "float") else 2,
+    )
+    nt = f("non_torch_bytes")
+    after_init = generation == "v1" and f("snapshot_after_distributed_init").value
+    non_torch = int(nt.get("base")) + (int(nt.get("per_tp_group")) if tp * pp > 1 and not after_init else 0)
+    subtracted = bool(generation == "v1" and f("cudagraph_subtracted").value)
+    eager = as_bool(option(launch, "enforce_eager"))
+    cg = f("cudagraph_bytes")
+    graphs = 0 if eager else int(cg.value)
+    how = ("--enforce-eager: no graphs" if eager else
+           "subtracted from the KV budget (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS)" if subtracted else
+           "captured after the KV cache is allocated, out of the headroom")
+    terms = (
+        Term("activation_peak", peak, False, int(peak * 0.4) + 64 * (1 << 20), f"{basis}; {sampler.source}"),
+        Term("non_torch", non_torch, False, int(nt.get("uncertainty")), nt.source),
+        Term("cuda_graphs", graphs, eager, 0 if eager else int(cg.get("uncertainty")), how, subtracted=subtracted),
+    )
+    return _Runtime(terms, peak, non_torch, graphs, subtracted)
 
 
 def _vllm_batch(launch, spec: ModelSpec, gpu: Gpu, cuda_total: int, generation: str, max_model_len: int, f):
