@@ -102,3 +102,13 @@ def test_every_rule_explains_itself(code, capsys):
     assert main(["explain", code, "--json"]) == 0
     obj = json.loads(capsys.readouterr().out)
     assert obj["facts"] and obj["sources"]
+
+
+def test_explain_lists_the_rows_of_a_version(capsys):
+    assert main(["explain", "SP-ATTN-001", "--engine-version", "0.16.0", "--json"]) == 0
+    rows = {r["path"]: r for r in json.loads(capsys.readouterr().out)["knowledge"]}
+    assert rows["backends.TRITON_MLA"]["facts"]["kv_cache_dtypes"] == ["auto", "bfloat16"]
+    assert rows["backends.TRITON_MLA"]["source"].endswith("@v0.16.0")
+    assert main(["explain", "SP-ATTN-001", "--engine-version", "0.18.0", "--json"]) == 0
+    rows = {r["path"]: r for r in json.loads(capsys.readouterr().out)["knowledge"]}
+    assert "fp8_e4m3" in rows["backends.TRITON_MLA"]["facts"]["kv_cache_dtypes"]

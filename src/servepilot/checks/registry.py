@@ -59,3 +59,31 @@ def load_rules() -> list[Rule]:
 def find_rule(code: str) -> Rule | None:
     code = code.strip().upper()
     return next((r for r in load_rules() if r.code == code), None)
+
+
+def knowledge_rows(r: Rule, version: str) -> list[dict]:
+    """The rows of the rule's knowledge files that hold for `version` (for `explain`)."""
+    from servepilot.engines import knowledge as kb
+
+    out: list[dict] = []
+    for source in r.sources:
+        parts = source.split("/")
+        if len(parts) != 5 or parts[:2] != ["servepilot", "engines"] or parts[3] != "knowledge" or not parts[4].endswith(".yaml"):
+            continue
+        engine, name = parts[2], parts[4][:-5]
+        _walk(kb.load_file(engine, name), f"{engine}/knowledge/{name}.yaml", "", version, out)
+    return out
+
+
+def _walk(node, file: str, path: str, version: str, out: list[dict]) -> None:
+    from servepilot.engines import knowledge as kb
+
+    if isinstance(node, list) and node and all(isinstance(x, dict) and "versions" in x for x in node):
+        row = kb.row_for(node, version)
+        if row is not None:
+            facts = {k: v for k, v in row.data.items() if k not in ("versions", "source")}
+            out.append({"file": file, "path": path or "/", "versions": row.versions, "source": row.source, "facts": facts})
+        return
+    if isinstance(node, dict):
+        for key, value in node.items():
+            _walk(value, file, f"{path}.{key}" if path else str(key), version, out)

@@ -85,8 +85,9 @@ def render(result) -> None:
 
 @click.command()
 @click.argument("code")
+@click.option("--engine-version", metavar="VERSION", help="Also list the knowledge rows that hold for this engine version.")
 @JSON_OPTION
-def explain(code, as_json):
+def explain(code, engine_version, as_json):
     """Show the facts behind rule CODE (e.g. SP-ATTN-001) and where they were read."""
     from servepilot.checks.registry import find_rule, load_rules
     from servepilot.errors import BadInput
@@ -104,6 +105,11 @@ def explain(code, as_json):
         "sources": list(r.sources),
         "module": r.module,
     }
+    if engine_version:
+        from servepilot.checks.registry import knowledge_rows
+
+        info["engine_version"] = engine_version
+        info["knowledge"] = knowledge_rows(r, engine_version)
     if as_json:
         from servepilot.cli.output import emit_json
 
@@ -117,4 +123,9 @@ def explain(code, as_json):
     click.echo("sources:")
     for source in r.sources:
         click.echo(f"  - {source}")
+    if engine_version:
+        click.echo(f"knowledge rows for {engine_version}:")
+        for row in info["knowledge"]:
+            facts = ", ".join(f"{k}={v}" for k, v in row["facts"].items())
+            click.echo(f"  - {row['file']}:{row['path']}: {facts}  [{row['source']}]")
     return 0
