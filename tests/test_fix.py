@@ -87,6 +87,13 @@ def test_overlay_is_not_applicable_for_a_remote_or_unreadable_checkpoint(tmp_pat
     unreadable = Deployment(launch=launch(), cluster=Cluster(), spec=None)
     (opt,) = remedy_options(unreadable, [finding("SP-KV", "error", OVERLAY)])
     assert not opt.applicable and "not readable" in opt.why_not
+    from servepilot.checkpoint.spec import ModelSpec
+
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF")
+    single = Deployment(launch=launch(), cluster=Cluster(), spec=ModelSpec(path=str(gguf), format="gguf"))
+    (opt,) = remedy_options(single, [finding("SP-KV", "error", OVERLAY)])
+    assert not opt.applicable and "single file" in opt.why_not
 
 
 def test_served_model_name_keeps_what_clients_use():
@@ -304,3 +311,24 @@ def test_overlay_fix_of_a_hugging_face_cache_model_id(tmp_path, monkeypatch, cap
     assert "--served-model-name nvidia/Kimi-K2.5-NVFP4" in out["new_command"]
     assert out["new_resolved"]["attention_backend"] == "TRITON_MLA"
     assert tree_state(repo) == before
+
+
+def test_a_remedy_combining_overlay_and_flags_is_applied_whole(tmp_path):
+    from servepilot.checkpoint.spec import ModelSpec
+    from servepilot.fix import plan_fix
+
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "config.json").write_text(json.dumps({"quantization_config": {"kv_cache_scheme": {"num_bits": 8}}}))
+    dep = Deployment(
+        launch=launch(argv=("vllm", "serve", str(ckpt), "-tp", "2"), model=str(ckpt)),
+        cluster=Cluster(),
+        spec=ModelSpec(path=str(ckpt), format="hf"),
+    )
+    combined = Remedy("overlay", "overlay + shorter context", "", {**KV_OVERLAY, "set": {"max_model_len": 4096}})
+    plan = plan_fix(dep, [finding("SP-KV", "error", combined)])
+
+    assert plan.overlay is not None and not plan.overlay.dest.exists()  # planned, not built
+    assert plan.new_command.split()[:3] == ["vllm", "serve", str(plan.overlay.dest)]
+    assert "--max-model-len 4096" in plan.new_command
+    assert f"--served-model-name {ckpt}" in plan.new_command

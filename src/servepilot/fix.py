@@ -201,8 +201,10 @@ def _why_not_applicable(dep: Deployment, remedy: Remedy) -> str | None:
             return "the remedy carries no patch"
         if dep.launch.shell.ssh_host:
             return f"the checkpoint is on {dep.launch.shell.ssh_host}; run fix there"
-        if dep.spec is None or not Path(dep.spec.path).is_dir():
+        if dep.spec is None or not Path(dep.spec.path).exists():
             return "the checkpoint directory is not readable here"
+        if not Path(dep.spec.path).is_dir():
+            return "the model is a single file; overlays patch checkpoint directories"
     return None
 
 
@@ -239,27 +241,35 @@ def _pick(mine: list[RemedyOption], number: int | None, code: str) -> RemedyOpti
 
 
 def _apply(dep: Deployment, remedy: Remedy, *, dest, replace: bool):
-    """-> (new launch, overlay plan or None, pip command or None)."""
+    """-> (new launch, overlay plan or None, pip command or None).
+
+    Applied by the parts present in `args`, not by `kind` alone, so a remedy that combines
+    them (an overlay plus `--max-model-len`, say) is applied whole: overlay first (it moves
+    the model), then flags, then the environment.
+    """
     from servepilot.engines.cmdline import with_model, with_options
 
     args = remedy.args or {}
     launch = dep.launch
-    if remedy.kind == "flag":
-        return with_options(launch, dict(args.get("set") or {}), list(args.get("unset") or [])), None, None
-    if remedy.kind == "env":
+    overlay = None
+    pip = None
+    if args.get("overlay"):
+        from servepilot.overlay.build import plan_overlay
+
+        overlay = plan_overlay(Path(dep.spec.path), args["overlay"], dest, replace=replace)
+        launch = with_model(launch, str(overlay.dest), served_model_name(launch))
+    if args.get("set") or args.get("unset"):
+        launch = with_options(launch, dict(args.get("set") or {}), list(args.get("unset") or []))
+    if isinstance(args.get("env"), dict):
         env = dict(launch.shell.env)
         env.update({str(k): str(v) for k, v in (args["env"].get("set") or {}).items()})
         for key in args["env"].get("unset") or []:
             env.pop(key, None)
-        shell = dataclasses.replace(launch.shell, env=env)
-        return dataclasses.replace(launch, shell=shell), None, None
-    if remedy.kind == "upgrade":
+        launch = dataclasses.replace(launch, shell=dataclasses.replace(launch.shell, env=env))
+    if isinstance(args.get("upgrade"), dict):
         up = args["upgrade"]
-        return launch, None, f"pip install '{up.get('package', launch.engine)}{up.get('specifier', '')}'"
-    from servepilot.overlay.build import plan_overlay
-
-    overlay = plan_overlay(Path(dep.spec.path), args["overlay"], dest, replace=replace)
-    return with_model(launch, str(overlay.dest), served_model_name(launch)), overlay, None
+        pip = f"pip install '{up.get('package', launch.engine)}{up.get('specifier', '')}'"
+    return launch, overlay, pip
 
 
 def served_model_name(launch: EngineLaunch) -> str | None:
