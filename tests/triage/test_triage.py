@@ -426,3 +426,16 @@ def test_a_flood_of_repeated_errors_stays_bounded(monkeypatch):
 def test_a_bare_cuda_oom_is_placed_by_the_start_up_phase_it_interrupted(progress, category):
     text = progress + "\n(Worker_TP0 pid=1) ERROR 04-24 08:27:59 [x.py:1] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 MiB.\n"
     assert triage_text(text).root_cause.category == category
+
+
+def test_a_log_not_written_since_the_run_began_is_stale(tmp_path):
+    import os
+
+    log = tmp_path / "reused.log"
+    log.write_text("ValueError: Total number of attention heads (28) must be divisible by tensor parallel size (8).\n")
+    old = datetime(2026, 1, 1, 12, 0, 0).timestamp()
+    os.utime(log, (old, old))
+    d = triage_file(log, since=datetime(2026, 1, 1, 13, 0, 0))
+    assert d.stale and "before the run began" in d.stale_reason
+    assert d.root_cause.category == "tp_divisibility"  # still shown, but flagged
+    assert not triage_file(log, since=datetime(2026, 1, 1, 11, 0, 0)).stale

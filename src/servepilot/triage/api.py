@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
@@ -81,11 +82,26 @@ def triage_file(path: str | os.PathLike, engine: str | None = None, since: datet
     p = Path(path)
     try:
         with p.open("rb") as f:
-            return _run(f, os.fstat(f.fileno()).st_size, engine, since, path=str(p))
+            st = os.fstat(f.fileno())
+            diagnosis = _run(f, st.st_size, engine, since, path=str(p))
+            return _mark_untouched_since(diagnosis, st.st_mtime, since)
     except IsADirectoryError as exc:
         raise BadInput("is a directory, not a log file", path=p) from exc
     except OSError as exc:
         raise BadInput(f"cannot read log: {exc.strerror or exc}", path=p) from exc
+
+
+def _mark_untouched_since(diagnosis: Diagnosis, mtime: float, since: datetime | None) -> Diagnosis:
+    """A log last written before the run began holds only older runs (the story's reused log)."""
+    if since is None:
+        return diagnosis
+    start = since.timestamp() if since.tzinfo else since.astimezone().timestamp()
+    if mtime >= start:
+        return diagnosis
+    written = datetime.fromtimestamp(mtime).strftime("%Y-%m-%d %H:%M:%S")
+    reason = f"the log was last written at {written}, before the run began: it is an older run's log"
+    joined = "; ".join(r for r in (reason, diagnosis.stale_reason) if r)
+    return replace(diagnosis, stale=True, stale_reason=joined)
 
 
 def triage_text(text: str, engine: str | None = None) -> Diagnosis:
