@@ -156,18 +156,20 @@ def safe_open_time(root: Path) -> float | None:
 CPU_SECONDS: dict[str, float] = {}
 
 
-def cli_time(args: list[str]) -> tuple[float, str]:
+def cli_time(args: list[str], *, one_process: bool = False) -> tuple[float, str]:
     """Wall time of one `servepilot ARGS` process; its CPU time (with any child it forked)
-    is kept in CPU_SECONDS, the best seen per command, which other load cannot inflate much."""
+    is kept in CPU_SECONDS, the best seen per command, which other load cannot inflate much.
+    one_process=True switches off the two-process header reading, for comparison."""
     # The console script's own entry point, run the way the installed `servepilot` runs it.
-    exe = [sys.executable, "-c", "from servepilot.cli.main import run; run()"]
+    serial = "from servepilot.checkpoint import parallel; parallel.MIN_SHARDS = 10**9; " if one_process else ""
+    exe = [sys.executable, "-c", serial + "from servepilot.cli.main import run; run()"]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     out = subprocess.run(exe + args, capture_output=True, text=True)
     dt = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    key = " ".join(args[:1])
+    key = " ".join(args[:1]) + (" (1 process)" if one_process else "")
     CPU_SECONDS[key] = min(CPU_SECONDS.get(key, cpu), cpu)
     if out.returncode != 0:
         raise SystemExit(f"servepilot {' '.join(args)} failed: {out.stderr.strip()}")
@@ -196,6 +198,7 @@ def main() -> None:
 
         floor = best_of(args.repeat, lambda: floor_read_and_parse(root))
         inspect = best_of(args.repeat, lambda: cli_time(["inspect", str(root), "--json"])[0])
+        inspect_1p = best_of(args.repeat, lambda: cli_time(["inspect", str(root), "--json"], one_process=True)[0])
         version = best_of(args.repeat, lambda: cli_time(["--version"])[0])
         safe = best_of(args.repeat, lambda: safe_open_time(root) or float("nan"))
         spec = json.loads(cli_time(["inspect", str(root), "--json"])[1])["model"]["weights"]
@@ -203,6 +206,8 @@ def main() -> None:
         print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())} (other work on the machine slows every figure)")
         print(f"inspect   {inspect:7.3f} s   (target < 1 s; {inspect / floor:.2f}x the floor, target <= 2x; "
               f"CPU {CPU_SECONDS['inspect']:.3f} s in all processes)")
+        print(f"  1 proc  {inspect_1p:7.3f} s   (the same without the forked helper; {inspect_1p / floor:.2f}x the floor; "
+              f"CPU {CPU_SECONDS['inspect (1 process)']:.3f} s)")
         print(f"floor     {floor:7.3f} s   (read + json.loads of the 119 headers; CPU {CPU_SECONDS['floor']:.3f} s)")
         print(f"safe_open {safe:7.3f} s   (safetensors.safe_open + keys())")
         print(f"--version {version:7.3f} s   (target < 0.3 s)")
