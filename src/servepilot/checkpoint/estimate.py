@@ -23,10 +23,10 @@ DTYPE_BYTES = {"float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2,
 
 # Bits per quantized weight including its scales: NVFP4 = 4 + one 8-bit scale per 16
 # (4.5); MXFP4 = 4 + one 8-bit scale per 32 (4.25); block FP8 = 8 + one 32-bit scale per
-# 128x128 (~8.002); AWQ/GPTQ int4 group 128 = 4 + 16-bit scale and zero per 128 (~4.25).
+# 128x128 (~8.002); bitsandbytes NF4 = 4 + absmax per 64 (~4.5). Integer schemes with a
+# group size (AWQ, GPTQ, compressed-tensors W4A16) use bits + 16 / group_size.
 QUANT_BITS = {("modelopt", "NVFP4"): 4.5, ("modelopt", "FP8"): 8.0, ("fp8", None): 8.0, ("mxfp4", None): 4.25,
-              ("awq", None): 4.25, ("gptq", None): 4.25, ("compressed-tensors", "NVFP4"): 4.5,
-              ("compressed-tensors", "FP8"): 8.0, ("bitsandbytes", None): 4.5}
+              ("compressed-tensors", "NVFP4"): 4.5, ("compressed-tensors", "FP8"): 8.0, ("bitsandbytes", None): 4.5}
 
 
 @dataclass(frozen=True)
@@ -103,6 +103,8 @@ def estimate_bytes_from_architecture(spec: ModelSpec) -> int | None:
     if q is None:
         return est.total * base
     bits = QUANT_BITS.get((q.method, q.quant_algo)) or QUANT_BITS.get((q.method, None))
+    if bits is None and q.bits and q.group_size and q.group_size > 0:
+        bits = q.bits + 16 / q.group_size  # one 16-bit scale per group (AWQ/GPTQ/int4 group 32: 4.5 bits)
     if bits is None:
         bits = float(q.bits) if q.bits else base * 8
     # Quantized: the linear layers of the MLPs and experts; attention too unless the ignore
