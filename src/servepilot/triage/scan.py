@@ -8,8 +8,9 @@ parses every line for a while (`DENSE_WINDOW` bytes), because the frames of a tr
 carry none of the needles.
 
 Each needle costs one pass over the file, so the set is kept small: one pass for errors
-of every spelling (`rror`: Error, error, OSError, "CUDA error"...), one for `failed`, one
-for tracebacks, and the start-up banners and readiness lines of the log's engine.
+of every spelling (`rror`: Error, error, OSError, "CUDA error"...), one for tracebacks,
+and per engine `failed` where the engine prints failures without an exception, and its
+start-up banners and readiness lines.
 `tests/triage/test_signatures.py` checks that every signature example carries a needle.
 """
 
@@ -27,15 +28,19 @@ DENSE_WINDOW = 256 << 10  # bytes parsed line by line after a Traceback: 8 inter
 DENSE_TAIL = 1 << 20
 
 TRACEBACK = b"Traceback"
-ERROR_NEEDLES: tuple[bytes, ...] = (b"rror", b"ailed", TRACEBACK)
+ERROR_NEEDLES: tuple[bytes, ...] = (b"rror", TRACEBACK)
 
-# Start-up banners and readiness lines per engine (the texts are in triage/markers.py).
+# Per engine: the failure words beyond "rror", then start-up banners and readiness lines
+# (the texts are in triage/markers.py).
 ENGINE_NEEDLES: dict[str, tuple[bytes, ...]] = {
-    # "LLM" finds all three vLLM banners, and "Starting vLLM API server" doubles as vLLM's
-    # readiness line, which saves a pass for uvicorn's "Application startup complete".
+    # vLLM raises every failure as a Python exception ("...Error: ...", or a traceback), so
+    # "failed" adds nothing there. "LLM" finds all three vLLM banners, and "Starting vLLM
+    # API server" doubles as vLLM's readiness line, which saves a pass for uvicorn's
+    # "Application startup complete".
     "vllm": (b"LLM",),
-    "sglang": (b"server_args", b"startup complete", b"fired up"),
-    "llama.cpp": (b"build", b"listening", b"startup complete"),
+    # SGLang: "Capture cuda graph failed"; llama.cpp: "failed to load model", "cudaMalloc failed"
+    "sglang": (b"ailed", b"server_args", b"startup complete", b"fired up"),
+    "llama.cpp": (b"ailed", b"build", b"listening", b"startup complete"),
 }
 
 
