@@ -247,3 +247,14 @@ def test_auto_fit_max_model_len_takes_the_longest_that_fits():
     auto = plan_deployment(deployment(llama_70b(), {"tensor_parallel_size": 4, "max_model_len": -1}, gpu=small))
     assert not fixed.fits and fixed.max_model_len_fit
     assert auto.fits and auto.max_model_len == fixed.max_model_len_fit
+
+
+def test_flashinfer_workspace_is_part_of_the_profile_peak():
+    def peak(version, backend):
+        res = SimpleNamespace(kv_cache_dtype="auto", block_size=16, non_mla_kv_forced=None, attention_backend=backend)
+        plan = plan_deployment(deployment(qwen2_7b(), {}, version=version), resolution=res)
+        return next(t.bytes for t in plan.terms if t.name == "activation_peak")
+
+    assert peak("0.16.0", "FLASHINFER") - peak("0.16.0", "FLASH_ATTN") == 394 * MiB
+    assert peak("0.10.1", "FLASHINFER") - peak("0.10.1", "FLASH_ATTN") == 256 * MiB
+    assert peak("0.16.0", "FLASHINFER_MLA") - peak("0.16.0", "TRITON_MLA") == 128 * MiB

@@ -18,7 +18,8 @@ _GGML_BYTES = {"f32": 4.0, "f16": 2.0, "bf16": 2.0, "q8_0": 34 / 32, "q4_0": 18 
 
 
 def plan_llamacpp(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list[str], tp,
-                   available_override: int | None = None, weights_override: int | None = None) -> MemoryPlan:
+                   available_override: int | None = None, weights_override: int | None = None,
+                  backend: str | None = None) -> MemoryPlan:
     launch = dep.launch
     notes = list(notes)
     att = spec.attention

@@ -52,11 +52,12 @@ def plan_deployment(dep: Deployment, resolution=None, kv_cache_dtype: str | None
         raise BadInput(f"engine {engine!r}: the planner knows vllm, sglang and llama.cpp")
     dtype = _kv_dtype(dep, spec, resolution, kv_cache_dtype, notes)
     block = block_size or attr(resolution, "block_size")
-    plan = planner(dep, spec, gpu, dtype=dtype, block=block, notes=notes, tp=None)
+    backend = attr(resolution, "attention_backend")
+    plan = planner(dep, spec, gpu, dtype=dtype, block=block, notes=notes, tp=None, backend=backend)
     measured = _measured(dep, plan) if use_measured else None
     if measured is not None:
-        plan = _apply_measured(dep, spec, gpu, plan, measured, dtype, block)
-    alts = _alternatives(dep, spec, gpu, plan, planner, block, tp_options)
+        plan = _apply_measured(dep, spec, gpu, plan, measured, dtype, block, backend)
+    alts = _alternatives(dep, spec, gpu, plan, planner, block, tp_options, backend)
     return replace(plan, alternatives=alts)
 
 
@@ -120,19 +121,20 @@ def _measured(dep: Deployment, plan: MemoryPlan) -> dict | None:
     return found
 
 
-def _apply_measured(dep, spec, gpu, plan: MemoryPlan, measured: dict, dtype, block) -> MemoryPlan:
+def _apply_measured(dep, spec, gpu, plan: MemoryPlan, measured: dict, dtype, block, backend) -> MemoryPlan:
     notes = [*plan.notes, f"measured figures from run {measured.get('run_id')} used"]
     planner = {"vllm": plan_vllm, "sglang": plan_sglang}.get(plan.engine)
     if planner is None:
         return replace(plan, measured=measured, notes=tuple(notes))
     new = planner(dep, spec, gpu, dtype=dtype, block=block, notes=notes, tp=plan.tp,
-                  available_override=measured.get("available_kv_bytes"), weights_override=measured.get("weights_bytes"))
+                  available_override=measured.get("available_kv_bytes"), weights_override=measured.get("weights_bytes"),
+                  backend=backend)
     if measured.get("kv_tokens") and measured.get("available_kv_bytes") is None:
         new = replace(new, kv_tokens=int(measured["kv_tokens"]))
     return replace(new, measured=measured)
 
 
-def _alternatives(dep, spec, gpu, plan: MemoryPlan, planner, block, tp_options) -> tuple[Alternative, ...]:
+def _alternatives(dep, spec, gpu, plan: MemoryPlan, planner, block, tp_options, backend) -> tuple[Alternative, ...]:
     """The plan again for each KV dtype option and each TP size asked about."""
     if plan.engine == "llama.cpp":
         return ()
@@ -159,7 +161,7 @@ def _alternatives(dep, spec, gpu, plan: MemoryPlan, planner, block, tp_options) 
                 p = plan
             else:
                 try:
-                    p = planner(dep, spec, gpu, dtype=dt, block=block, notes=[], tp=tp)
+                    p = planner(dep, spec, gpu, dtype=dt, block=block, notes=[], tp=tp, backend=backend)
                 except BadInput:
                     continue
             out.append(Alternative(dt, tp, p.bytes_per_token, max((r.weights_bytes for r in p.rows), default=0),

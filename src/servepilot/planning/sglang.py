@@ -14,7 +14,8 @@ from servepilot.planning.weights import split_weights
 
 
 def plan_sglang(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list[str], tp,
-                 available_override: int | None = None, weights_override: int | None = None) -> MemoryPlan:
+                 available_override: int | None = None, weights_override: int | None = None,
+                  backend: str | None = None) -> MemoryPlan:
     launch = dep.launch
     version, assumed = engine_version(dep, "sglang")
     notes = list(notes)

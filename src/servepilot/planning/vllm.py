@@ -17,7 +17,8 @@ from servepilot.planning.weights import split_weights
 
 
 def plan_vllm(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list[str], tp,
-              available_override: int | None = None, weights_override: int | None = None) -> MemoryPlan:
+              available_override: int | None = None, weights_override: int | None = None,
+              backend: str | None = None) -> MemoryPlan:
     """The vLLM plan of `dep` on one GPU kind; `tp` overrides the command's (for alternatives),
     the overrides put measured figures in place of the estimates."""
     launch = dep.launch
@@ -55,7 +56,8 @@ def plan_vllm(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list[
         per_stage = [weights_override] * len(per_stage)
 
     mdtype = kvmod.model_dtype_name(spec, option(launch, "dtype"))
-    rt = _runtime(launch, spec, f, generation=generation, tp=tp, pp=pp, ep=ep, mnbt=mnbt, mns=mns, mdtype=mdtype)
+    rt = _runtime(launch, spec, f, generation=generation, tp=tp, pp=pp, ep=ep, mnbt=mnbt, mns=mns, mdtype=mdtype,
+                  backend=backend)
     requested = math.ceil(cuda_total * util)
     w_max = max(per_stage)
     w_exact = split.exact or weights_override is not None
@@ -142,14 +144,23 @@ class _Runtime:
 
 
 def _runtime(launch, spec: ModelSpec, f, *, generation: str, tp: int, pp: int, ep: bool, mnbt: int, mns: int,
-             mdtype: str) -> _Runtime:
-    """The profile run's activation peak, non-torch memory and CUDA graphs, each an estimate."""
+             mdtype: str, backend: str | None = None) -> _Runtime:
+    """The profile run's activation peak (with the attention backend's workspace), non-torch
+    memory and CUDA graphs."""
     sampler = f("sampler_bytes_per_logit")
     peak, basis = activation_peak(
         spec, tp=tp, expert_parallel=ep, batched_tokens=mnbt, num_seqs=mns,
         sampler_bytes_per_logit=float(sampler.value), moe_chunk_tokens=int(f("fused_moe_chunk_tokens").value),
         act_bytes=4 if mdtype in ("float32", "float") else 2,
     )
+    workspace, ws_basis = 0, ""
+    if backend and generation == "v1":
+        ws = f("attention_workspace_bytes")
+        key = next((k for k in ("FLASHINFER_MLA", "FLASHINFER") if str(backend).upper().startswith(k)), None)
+        if key:
+            workspace = int(ws.get(key))
+            ws_basis = f" + {backend} workspace {workspace / GiB:.2f} GiB ({ws.source})"
+    peak += workspace
     nt = f("non_torch_bytes")
     after_init = generation == "v1" and f("snapshot_after_distributed_init").value
     non_torch = int(nt.get("base")) + (int(nt.get("per_tp_group")) if tp * pp > 1 and not after_init else 0)
@@ -161,7 +172,8 @@ def _runtime(launch, spec: ModelSpec, f, *, generation: str, tp: int, pp: int, e
            "subtracted from the KV budget (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS)" if subtracted else
            "captured after the KV cache is allocated, out of the headroom")
     terms = (
-        Term("activation_peak", peak, False, int(peak * 0.4) + 64 * (1 << 20), f"{basis}; {sampler.source}"),
+        Term("activation_peak", peak, False, int((peak - workspace) * 0.4) + 64 * (1 << 20),
+             f"{basis}{ws_basis}; {sampler.source}"),
         Term("non_torch", non_torch, False, int(nt.get("uncertainty")), nt.source),
         Term("cuda_graphs", graphs, eager, 0 if eager else int(cg.get("uncertainty")), how, subtracted=subtracted),
     )
