@@ -296,3 +296,18 @@ def test_fifo_is_refused_not_waited_on(tmp_path):
     os.mkfifo(cfg / "config.json")
     with pytest.raises(CheckpointError, match="not a regular file"):
         inspect_path(cfg)
+
+
+@pytest.mark.parametrize(
+    "qcfg, bits",
+    [({"quant_method": "bitsandbytes", "load_in_8bit": True}, 8.0),
+     ({"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4"}, 4.5),
+     ({"quant_method": "mxfp4"}, 4.25),
+     ({"quant_method": "awq", "bits": 4, "group_size": 128}, 4 + 16 / 128)],
+)
+def test_estimate_bits_per_quantized_weight(tmp_path, qcfg, bits):
+    write_json(tmp_path / "config.json", dict(LLAMA_TINY, quantization_config=qcfg))
+    spec = inspect_path(tmp_path)
+    est = estimate_params(spec)
+    quantized = est.attention + est.dense_mlp
+    assert spec.weights.total_bytes == int(quantized * bits / 8) + 2 * (est.total - quantized)

@@ -26,7 +26,8 @@ DTYPE_BYTES = {"float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2,
 # 128x128 (~8.002); bitsandbytes NF4 = 4 + absmax per 64 (~4.5). Integer schemes with a
 # group size (AWQ, GPTQ, compressed-tensors W4A16) use bits + 16 / group_size.
 QUANT_BITS = {("modelopt", "NVFP4"): 4.5, ("modelopt", "FP8"): 8.0, ("fp8", None): 8.0, ("mxfp4", None): 4.25,
-              ("compressed-tensors", "NVFP4"): 4.5, ("compressed-tensors", "FP8"): 8.0, ("bitsandbytes", None): 4.5}
+              ("compressed-tensors", "NVFP4"): 4.5, ("compressed-tensors", "FP8"): 8.0, ("bitsandbytes", "NF4"): 4.5,
+              ("bitsandbytes", "FP4"): 4.5, ("bitsandbytes", "INT4"): 4.5, ("bitsandbytes", "INT8"): 8.0}
 
 
 @dataclass(frozen=True)
