@@ -332,3 +332,9 @@ def test_a_remedy_combining_overlay_and_flags_is_applied_whole(tmp_path):
     assert plan.new_command.split()[:3] == ["vllm", "serve", str(plan.overlay.dest)]
     assert "--max-model-len 4096" in plan.new_command
     assert f"--served-model-name {ckpt}" in plan.new_command
+
+
+def test_a_flag_remedy_with_a_placeholder_value_is_not_applied(tmp_path):
+    template = Remedy("flag", "--chat-template <path>", "", {"set": {"chat_template": "<path>"}, "unset": []})
+    (opt,) = remedy_options(dep_for(tmp_path), [finding("SP-TMPL", "warning", template)])
+    assert not opt.applicable and "chat_template=<path>" in opt.why_not

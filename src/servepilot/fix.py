@@ -192,6 +192,9 @@ def _why_not_applicable(dep: Deployment, remedy: Remedy) -> str | None:
     args = remedy.args or {}
     if remedy.kind == "flag" and not ("set" in args or "unset" in args):
         return "the remedy carries no flag values servepilot can apply"
+    placeholders = [f"{k}={v}" for k, v in (args.get("set") or {}).items() if _is_placeholder(v)]
+    if placeholders:
+        return f"it needs a value only the operator knows ({', '.join(placeholders)})"
     if remedy.kind == "env" and not isinstance(args.get("env"), dict):
         return "the remedy carries no environment values servepilot can apply"
     if remedy.kind == "upgrade" and not isinstance(args.get("upgrade"), dict):
@@ -206,6 +209,11 @@ def _why_not_applicable(dep: Deployment, remedy: Remedy) -> str | None:
         if not Path(dep.spec.path).is_dir():
             return "the model is a single file; overlays patch checkpoint directories"
     return None
+
+
+def _is_placeholder(value) -> bool:
+    """"<path>"-style values: a remedy's template for the operator, not something to apply."""
+    return isinstance(value, str) and len(value) > 2 and value.startswith("<") and value.endswith(">")
 
 
 def choose_remedy(options: tuple[RemedyOption, ...], number: int | None, code: str | None) -> RemedyOption | None:
