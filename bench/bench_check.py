@@ -25,6 +25,8 @@ from servepilot.deployment import build_deployment
 from servepilot.errors import ServepilotError
 
 DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "failures-dev.jsonl"
+# published config.json / hf_quant_config.json files, named "org--name_config.json"
+REFERENCE_CONFIGS = Path(__file__).resolve().parents[2] / "shared" / "reference" / "configs"
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 MLA_V3 = {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3", "hidden_size": 7168,
@@ -70,11 +72,33 @@ MODELS: dict[str, dict] = {
     "Qwen3 (Qwen3ForCausalLM)": {"config.json": dense("Qwen3ForCausalLM", "qwen3", 36, 4096, 32, 8, 12288, 151936, 40960, head_dim=128),
                                  "total": 16_380_000_000},
     "openai/gpt-oss": {"example": "gpt-oss-120b"},
+    "Kimi-K2.5-NVFP4": {"example": "kimi-k2.5-nvfp4"},
+    "Qwen3-235B-A22B-NVFP4": {"example": "qwen3-235b-a22b-nvfp4"},
+    "Llama-3.1-8B": {"example": "llama-3.1-8b"},
+    "DeepSeek-V3": {"example": "deepseek-v3"},
 }
+
+
+def reference_model(model: str | None) -> dict | None:
+    """A model named by its Hugging Face id whose published config is in shared/reference/configs."""
+    if not model or not REFERENCE_CONFIGS.is_dir():
+        return None
+    for token in re.findall(r"[\w.-]+/[\w.-]+", model):
+        stem = token.replace("/", "--")
+        config = REFERENCE_CONFIGS / f"{stem}_config.json"
+        if config.is_file():
+            files = {"config.json": json.loads(config.read_text())}
+            hfq = REFERENCE_CONFIGS / f"{stem}_hf_quant_config.json"
+            if hfq.is_file():
+                files["hf_quant_config.json"] = json.loads(hfq.read_text())
+            return files
+    return None
 
 # catalog aliases by the names reporters write
 GPUS = [(r"rtx pro 6000", "rtx-pro-6000"), (r"h200", "h200"), (r"h100", "h100"), (r"\bh20\b", "h20"), (r"rtx 3090", "rtx-3090"),
-        (r"v100", "v100"), (r"a10g", "a10g"), (r"l40s", "l40s"), (r"a100", "a100"), (r"rtx 4090", "rtx-4090")]
+        (r"v100", "v100"), (r"a10g", "a10g"), (r"l40s", "l40s"), (r"a100", "a100"), (r"rtx 4090", "rtx-4090"),
+        (r"rtx 5090", "rtx-5090"), (r"\bb200\b", "b200"), (r"\bgb200\b", "gb200"), (r"\bl4\b", "l4"), (r"\bt4\b", "t4"),
+        (r"rtx 6000 ada", "rtx-6000-ada")]
 
 
 def gpu_flag(text: str | None) -> str | None:
@@ -128,6 +152,14 @@ def command(row: dict, model_path: Path) -> list[str] | None:
     return argv
 
 
+def sglang_command(row: dict, model_path: Path) -> list[str]:
+    argv = ["python3", "-m", "sglang.launch_server", "--model-path", str(model_path)]
+    m = re.search(r"tp\s*=\s*(\d+)|--tp(?:-size)?\s+(\d+)", f"{row.get('gpu')} {row.get('flags')}".lower())
+    if m:
+        argv += ["--tp-size", next(g for g in m.groups() if g)]
+    return argv
+
+
 def write_model(root: Path, row_id: str, files: dict) -> Path:
     if "example" in files:
         return EXAMPLES / files["example"]
@@ -148,15 +180,19 @@ def main(argv: list[str]) -> int:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         for row in rows:
-            if row["engine"] != "vllm":
-                skipped.append((row["id"], f"engine {row['engine']}: no model or GPU to rebuild"))
+            if row["engine"] not in ("vllm", "sglang"):
+                skipped.append((row["id"], f"engine {row['engine']}: needs a GGUF file, not rebuilt"))
                 continue
-            name = next((k for k in MODELS if k in (row.get("model") or "")), None)
-            if name is None:
+            # an exact published config first, then the hand-described families
+            files = reference_model(row.get("model"))
+            if files is None:
+                name = next((k for k in MODELS if k in (row.get("model") or "")), None)
+                files = MODELS[name] if name else None
+            if files is None:
                 skipped.append((row["id"], f"model not described: {row.get('model')!r}"))
                 continue
-            path = write_model(Path(tmp), row["id"], MODELS[name])
-            cmd = command(row, path)
+            path = write_model(Path(tmp), row["id"], files)
+            cmd = command(row, path) if row["engine"] == "vllm" else sglang_command(row, path)
             gpu = gpu_flag(row.get("gpu"))
             version = engine_version(row.get("engine_version"))
             try:
