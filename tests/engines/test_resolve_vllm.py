@@ -134,3 +134,9 @@ def test_unknown_gpu_resolves_kv_but_no_backend(tmp_path):
     res = resolve(Deployment(launch=launch, cluster=Cluster(), spec=inspect_path(path)))
     assert res.attention_backend is None and not res.fails
     assert any("compute capability is unknown" in n for n in res.notes)
+
+
+def test_a_backend_without_facts_is_not_guessed(tmp_path):
+    res = resolve(_dep(_checkpoint(tmp_path / "m", GQA), cc=(9, 0), options={"attention_backend": "TREE_ATTN"}))
+    assert res.attention_backend == "TREE_ATTN" and not res.fails
+    assert any("no facts for attention backend TREE_ATTN" in n for n in res.notes)

@@ -80,7 +80,8 @@ def resolve(dep) -> Resolution:
 
     selection = _select_backend(dep, version, cc, base)
     facts.extend(selection.pop("facts"))
-    return dataclasses.replace(base, facts=tuple(facts), **selection)
+    extra_notes = selection.pop("notes_extra", ())
+    return dataclasses.replace(base, facts=tuple(facts), notes=base.notes + tuple(extra_notes), **selection)
 
 
 def resolve_with(dep, *, kv_cache_dtype: str | None = None, engine_version: str | None = None, unset_env: tuple[str, ...] = ()) -> Resolution:
@@ -278,7 +279,13 @@ def _select_backend(dep, version: str, cc: tuple[int, int], res: Resolution) -> 
 
     if forced:
         row = kb.row_for(backends.get(forced, []), version)
-        reasons = validate(row, ctx) if row is not None else ["unknown to this vLLM version"]
+        if row is None:
+            # not a backend servepilot has facts for (ROCm, tree attention, a newer one...):
+            # say so instead of guessing whether the engine accepts it
+            out["attention_backend"] = forced
+            out["notes_extra"] = (f"servepilot has no facts for attention backend {forced} in vLLM {version}: not validated",)
+            return out
+        reasons = validate(row, ctx)
         out["candidates"] = (Candidate(forced, tuple(reasons)),)
         if reasons:
             out["selection_error"] = f"ValueError: Selected backend AttentionBackendEnum.{forced} is not valid for this configuration. Reason: {reasons}"
