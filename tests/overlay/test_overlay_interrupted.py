@@ -73,7 +73,9 @@ def test_sigkill_mid_build_leaves_no_directory_under_the_final_name(tmp_path):
     assert any(partial[0].rglob("*.bin")), "the kill did not land after links were made"
     assert inventory(original) == before
 
-    # the leftover is hidden and does not block the next attempt
-    rebuilt = plan_overlay(original, KV_SCHEME_PATCHES, dest=dest).execute()
+    # the leftover is hidden, named by the next plan, and does not block it
+    plan = plan_overlay(original, KV_SCHEME_PATCHES, dest=dest)
+    assert plan.leftovers == (str(partial[0]),)
+    rebuilt = plan.execute()
     assert overlay_status(rebuilt).clean
     assert len(list((rebuilt / "shards").iterdir())) == 3000

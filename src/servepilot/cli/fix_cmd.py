@@ -69,6 +69,7 @@ def _fix_payload(plan, result, written, dry_run) -> dict:
             "patched": [p.path for p in plan.overlay.patched],
             "link_count": plan.overlay.link_count,
             "built": result is not None,
+            "leftovers": list(plan.overlay.leftovers),
         }
     return {
         "applied": _as_dict(plan.chosen),
@@ -99,6 +100,8 @@ def _render_fix(plan, payload: dict) -> None:
             verb = f"would be {verb}"
         click.echo(f"overlay {verb}: {o['path']}")
         click.echo(f"  {o['link_count']} files linked to {o['original']}; patched: {', '.join(o['patched'])}")
+        for path in o["leftovers"]:
+            click.echo(f"  left by an interrupted build (delete it when no fix is running): {path}")
     if payload["pip_command"]:
         click.echo(f"upgrade first: {payload['pip_command']}")
         click.echo("command (unchanged):")

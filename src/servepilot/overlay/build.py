@@ -77,6 +77,9 @@ class OverlayPlan:
     links: tuple[LinkedFile, ...] = field(metadata={"json": False})
     patched: tuple[PatchedOutput, ...]
     hf_snapshot: bool = False
+    # hidden directories left by interrupted builds of this overlay (no manifest: servepilot
+    # never deletes them on its own, another build may be running); named so the operator can
+    leftovers: tuple[str, ...] = ()
     link_count: int = field(init=False)
 
     def __post_init__(self):
@@ -196,7 +199,17 @@ def plan_overlay(
         links=links,
         patched=patched,
         hf_snapshot=tree.hf_snapshot,
+        leftovers=_leftovers(dest_path),
     )
+
+
+def _leftovers(dest: Path) -> tuple[str, ...]:
+    prefixes = (f".{dest.name}.partial-", f".{dest.name}.old-")
+    try:
+        names = os.listdir(dest.parent)
+    except OSError:
+        return ()
+    return tuple(sorted(str(dest.parent / n) for n in names if n.startswith(prefixes)))
 
 
 def _patch_file(tree: OriginalTree, rel: str, ops: list) -> PatchedOutput:
