@@ -261,6 +261,10 @@ def _select_backend(dep, version: str, cc: tuple[int, int], res: Resolution) -> 
                     forced, forced_by = "FLASHINFER_MLA", "vLLM's SM100 default (check_and_update_config)"
                 else:
                     block_size = block_row["mla_family_100"]
+        elif res.use_mla and forced:
+            # a forced MLA backend gets its own block size (check_and_update_config)
+            block_size = {"FLASHMLA": block_row["mla_hopper"], "CUTLASS_MLA": block_row["mla_family_100"],
+                          "FLASHINFER_MLA": block_row["mla_family_100_flashinfer"] or block_size}.get(forced, block_size)
     block_size = int(block_size)
     facts.append(Fact(f"KV cache block size {block_size}", block_row.source))
 
