@@ -338,3 +338,20 @@ def test_a_flag_remedy_with_a_placeholder_value_is_not_applied(tmp_path):
     template = Remedy("flag", "--chat-template <path>", "", {"set": {"chat_template": "<path>"}, "unset": []})
     (opt,) = remedy_options(dep_for(tmp_path), [finding("SP-TMPL", "warning", template)])
     assert not opt.applicable and "chat_template=<path>" in opt.why_not
+
+
+def test_no_applicable_remedy_lists_the_options_and_exits_1(kimi, monkeypatch, capsys):
+    import servepilot.checks as checks
+    from servepilot.checks.result import CheckResult
+
+    only_hardware = finding("SP-HW", "error", HARDWARE)
+    monkeypatch.setattr(checks, "run_checks", lambda dep: CheckResult("fail", (only_hardware,), {}))
+    argv = ["fix", *TARGET, "--", *story_command(kimi)]
+    assert main(argv) == 1
+    out = capsys.readouterr().out
+    assert "no remedy servepilot can apply" in out and "use H200 GPUs" in out
+
+    rc, payload = run_json(capsys, ["fix", "--json", *TARGET, "--", *story_command(kimi)])
+    assert rc == 1 and payload["applied"] is None and payload["new_command"] is None
+    assert [(o["finding"], o["kind"], o["applicable"]) for o in payload["options"]] == [("SP-HW", "hardware", False)]
+    assert sorted(p.name for p in kimi.parent.iterdir()) == ["kimi-k2.5-nvfp4"]
