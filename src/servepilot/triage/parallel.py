@@ -4,16 +4,18 @@ The needle passes are CPU-bound and `bytes.find` holds the GIL, so threads do no
 processes do (two cores: 1.8x on the 1 GB bench log). Ranges end on line boundaries. A
 traceback window that runs past a range's end is finished by the same worker, line by line,
 and the parent merges by absolute line number, so a line seen by two workers counts once.
-Workers are spawned, not forked: triage also runs inside the launch supervisor, which has
-threads.
+Workers are forked when this process has a single thread (cheap: ~10 ms), and spawned
+otherwise (~0.25 s of CPU each, but safe: triage also runs inside the launch supervisor,
+which may have threads, and forking a threaded process can deadlock).
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from multiprocessing import get_context
+from multiprocessing import get_all_start_methods, get_context
 
 from servepilot.triage.scan import MAX_LINE_BYTES, ScanStats, scan_lines
 
@@ -56,6 +58,11 @@ def _scan_range(path: str, start: int, stop: int, needles, tail_from: int):
     return stats.lines, out
 
 
+def _context():
+    single_threaded = threading.active_count() == 1
+    return get_context("fork" if single_threaded and "fork" in get_all_start_methods() else "spawn")
+
+
 def _split(path: str, size: int, parts: int) -> list[int]:
     bounds = [0]
     with open(path, "rb") as f:
@@ -83,7 +90,7 @@ def scan_file_parallel(path: str, size: int, needles, tail_from: int, workers: i
     bounds = _split(path, size, workers)
     ranges = [(lo, hi) for lo, hi in zip(bounds, bounds[1:], strict=False) if hi > lo]
     try:
-        with ProcessPoolExecutor(len(ranges), mp_context=get_context("spawn")) as pool:
+        with ProcessPoolExecutor(len(ranges), mp_context=_context()) as pool:
             futures = [pool.submit(_scan_range, path, lo, hi, needles, tail_from) for lo, hi in ranges]
             results = [fut.result() for fut in futures]
     except (BrokenProcessPool, OSError, RuntimeError):
