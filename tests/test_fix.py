@@ -266,6 +266,9 @@ def test_dry_run_builds_and_writes_nothing(kimi, tmp_path, capsys):
     assert out["dry_run"] is True and out["overlay"]["built"] is False
     assert not Path(out["overlay"]["path"]).exists()
     assert not script.exists()
+    assert main(argv[:1] + argv[2:]) == 0  # the same without --json shows the JSON diff
+    assert '-    "kv_cache_quant_algo": "FP8",' in capsys.readouterr().out
+    assert not Path(out["overlay"]["path"]).exists()
 
 
 def test_a_command_without_errors_has_nothing_to_fix(tmp_path, capsys):

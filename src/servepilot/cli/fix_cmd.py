@@ -109,6 +109,8 @@ def _render_fix(plan, payload: dict) -> None:
         click.echo("new command:")
     click.echo(f"  {payload['new_command']}")
     if payload["dry_run"]:
+        for patched in plan.overlay.patched if plan.overlay else ():
+            click.echo(patched.unified_diff().rstrip("\n"))
         click.echo("dry run: nothing built, nothing written")
         return
     if payload["new_verdict"] is not None:

@@ -36,8 +36,6 @@ from servepilot.overlay.paths import (
     walk_original,
 )
 
-ACTIONS = ("create", "replace", "reuse")
-
 
 @dataclass(frozen=True)
 class PatchedOutput:
@@ -87,9 +85,8 @@ class OverlayPlan:
 
     @property
     def summary_str(self) -> str:
-        verb = {"create": "create", "replace": "replace", "reuse": "reuse"}[self.action]
         files = ", ".join(p.path for p in self.patched)
-        return f"{verb} overlay {self.dest}: {self.link_count} links, patched {files}"
+        return f"{self.action} overlay {self.dest}: {self.link_count} links, patched {files}"
 
     def execute(self) -> Path:
         """Build the overlay and return its path; the original is only ever read."""
