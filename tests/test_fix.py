@@ -358,3 +358,10 @@ def test_no_applicable_remedy_lists_the_options_and_exits_1(kimi, monkeypatch, c
     assert rc == 1 and payload["applied"] is None and payload["new_command"] is None
     assert [(o["finding"], o["kind"], o["applicable"]) for o in payload["options"]] == [("SP-HW", "hardware", False)]
     assert sorted(p.name for p in kimi.parent.iterdir()) == ["kimi-k2.5-nvfp4"]
+
+
+def test_findings_sharing_a_code_keep_their_own_remedy_numbers(tmp_path):
+    findings = [finding("SP-MEM", "error", HARDWARE), finding("SP-MEM", "error", HARDWARE, FLAG)]
+    options = tuple(remedy_options(dep_for(tmp_path), findings))
+    chosen = choose_remedy(options, None, None)
+    assert (chosen.finding_index, chosen.number, chosen.kind) == (1, 2, "flag")

@@ -34,6 +34,7 @@ class RemedyOption:
     """One remedy of one finding, numbered as `--finding CODE --remedy N` selects it."""
 
     finding: str  # the finding's code
+    finding_index: int  # position in the check's findings (codes may repeat)
     severity: str
     title: str
     number: int  # 1-based position in the finding's remedies
@@ -121,8 +122,7 @@ def plan_fix(
     chosen = choose_remedy(options, remedy_number, finding_code)
     if chosen is None:
         return base
-    finding = next(f for f in findings if f.code == chosen.finding)
-    remedy = finding.remedies[chosen.number - 1]
+    remedy = list(findings)[chosen.finding_index].remedies[chosen.number - 1]
     new_launch, overlay, pip = _apply(dep, remedy, dest=dest, replace=replace)
     return dataclasses.replace(
         base,
@@ -167,12 +167,13 @@ def write_script(path: str | Path, command: str, *, note: str) -> Path:
 def remedy_options(dep: Deployment, findings) -> list[RemedyOption]:
     """Every remedy of every finding, numbered per finding, with whether fix can apply it here."""
     out = []
-    for f in findings:
+    for index, f in enumerate(findings):
         for i, r in enumerate(f.remedies, start=1):
             why_not = _why_not_applicable(dep, r)
             out.append(
                 RemedyOption(
                     finding=f.code,
+                    finding_index=index,
                     severity=f.severity,
                     title=f.title,
                     number=i,
@@ -220,20 +221,18 @@ def choose_remedy(options: tuple[RemedyOption, ...], number: int | None, code: s
     """The option `--remedy number --finding code` selects; None when no error has one to apply."""
     if number is not None and number < 1:
         raise BadInput(f"--remedy {number}: remedies are numbered from 1")
+    by_finding: dict[int, list[RemedyOption]] = {}
+    for o in options:
+        by_finding.setdefault(o.finding_index, []).append(o)
     if code is not None:
-        mine = [o for o in options if o.finding == code]
-        if not mine:
+        matching = [mine for mine in by_finding.values() if mine[0].finding == code]
+        if not matching:
             codes = sorted({o.finding for o in options})
             raise BadInput(f"--finding {code}: the check found no such finding with remedies (found: {', '.join(codes) or 'none'})")
-        return _pick(mine, number, code)
-    error_codes = []
-    for o in options:
-        if o.severity == "error" and o.finding not in error_codes:
-            error_codes.append(o.finding)
-    for c in error_codes:
-        mine = [o for o in options if o.finding == c]
-        if any(o.applicable for o in mine):
-            return _pick(mine, number, c)
+        return _pick(matching[0], number, code)
+    for mine in by_finding.values():
+        if mine[0].severity == "error" and any(o.applicable for o in mine):
+            return _pick(mine, number, mine[0].finding)
     return None
 
 
