@@ -365,3 +365,22 @@ def test_findings_sharing_a_code_keep_their_own_remedy_numbers(tmp_path):
     options = tuple(remedy_options(dep_for(tmp_path), findings))
     chosen = choose_remedy(options, None, None)
     assert (chosen.finding_index, chosen.number, chosen.kind) == (1, 2, "flag")
+
+
+def test_hf_overrides_alternative_changes_only_the_command(kimi, capsys):
+    command = [*story_command(kimi), "--max-model-len", "65536"]
+    rc, check = run_json(capsys, ["check", "--json", *TARGET, "--", *command])
+    found = [
+        (f["code"], i)
+        for f in check["findings"]
+        for i, r in enumerate(f["remedies"], start=1)
+        if "hf_overrides" in ((r["args"] or {}).get("set") or {})
+    ]
+    assert found, "check offers --hf-overrides for vLLM 0.16.0"
+    code, number = found[0]
+    rc, out = run_json(capsys, ["fix", "--json", "--finding", code, "--remedy", str(number), *TARGET, "--", *command])
+    assert "--hf-overrides" in out["new_command"] and "kv_cache_scheme" not in out["new_command"]
+    assert out["overlay"] is None
+    assert out["new_resolved"]["attention_backend"] == "TRITON_MLA"
+    assert out["new_verdict"] in ("pass", "warn") and rc == 0
+    assert sorted(p.name for p in kimi.parent.iterdir()) == ["kimi-k2.5-nvfp4"]
