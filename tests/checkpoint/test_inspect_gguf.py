@@ -155,3 +155,35 @@ def test_unknown_gguf_architecture_says_so(tmp_path):
     assert spec.family is None
     assert "GGUF architecture 'mystery' is not a family servepilot knows" in spec.unknown[0]
     assert spec.attention.num_layers == 2  # still read from the standard keys
+
+
+def test_long_arrays_are_skipped_with_their_length_kept(tmp_path):
+    """Token tables are walked by length, not decoded one numpy slice at a time."""
+    import numpy as np
+    from gguf import GGUFWriter
+
+    path = tmp_path / "vocab.gguf"
+    w = GGUFWriter(str(path), "qwen3")
+    w.add_block_count(2)
+    w.add_head_count(4)
+    w.add_array("tokenizer.ggml.tokens", [f"tok{i}" for i in range(50_000)])
+    w.add_array("tokenizer.ggml.token_type", [1] * 50_000)
+    w.add_array("qwen3.small", [3, 1, 4])
+    w.add_uint32("qwen3.context_length", 40960)  # read after the long arrays: offsets stayed right
+    w.add_tensor("x", np.zeros((4, 4), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    f = read_gguf_file(path)
+    assert f.metadata["tokenizer.ggml.tokens#len"] == 50_000
+    assert f.metadata["tokenizer.ggml.token_type#len"] == 50_000
+    assert f.metadata["qwen3.small"] == [3, 1, 4]
+    assert f.metadata["qwen3.context_length"] == 40960
+    assert f.tensor_count == 1
+
+    data = path.read_bytes()
+    cut = data.index(b"tok40000")  # inside the token table
+    path.write_bytes(data[:cut])
+    with pytest.raises(HeaderError, match="truncated"):
+        read_gguf_file(path)

@@ -18,6 +18,9 @@ from pathlib import Path
 from servepilot.errors import HeaderError, ServepilotError
 
 GGUF_MAGIC = b"GGUF"
+# Arrays up to this many elements are decoded (head counts per layer, rope factors);
+# longer ones (token tables, merges) only have their length recorded.
+SMALL_ARRAY = 64
 SPLIT_RE = re.compile(r"^(?P<stem>.*)-(?P<i>\d{5})-of-(?P<n>\d{5})\.gguf$")
 
 
@@ -51,13 +54,43 @@ def _bounded_reader_class():
             return super()._get(offset, dtype, count, override_order)
 
         def _get_field_parts(self, orig_offs, raw_type):
-            if raw_type == GGUFValueType.ARRAY:
-                # An array of n elements takes at least n bytes: refuse lengths the file
-                # cannot hold before the reader loops over them one by one.
-                (alen,) = self._get(orig_offs + 4, np.uint64)
-                if int(alen) > len(self.data) - orig_offs:
-                    raise _Truncated(f"array of {int(alen):,} elements at byte {orig_offs:,}")
-            return super()._get_field_parts(orig_offs, raw_type)
+            if raw_type != GGUFValueType.ARRAY:
+                return super()._get_field_parts(orig_offs, raw_type)
+            raw_itype = self._get(orig_offs, np.uint32)
+            alen = self._get(orig_offs + 4, np.uint64)
+            n = int(alen[0])
+            # An array of n elements takes at least n bytes: refuse lengths the file cannot
+            # hold before anything loops over them.
+            if n > len(self.data) - orig_offs:
+                raise _Truncated(f"array of {n:,} elements at byte {orig_offs:,}")
+            if n <= SMALL_ARRAY:
+                return super()._get_field_parts(orig_offs, raw_type)
+            # gguf-py walks arrays element by element (a numpy slice each): 12 s for a
+            # Qwen3 vocabulary (151,936 tokens + 151,387 merges). Only the length of a long
+            # array is kept, so skip over it: numbers in one slice, strings by their lengths.
+            itype = GGUFValueType(int(raw_itype[0]))
+            start = orig_offs + 12
+            nptype = self.gguf_scalar_to_np.get(itype)
+            if nptype is not None:
+                values = self._get(start, nptype, n)
+                end = start + int(values.nbytes)
+            elif itype == GGUFValueType.STRING:
+                end = self._skip_strings(start, n)
+            else:  # arrays of arrays: rare, leave them to gguf-py
+                return super()._get_field_parts(orig_offs, raw_type)
+            return end - orig_offs, [raw_itype, alen], [1] * n, [GGUFValueType.ARRAY, itype]
+
+        def _skip_strings(self, offs: int, n: int) -> int:
+            buf = memoryview(self.data)
+            size = len(buf)
+            order = "big" if self.byte_order == "S" else "little"
+            for _ in range(n):
+                if offs + 8 > size:
+                    raise _Truncated(f"string length at byte {offs:,}")
+                offs += 8 + int.from_bytes(buf[offs:offs + 8], order)
+                if offs > size:
+                    raise _Truncated(f"string runs past byte {size:,}")
+            return offs
 
     return _BoundedReader, _Truncated
 
@@ -72,7 +105,7 @@ def _value(reader_field):
     if types[0] == GGUFValueType.STRING:
         return bytes(reader_field.parts[-1]).decode("utf-8", errors="replace")
     if types[0] == GGUFValueType.ARRAY:
-        if len(reader_field.data) > 64:
+        if len(reader_field.data) > SMALL_ARRAY:
             return None  # token tables and the like: not needed, not kept
         if len(types) > 1 and types[-1] == GGUFValueType.STRING:
             return [bytes(reader_field.parts[i]).decode("utf-8", errors="replace") for i in reader_field.data]
