@@ -8,6 +8,7 @@ cannot be read at all raises a typed error naming it.
 from __future__ import annotations
 
 import dataclasses
+import stat
 from pathlib import Path
 
 from servepilot.checkpoint import parallel
@@ -226,6 +227,8 @@ def _index_and_scan(index_path: Path, files: list[Path]) -> tuple[SafetensorsInd
 def _header_size(path: Path) -> int:
     """The declared header length (8-byte prefix), 0 if unreadable: only used to balance work."""
     try:
+        if not stat.S_ISREG(path.stat().st_mode):  # the reader reports it; never block on a FIFO
+            return 0
         with open(path, "rb") as f:
             prefix = f.read(8)
         return int.from_bytes(prefix, "little") if len(prefix) == 8 else 0
