@@ -313,6 +313,12 @@ def test_big_file_through_the_prefilter_agrees_with_the_dense_parse(tmp_path, mo
 
 
 def test_unreadable_paths_are_bad_input(tmp_path):
+    import os
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(BadInput, match="not a regular file"):
+        triage_file(fifo)
     with pytest.raises(BadInput, match="cannot read log"):
         triage_file(tmp_path / "missing.log")
     with pytest.raises(BadInput, match="directory"):

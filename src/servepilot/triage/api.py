@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import stat
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -81,6 +82,9 @@ def triage_file(path: str | os.PathLike, engine: str | None = None, since: datet
     engine = _check_engine(engine)
     p = Path(path)
     try:
+        # a FIFO would block the open and cannot be re-read for the tail: refuse it up front
+        if p.exists() and not p.is_dir() and not stat.S_ISREG(p.stat().st_mode):
+            raise BadInput("not a regular file (save the log to a file first)", path=p)
         with p.open("rb") as f:
             st = os.fstat(f.fileno())
             diagnosis = _run(f, st.st_size, engine, since, path=str(p))
