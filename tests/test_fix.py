@@ -192,8 +192,8 @@ def test_story_overlay_fix_resolves_triton_mla_with_bf16_and_leaves_the_original
     rc, check = run_json(capsys, ["check", "--json", *TARGET, "--command-file", str(script)])
     assert check["resolved"]["attention_backend"] == "TRITON_MLA"
     assert check["resolved"]["kv_cache_storage"] == "bfloat16"
-    failing = {f["category"] for f in check["findings"] if f["severity"] == "error"}
-    assert not failing & {"attention_backend", "kv_cache_dtype"}
+    assert check["verdict"] in ("pass", "warn") and rc == 0
+    assert not [f["code"] for f in check["findings"] if f["severity"] == "error"]
 
     # status, diff and remove, and the original never changed
     assert main(["overlay", "status", str(overlay)]) == 0

@@ -54,32 +54,45 @@ def kv_remedies(dep, ctx) -> list[Remedy]:
 
     # 3. an overlay of the checkpoint without the KV scheme (auto then means the model dtype)
     if res.kv_requested == "auto" and res.kv_cache_dtype != "auto":
+        shorter_len = None
         overlay = overlay_without_kv(dep)
         if overlay is not None:
             patches, stripped_spec = overlay
             alt = resolver.resolve_with_spec(dep, stripped_spec)
             if not alt.fails:
                 words, numbers = dtype_change_tradeoff(dep, storage, alt.kv_cache_storage or model_dtype, ctx.plan)
-                shorter = _shorter_max_len(dep, numbers)
-                if shorter is not None:
-                    words += f"; the model's full context no longer fits in the KV cache: serve it with --max-model-len {shorter:,}"
+                shorter = shorter_len = _shorter_max_len(dep, numbers)
                 files = ", ".join(f"{name} ({', '.join(op['path'] for op in ops)})" for name, ops in patches.items())
+                change = f"serve an overlay of the checkpoint without the KV cache scheme: {files}"
+                args: dict = {"overlay": patches}
+                if shorter is not None:
+                    # the 16-bit cache no longer holds one full-context request: without the
+                    # shorter length the overlay would trade one start-up error for another
+                    words += f"; the model's full context no longer fits in the KV cache, so --max-model-len {shorter:,} too"
+                    change += f"; --max-model-len {shorter}"
+                    args["set"] = {"max_model_len": shorter}
+                    args["unset"] = []
                 out.append(Remedy(
                     kind="overlay",
-                    change=f"serve an overlay of the checkpoint without the KV cache scheme: {files}",
+                    change=change,
                     tradeoff=f"{words}; the original checkpoint is untouched (symlinked weights, patched JSON copies)",
-                    args={"overlay": patches},
+                    args=args,
                 ))
         hf = hf_overrides_without_kv(dep)
         if hf is not None:
             alt = resolver.resolve_with_spec(dep, _spec_with_config(dep.spec, hf))
             if not alt.fails:
+                settings = {"hf_overrides": {"quantization_config": hf}}
+                change = _hf_change(hf)
+                if shorter_len is not None:
+                    settings["max_model_len"] = shorter_len
+                    change += f" --max-model-len {shorter_len}"
                 out.append(Remedy(
                     kind="flag",
-                    change=_hf_change(hf),
+                    change=change,
                     tradeoff=("same effect as the overlay without touching files; a dict value replaces the whole "
                               "quantization_config, so the full dict (without the KV keys) must be given, as here"),
-                    args={"set": {"hf_overrides": {"quantization_config": hf}}, "unset": []},
+                    args={"set": settings, "unset": []},
                 ))
 
     # 4. other GPUs whose backends take this KV dtype
