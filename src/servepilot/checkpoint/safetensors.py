@@ -4,9 +4,9 @@ Format (https://github.com/huggingface/safetensors#format): 8 bytes little-endia
 N bytes of JSON mapping tensor names to {"dtype", "shape", "data_offsets": [begin, end]}
 (offsets relative to the byte after the header), plus an optional "__metadata__" string map.
 
-Speed matters: a 1-trillion-parameter checkpoint has ~280k tensors in 119 headers (47 MB of
-JSON). json.loads is the floor; the validation loop below adds well under half of it, and no
-per-tensor object is built until someone asks for `tensors`.
+Speed matters: a 1-trillion-parameter checkpoint has ~280k tensors in 119 headers (35 MB of
+JSON). json.loads is the floor (0.19 s of CPU on the bench machine); the validation loop adds
+0.15 s, and no per-tensor object is built until someone asks for `tensors`.
 """
 
 from __future__ import annotations
