@@ -2,7 +2,7 @@
 
 For each row of kvcache-dev.jsonl (default ../shared/corpus/kvcache-dev.jsonl; pass another
 path as the first argument) whose model this script can describe, it writes that model's
-config.json into a temp dir from published architecture numbers, inspects it, and predicts
+checkpoint skeleton into a temp dir (bench/modelzoo.py: published architecture numbers), inspects it, and predicts
 the KV tokens twice:
 
   given   the row's "Available KV cache memory" passed as --kv-cache-memory-bytes (target 1 %)
@@ -30,125 +30,13 @@ from servepilot.hardware.cluster import Cluster, Gpu
 from servepilot.planning import plan_deployment
 from servepilot.planning.facts import fact
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from modelzoo import config_for, write_checkpoint  # noqa: E402
+
 GiB = 1 << 30
 MiB = 1 << 20
 DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "kvcache-dev.jsonl"
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
-
-def dense(layers, hidden, heads, kv, inter, vocab, maxpos, *, tie=False, head_dim=None, model_type="llama",
-          arch="LlamaForCausalLM", **extra):
-    cfg = {"architectures": [arch], "model_type": model_type, "num_hidden_layers": layers, "hidden_size": hidden,
-           "num_attention_heads": heads, "num_key_value_heads": kv, "intermediate_size": inter, "vocab_size": vocab,
-           "max_position_embeddings": maxpos, "tie_word_embeddings": tie, "torch_dtype": "bfloat16"}
-    if head_dim:
-        cfg["head_dim"] = head_dim
-    cfg.update(extra)
-    return cfg
-
-
-def qwen(layers, hidden, heads, kv, inter, vocab, maxpos, **kw):
-    return dense(layers, hidden, heads, kv, inter, vocab, maxpos, model_type="qwen2", arch="Qwen2ForCausalLM", **kw)
-
-
-def qwen3(layers, hidden, heads, kv, inter, maxpos=40960, **kw):
-    return dense(layers, hidden, heads, kv, inter, 151936, maxpos, head_dim=128, model_type="qwen3",
-                 arch="Qwen3ForCausalLM", **kw)
-
-
-def qwen3_moe(layers, hidden, heads, kv, experts, topk, moe_inter):
-    return dense(layers, hidden, heads, kv, 6144, 151936, 40960, head_dim=128, model_type="qwen3_moe",
-                 arch="Qwen3MoeForCausalLM", num_experts=experts, num_experts_per_tok=topk,
-                 moe_intermediate_size=moe_inter, decoder_sparse_step=1)
-
-
-def gemma2(layers, hidden, heads, kv, inter, head_dim):
-    return dense(layers, hidden, heads, kv, inter, 256000, 8192, tie=True, head_dim=head_dim, model_type="gemma2",
-                 arch="Gemma2ForCausalLM", sliding_window=4096, final_logit_softcapping=30.0,
-                 layer_types=["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(layers)])
-
-
-def gemma3(layers, hidden, heads, kv, inter, head_dim, *, vocab=262208, maxpos=131072, window=1024):
-    # every sixth layer is global (full) attention, the rest slide over `window` tokens
-    return dense(layers, hidden, heads, kv, inter, vocab, maxpos, tie=True, head_dim=head_dim, model_type="gemma3_text",
-                 arch="Gemma3ForCausalLM", sliding_window=window,
-                 layer_types=["full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(layers)])
-
-
-LLAMA31_8B = dense(32, 4096, 32, 8, 14336, 128256, 131072,
-                   rope_scaling={"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": 8192})
-LLAMA31_70B = dense(80, 8192, 64, 8, 28672, 128256, 131072,
-                    rope_scaling={"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": 8192})
-
-# (pattern on the normalized model name, config). Published numbers of each model card's config.json.
-MODELS: list[tuple[str, dict]] = [
-    (r"llama-2-7b", dense(32, 4096, 32, 32, 11008, 32000, 4096)),
-    (r"llama-2-13b", dense(40, 5120, 40, 40, 13824, 32000, 4096)),
-    (r"llama-2-70b", dense(80, 8192, 64, 8, 28672, 32000, 4096)),
-    (r"llama-3(\.1)?-8b|llama-3\.1-8b|r1-distill-llama-8b", LLAMA31_8B),
-    (r"llama-3(\.[13])?-70b|r1-distill-llama-70b", LLAMA31_70B),
-    (r"llama-3\.1-405b", dense(126, 16384, 128, 8, 53248, 128256, 131072)),
-    (r"llama-3\.2-1b", dense(16, 2048, 32, 8, 8192, 128256, 131072, tie=True, head_dim=64)),
-    (r"llama-3\.2-3b", dense(28, 3072, 24, 8, 8192, 128256, 131072, tie=True, head_dim=128)),
-    (r"mistral-7b.*v0\.1", dense(32, 4096, 32, 8, 14336, 32000, 32768, model_type="mistral", sliding_window=4096)),
-    (r"mistral-7b", dense(32, 4096, 32, 8, 14336, 32768, 32768, model_type="mistral")),
-    (r"mixtral-8x7b", dense(32, 4096, 32, 8, 14336, 32000, 32768, model_type="mixtral", arch="MixtralForCausalLM",
-                            num_local_experts=8, num_experts_per_tok=2)),
-    (r"mixtral-8x22b", dense(56, 6144, 48, 8, 16384, 32768, 65536, model_type="mixtral", arch="MixtralForCausalLM",
-                             num_local_experts=8, num_experts_per_tok=2)),
-    (r"qwen2(\.5)?-math-1\.5b", qwen(28, 1536, 12, 2, 8960, 151936, 4096, tie=True)),
-    (r"qwen2(\.5)?-0\.5b", qwen(24, 896, 14, 2, 4864, 151936, 32768, tie=True)),
-    (r"qwen2(\.5)?-1\.5b", qwen(28, 1536, 12, 2, 8960, 151936, 32768, tie=True)),
-    (r"qwen2\.5-3b", qwen(36, 2048, 16, 2, 11008, 151936, 32768, tie=True)),
-    (r"qwen2(\.5)?(-math)?-7b|r1-distill-qwen-7b", qwen(28, 3584, 28, 4, 18944, 152064, 32768)),
-    (r"qwen2\.5-14b|r1-distill-qwen-14b", qwen(48, 5120, 40, 8, 13824, 152064, 32768)),
-    (r"qwen2\.5-32b|qwq-32b|r1-distill-qwen-32b", qwen(64, 5120, 40, 8, 27648, 152064, 32768)),
-    (r"qwen2(\.5)?-72b", qwen(80, 8192, 64, 8, 29568, 152064, 32768)),
-    (r"qwen3-0\.6b", qwen3(28, 1024, 16, 8, 3072, tie_word_embeddings=True)),
-    (r"qwen3-1\.7b", qwen3(28, 2048, 16, 8, 6144, tie_word_embeddings=True)),
-    (r"qwen3-4b", qwen3(36, 2560, 32, 8, 9728, tie_word_embeddings=True)),
-    (r"qwen3-8b", qwen3(36, 4096, 32, 8, 12288)),
-    (r"qwen3-14b", qwen3(40, 5120, 40, 8, 17408)),
-    (r"qwen3-32b", qwen3(64, 5120, 64, 8, 25600)),
-    (r"qwen3(-coder)?-30b-a3b", qwen3_moe(48, 2048, 32, 4, 128, 8, 768)),
-    (r"qwen3-235b-a22b", qwen3_moe(94, 4096, 64, 4, 128, 8, 1536)),
-    (r"gemma-2-2b", gemma2(26, 2304, 8, 4, 9216, 256)),
-    (r"gemma-2-9b", gemma2(42, 3584, 16, 8, 14336, 256)),
-    (r"gemma-2-27b", gemma2(46, 4608, 32, 16, 36864, 128)),
-    (r"codellama-7b", dense(32, 4096, 32, 32, 11008, 32016, 16384)),
-    (r"codellama-13b", dense(40, 5120, 40, 40, 13824, 32016, 16384)),
-    (r"codellama-34b", dense(48, 8192, 64, 8, 22016, 32000, 16384)),
-    (r"vicuna-7b", dense(32, 4096, 32, 32, 11008, 32000, 4096)),
-    (r"vicuna-13b", dense(40, 5120, 40, 40, 13824, 32000, 4096)),
-    (r"tinyllama", dense(22, 2048, 32, 4, 5632, 32000, 2048)),
-    (r"opt-125m", dense(12, 768, 12, 12, 3072, 50272, 2048, tie=True, model_type="opt", arch="OPTForCausalLM")),
-    (r"opt-1\.3b", dense(24, 2048, 32, 32, 8192, 50272, 2048, tie=True, model_type="opt", arch="OPTForCausalLM")),
-    (r"opt-6\.7b", dense(32, 4096, 32, 32, 16384, 50272, 2048, tie=True, model_type="opt", arch="OPTForCausalLM")),
-    (r"opt-13b", dense(40, 5120, 40, 40, 20480, 50272, 2048, tie=True, model_type="opt", arch="OPTForCausalLM")),
-    (r"gemma-2b|gemma-1\.1-2b", dense(18, 2048, 8, 1, 16384, 256000, 8192, tie=True, head_dim=256, model_type="gemma",
-                                       arch="GemmaForCausalLM")),
-    (r"gemma-7b|gemma-1\.1-7b", dense(28, 3072, 16, 16, 24576, 256000, 8192, tie=True, head_dim=256, model_type="gemma",
-                                       arch="GemmaForCausalLM")),
-    (r"gemma-3-1b", gemma3(26, 1152, 4, 1, 6912, 256, vocab=262144, maxpos=32768, window=512)),
-    (r"gemma-3-4b", gemma3(34, 2560, 8, 4, 10240, 256)),
-    (r"gemma-3-12b", gemma3(48, 3840, 16, 8, 15360, 256)),
-    (r"gemma-3-27b", gemma3(62, 5376, 32, 16, 21504, 128)),
-    (r"phi-4", dense(40, 5120, 40, 10, 17920, 100352, 16384, model_type="phi3", arch="Phi3ForCausalLM")),
-    (r"mistral-small", dense(40, 5120, 32, 8, 32768, 131072, 32768, head_dim=128, model_type="mistral")),
-    (r"qwen3-coder-480b", dense(62, 6144, 96, 8, 8192, 151936, 262144, head_dim=128, model_type="qwen3_moe",
-                                arch="Qwen3MoeForCausalLM", num_experts=160, num_experts_per_tok=8, moe_intermediate_size=2560)),
-    (r"glm-4\.5-air", dense(46, 4096, 96, 8, 10944, 151552, 131072, head_dim=128, model_type="glm4_moe",
-                            arch="Glm4MoeForCausalLM", n_routed_experts=128, n_shared_experts=1, num_experts_per_tok=8,
-                            moe_intermediate_size=1408, first_k_dense_replace=1)),
-    (r"glm-4\.[56]", dense(92, 5120, 96, 8, 12288, 151552, 131072, head_dim=128, model_type="glm4_moe",
-                           arch="Glm4MoeForCausalLM", n_routed_experts=160, n_shared_experts=1, num_experts_per_tok=8,
-                           moe_intermediate_size=1536, first_k_dense_replace=3)),
-    (r"phi-3-mini", dense(32, 3072, 32, 32, 8192, 32064, 4096, model_type="phi3", arch="Phi3ForCausalLM")),
-    (r"yi-34b", dense(60, 7168, 56, 8, 20480, 64000, 4096)),
-    (r"mistral-nemo", dense(40, 5120, 32, 8, 14336, 131072, 1024000, head_dim=128, model_type="mistral")),
-]
-# Checked-in example checkpoints (config only) for the big families.
-EXAMPLE_MODELS = [(r"deepseek-(v3|r1)", "deepseek-v3"), (r"kimi-k2", "kimi-k2.5-nvfp4"), (r"gpt-oss-120b", "gpt-oss-120b")]
 
 # nvidia-smi "total" memory per GPU kind, MiB (pattern on the lower-case GPU text).
 GPUS: list[tuple[str, str, int]] = [
@@ -165,38 +53,6 @@ GPUS: list[tuple[str, str, int]] = [
     (r"3080", "NVIDIA GeForce RTX 3080", 10240), (r"rtx 8000", "Quadro RTX 8000", 49152),
     (r"\bt4\b", "Tesla T4", 15360), (r"v100.*32", "Tesla V100 32GB", 32768), (r"v100", "Tesla V100 16GB", 16384),
 ]
-
-
-def norm_name(model: str) -> str:
-    return model.lower().split(" (")[0].split("/")[-1]
-
-
-def config_for(model: str) -> tuple[dict | None, Path | None]:
-    name = norm_name(model)
-    for pattern, example in EXAMPLE_MODELS:
-        if re.search(pattern, name):
-            return None, EXAMPLES / example
-    for pattern, cfg in MODELS:
-        if re.search(pattern, name):
-            cfg = dict(cfg)
-            q = quant_for(name)
-            if q:
-                cfg["quantization_config"] = q
-            return cfg, None
-    return None, None
-
-
-def quant_for(name: str) -> dict | None:
-    if "w8a8" in name or "int8" in name:
-        return {"quant_method": "compressed-tensors", "ignore": ["lm_head"], "config_groups": {"group_0": {
-            "weights": {"num_bits": 8, "type": "int"}, "input_activations": {"num_bits": 8, "type": "int"}}}}
-    if "fp8" in name:
-        return {"quant_method": "fp8", "activation_scheme": "dynamic"}
-    if "awq" in name:
-        return {"quant_method": "awq", "bits": 4, "group_size": 128}
-    if "gptq" in name:
-        return {"quant_method": "gptq", "bits": 8 if "int8" in name else 4, "group_size": 128}
-    return None
 
 
 def gpu_for(text: str | None) -> tuple[Gpu | None, int]:
@@ -309,17 +165,11 @@ def main(path: Path) -> int:
             if not model or not actual:
                 print(f"{rid:58} skipped: {'no model named' if not model else 'no token count'}")
                 continue
-            cfg, example = config_for(model)
-            if cfg is None and example is None:
+            if config_for(model) is None:
                 print(f"{rid:58} skipped: no config written for {model!r}")
                 continue
-            if cfg is not None:
-                d = Path(tmp) / re.sub(r"\W+", "_", rid)
-                d.mkdir()
-                (d / "config.json").write_text(json.dumps(cfg))
-                example = d
             try:
-                spec = inspect_path(example)
+                spec = inspect_path(write_checkpoint(Path(tmp) / re.sub(r"\W+", "_", rid), model))
                 cells = measure(row, spec, actual, model, given_errs, gpu_errs)
             except ServepilotError as exc:
                 print(f"{rid:58} error: {exc.one_line()}")
