@@ -147,11 +147,28 @@ def recheck(command: str, *, gpu: str | None, engine_version: str | None):
     return run_checks(dep)
 
 
+def check_script_path(path: str | Path) -> Path:
+    """BadInput unless a script can be written at `path`; called before an overlay is built,
+    so a bad --write leaves nothing half done on disk."""
+    path = Path(path)
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise BadInput("cannot write the script: its directory does not exist", path=path)
+    if path.is_dir():
+        raise BadInput("cannot write the script: a directory has this name", path=path)
+    if not os.access(parent, os.W_OK):
+        raise BadInput("cannot write the script: its directory is not writable", path=path)
+    return path
+
+
 def write_script(path: str | Path, command: str, *, note: str) -> Path:
     """Save the new command as an executable shell script (atomically: tmp file + rename)."""
-    path = Path(path)
+    path = check_script_path(path)
     text = f"#!/usr/bin/env bash\n# written by servepilot fix: {note}\n{command}\n"
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent if str(path.parent) else ".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent if str(path.parent) else ".")
+    except OSError as exc:
+        raise BadInput(f"cannot write the script ({exc.strerror})", path=path) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)

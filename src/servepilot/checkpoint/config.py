@@ -55,6 +55,7 @@ class _Reader:
     def __init__(self, outer: dict, text: dict, notes: list[str]):
         self.outer, self.text, self.notes = outer, text, notes
         self.nested = text is not outer
+        self.rejected: set[str] = set()  # keys present with an unusable value (already noted)
 
     def _where(self, key: str, in_text: bool) -> str:
         return f"text_config.{key}" if in_text and self.nested else key
@@ -70,6 +71,7 @@ class _Reader:
                 if isinstance(v, float) and v.is_integer() and v >= minimum:
                     return int(v)
                 self.notes.append(f"{self._where(key, in_text)} is {v!r}, not an integer >= {minimum}: ignored")
+                self.rejected.add(keys[0])
                 return None
         return None
 
@@ -96,6 +98,8 @@ def read_architecture(config: dict) -> ArchitectureReading:
     archs = config.get("architectures")
     if isinstance(archs, list):
         out.architectures = tuple(a for a in archs if isinstance(a, str))
+    elif archs is not None:
+        out.notes.append(f"architectures is {archs!r}, not a list of class names: ignored")
     out.model_type = config.get("model_type") if isinstance(config.get("model_type"), str) else None
     if text is not config:
         tm = text.get("model_type")
@@ -133,10 +137,10 @@ def read_architecture(config: dict) -> ArchitectureReading:
 
     for name, value in (("hidden_size", out.hidden_size), ("vocab_size", out.vocab_size),
                         ("max_position_embeddings", out.max_position_embeddings)):
-        if value is None:
+        if value is None and name not in r.rejected:
             out.notes.append(f"{name}: not in config.json")
     if out.attention is None:
-        out.notes.append("attention: num_hidden_layers and num_attention_heads not both in config.json")
+        out.notes.append("attention: no usable num_hidden_layers and num_attention_heads in config.json")
     return out
 
 

@@ -168,10 +168,6 @@ def text_rows(d) -> list[tuple[str, str]]:
 
 
 def render_text(d) -> None:
-    from rich.markup import escape
+    from servepilot.cli.output import print_rows
 
-    from servepilot.cli.output import console
-
-    out = console()
-    for label, value in text_rows(d):
-        out.print(f"[bold]{label:<13}[/bold] {escape(str(value))}")
+    print_rows(text_rows(d))

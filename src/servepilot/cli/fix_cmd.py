@@ -26,8 +26,10 @@ def fix(remedy_number, finding_code, write_path, dest, replace, dry_run, gpu, en
     servepilot fix --remedy 2 --write serve.sh -- vllm serve /models/kimi -tp 8
     """
     from servepilot.checks import run_checks
-    from servepilot.fix import plan_fix, write_script
+    from servepilot.fix import check_script_path, plan_fix, write_script
 
+    if write_path:
+        check_script_path(write_path)  # before anything is built: a bad --write changes nothing
     dep = build_deployment_from_cli(command, gpu, engine_version, command_file)
     checked = run_checks(dep)
     plan = plan_fix(

@@ -164,16 +164,8 @@ def display_name(spec) -> str:
 
 def render_text(spec) -> None:
     from rich.markup import escape
-    from rich.table import Table
 
-    from servepilot.cli.output import console
+    from servepilot.cli.output import print_rows
 
-    style = {"PROBLEM": "bold red", "unknown": "yellow", "note": "cyan"}
-    grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="bold", no_wrap=True)
-    grid.add_column()
-    for label, line in text_rows(spec):
-        grid.add_row(label, f"[{style[label]}]{escape(line)}[/]" if label in style else escape(line))
-    out = console()
-    out.print(f"[bold]{escape(display_name(spec))}[/]  {escape(spec.path)}  [dim]({spec.format})[/]")
-    out.print(grid)
+    title = f"[bold]{escape(display_name(spec))}[/]  {escape(spec.path)}  [dim]({spec.format})[/]"
+    print_rows(text_rows(spec), styles={"PROBLEM": "bold red", "unknown": "yellow", "note": "cyan"}, title=title)

@@ -23,6 +23,25 @@ def console(stderr: bool = False):
     return Console(stderr=stderr, highlight=False, soft_wrap=False)
 
 
+def print_rows(rows, styles: dict[str, str] | None = None, title: str | None = None) -> None:
+    """Print (label, value) rows as two columns; a long value wraps under itself, never under
+    the label. `styles` colours the values of some labels ("PROBLEM": "bold red")."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    styles = styles or {}
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column()
+    for label, value in rows:
+        text = escape(str(value))
+        grid.add_row(label, f"[{styles[label]}]{text}[/]" if label in styles else text)
+    out = console()
+    if title is not None:
+        out.print(title)
+    out.print(grid)
+
+
 def human_bytes(n: int | float | None) -> str:
     """1.5 GiB style, binary units, as engines log memory."""
     if n is None:

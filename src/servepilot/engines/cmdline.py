@@ -53,13 +53,20 @@ def engine_of(argv: Sequence[str]) -> str | None:
 
 def split_command(command: str | Sequence[str] | None = None, command_file: str | None = None):
     """The engine argv and shell context of a command (words, one shell line, or a script)."""
+    given = command is not None and (isinstance(command, str) or bool(list(command)))
+    if command_file and given:
+        raise CommandLineError("give the engine command after `--` or with --command-file, not both")
     if command_file:
         text = read_command_file(command_file)
-    elif command is None or (not isinstance(command, str) and not list(command)):
+        try:
+            return split_shell_line(text, is_engine_command)
+        except CommandLineError as exc:
+            if exc.path is None:  # name the script: the problem is in it, not on the command line
+                raise CommandLineError(exc.problem, path=command_file, hint=exc.hint) from None
+            raise
+    if not given:
         raise CommandLineError("no command: give the engine command after `--` or with --command-file")
-    else:
-        text = command_text(command)
-    return split_shell_line(text, is_engine_command)
+    return split_shell_line(command_text(command), is_engine_command)
 
 
 def parse_command(
@@ -200,6 +207,10 @@ def _config_options(module, args: list[str], shell: ShellContext, cwd, vt: Versi
         text = full.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise BadInput("--config file does not exist", path=path) from None
+    except IsADirectoryError:
+        raise BadInput("--config names a directory, not a YAML file", path=path) from None
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"--config file is not UTF-8 text (byte {exc.start})", path=path) from None
     except OSError as exc:
         raise BadInput(f"cannot read --config file ({exc.strerror})", path=path) from None
     import yaml  # lazy: keeps `servepilot --version` fast
@@ -207,10 +218,21 @@ def _config_options(module, args: list[str], shell: ShellContext, cwd, vt: Versi
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise BadInput(f"--config file is not valid YAML ({exc.__class__.__name__})", path=path) from None
+        raise BadInput(f"--config file is not valid YAML{_yaml_where(exc)}", path=path) from None
+    if data is None:
+        raise BadInput("--config file is empty", hint="vLLM needs a mapping of option: value", path=path)
     if not isinstance(data, dict):
         raise BadInput(f"--config file must be a mapping of option: value, not {type(data).__name__}", path=path)
     return path, parse_args(yaml_to_args(data), vt), []
+
+
+def _yaml_where(exc) -> str:
+    """" at line L, column C: problem" from a PyYAML error (its marks count from 0)."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or exc.__class__.__name__
+    if mark is None:
+        return f": {problem}"
+    return f" at line {mark.line + 1}, column {mark.column + 1}: {problem}"
 
 
 def yaml_to_args(data: dict) -> list[str]:

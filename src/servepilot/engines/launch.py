@@ -52,17 +52,33 @@ class EngineLaunch:
 
     @property
     def tensor_parallel_size(self) -> int:
-        return int(self.options.get("tensor_parallel_size") or 1)
+        return self._whole("tensor_parallel_size")
 
     @property
     def pipeline_parallel_size(self) -> int:
-        return int(self.options.get("pipeline_parallel_size") or 1)
+        return self._whole("pipeline_parallel_size")
 
     @property
     def data_parallel_size(self) -> int:
-        return int(self.options.get("data_parallel_size") or 1)
+        return self._whole("data_parallel_size")
 
     @property
     def port(self) -> int | None:
+        """The port as a number; None when unset or not a number (the parse already noted the
+        value the engine rejects, and a port probe has nothing to probe)."""
         p = self.options.get("port")
-        return int(p) if p is not None else None
+        try:
+            return int(p) if p is not None else None
+        except (TypeError, ValueError):
+            return None
+
+    def _whole(self, dest: str) -> int:
+        """A parallel size as a number (1 when unset); CommandLineError for `-tp abc` or an
+        unset `${TP}`, which the engine's argparse rejects before it starts."""
+        value = self.options.get(dest)
+        try:
+            return int(value or 1)
+        except (TypeError, ValueError):
+            from servepilot.errors import CommandLineError
+
+            raise CommandLineError(f"{dest} = {value!r} is not a whole number", hint=f"{self.engine} needs a number here") from None

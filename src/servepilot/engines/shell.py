@@ -193,7 +193,10 @@ def read_command_file(path: str) -> str:
         raise BadInput(f"cannot read command file ({exc.strerror})", path=path) from None
     if b"\0" in data[:4096]:
         raise BadInput("command file is binary, not a shell script", path=path)
-    return data.decode("utf-8", errors="replace")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"command file is not UTF-8 text (byte {exc.start})", path=path) from None
 
 
 def split_shell_line(text: str, is_engine: Callable[[Sequence[str]], bool]) -> ShellSplit:
@@ -201,6 +204,8 @@ def split_shell_line(text: str, is_engine: Callable[[Sequence[str]], bool]) -> S
     if not text.strip():
         raise CommandLineError("empty command: give the engine command after `--` or with --command-file")
     stmts = statements(text)
+    if not stmts:
+        raise CommandLineError("no command: only comments and blank lines")
     variables: dict[str, str] = {}
     exported: dict[str, str] = {}
     for index, stmt in enumerate(stmts):
@@ -218,7 +223,7 @@ def split_shell_line(text: str, is_engine: Callable[[Sequence[str]], bool]) -> S
         ctx = replace(ctx, prefix_commands=prefix, tail=tail, background=stmt.separator == "&")
         ctx = _nohup_log(_tee_log(stmts, index, ctx), piped=stmt.separator == "|")
         return ShellSplit(tuple(argv), ctx)
-    words = [t.text for t in stmts[0].tokens if t.kind == "word"] if stmts else text.split()
+    words = [t.text for t in stmts[0].tokens if t.kind == "word"]
     programs = [w for w in words if not _ASSIGNMENT.match(w) and w not in ("env", "sudo", *_WRAPPERS)]
     first = programs[0] if programs else (words[0] if words else "")
     hint = "expected e.g. `vllm serve MODEL`, `python -m sglang.launch_server`, `llama-server -m FILE`"
