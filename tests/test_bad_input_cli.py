@@ -133,3 +133,24 @@ def test_architectures_that_is_not_a_list_is_named(tmp_path, capsys):
     # the bad hidden_size is noted once, not again as missing
     assert any(n.startswith("hidden_size is nan") for n in notes)
     assert not any(n == "hidden_size: not in config.json" for n in notes)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["launch", "--ready-timeout", "0", "--", "vllm", "serve", "/m"], ["stop", "--grace", "-1", "some-run"]],
+)
+def test_timeouts_must_be_positive(argv, capsys):
+    assert main(argv) == 2
+    assert "is not in the range" in capsys.readouterr().err
+
+
+# verbs whose modules this file's owner keeps; check, explain, plan and triage have their own
+OWN_VERBS = [["inspect"], ["deployment"], ["fix"], ["overlay"], ["overlay", "status"], ["overlay", "diff"],
+             ["overlay", "remove"], ["launch"], ["ps"], ["logs"], ["stop"], ["history"], ["cleanup"]]
+
+
+@pytest.mark.parametrize("verb", OWN_VERBS, ids=" ".join)
+def test_every_help_shows_an_example(verb, capsys):
+    assert main([*verb, "--help"]) == 0
+    out = capsys.readouterr().out
+    assert f"  servepilot {' '.join(verb)} " in out

@@ -76,3 +76,20 @@ def test_nvml_names(name, key):
 
 def test_nvml_name_unknown():
     assert match_nvml_name("NVIDIA GeForce GTX 1080") is None
+
+
+def test_unknown_gpu_suggests_each_card_once():
+    # "rtxpro6000" and "rtx-pro-6000" are aliases of one card: naming both wastes a suggestion
+    from servepilot.hardware.catalog import all_aliases
+
+    with pytest.raises(UnknownGpu) as exc:
+        parse_gpu_flag("rtx6000")
+    suggested = exc.value.hint.removeprefix("did you mean ").rstrip("?").split(", ")
+    keys = [all_aliases()[s].key for s in suggested]
+    assert len(keys) == len(set(keys)) >= 2
+
+
+def test_unknown_gpu_with_nothing_near_lists_the_catalog():
+    with pytest.raises(UnknownGpu) as exc:
+        parse_gpu_flag("zzz")
+    assert "h100-sxm" in exc.value.hint and "rtx-4090" in exc.value.hint

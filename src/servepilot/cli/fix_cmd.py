@@ -21,9 +21,14 @@ OVERLAY_DIR = click.argument("overlay_dir", type=click.Path(file_okay=False, pat
 def fix(remedy_number, finding_code, write_path, dest, replace, dry_run, gpu, engine_version, command_file, command, as_json):
     """Apply a remedy of `check`: a changed command, or a checkpoint overlay (never edits the original).
 
+    Without --remedy, the first remedy of the first error that servepilot can apply is used.
+    The new command is checked again; exit 1 when that check still predicts a failure.
+
     \b
-    servepilot fix --gpu rtx-pro-6000x8 -- vllm serve /models/kimi -tp 8
-    servepilot fix --remedy 2 --write serve.sh -- vllm serve /models/kimi -tp 8
+    Examples:
+      servepilot fix --gpu rtx-pro-6000x8 -- vllm serve /models/kimi -tp 8
+      servepilot fix --dry-run --finding SP-ATTN-001 -- vllm serve /models/kimi -tp 8
+      servepilot fix --remedy 2 --write serve.sh -- vllm serve /models/kimi -tp 8
     """
     from servepilot.checks import run_checks
     from servepilot.fix import check_script_path, plan_fix, write_script
@@ -164,14 +169,29 @@ def _render_no_choice(plan, as_json: bool) -> None:
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def overlay():
-    """Status, diff or removal of a servepilot overlay directory."""
+    """Status, diff or removal of a servepilot overlay directory.
+
+    An overlay is what `fix` builds beside a checkpoint: patched JSON copies, links to
+    everything else, and a manifest. Directories without that manifest are refused.
+
+    \b
+    Examples:
+      servepilot overlay status /models/kimi-servepilot-69d8b8fb2e
+      servepilot overlay diff /models/kimi-servepilot-69d8b8fb2e
+      servepilot overlay remove --dry-run /models/kimi-servepilot-69d8b8fb2e
+    """
 
 
-@overlay.command("status")
+@overlay.command("status", short_help="Has the original changed since the overlay was built? (exit 1 on drift)")
 @OVERLAY_DIR
 @JSON_OPTION
 def overlay_status_cmd(overlay_dir: str, as_json: bool):
-    """Check that the original has not changed since the overlay was built (exit 1 on drift)."""
+    """Check that the original has not changed since the overlay was built (exit 1 on drift).
+
+    \b
+    Example:
+      servepilot overlay status /models/kimi-servepilot-69d8b8fb2e
+    """
     from servepilot.overlay import overlay_status
 
     status = overlay_status(overlay_dir)
@@ -190,11 +210,16 @@ def overlay_status_cmd(overlay_dir: str, as_json: bool):
     return 0 if status.clean else 1
 
 
-@overlay.command("diff")
+@overlay.command("diff", short_help="The overlay's JSON patches and unified diffs.")
 @OVERLAY_DIR
 @JSON_OPTION
 def overlay_diff_cmd(overlay_dir: str, as_json: bool):
-    """Show an overlay's RFC 6902 patches and the unified diff of each patched file."""
+    """Show an overlay's RFC 6902 patches and the unified diff of each patched file.
+
+    \b
+    Example:
+      servepilot overlay diff /models/kimi-servepilot-69d8b8fb2e
+    """
     import json
 
     from servepilot.overlay import overlay_diff
@@ -212,12 +237,20 @@ def overlay_diff_cmd(overlay_dir: str, as_json: bool):
     return 0
 
 
-@overlay.command("remove")
+@overlay.command("remove", short_help="Remove what servepilot made; keep anything else.")
 @OVERLAY_DIR
 @click.option("--dry-run", is_flag=True, help="Show what would be removed and kept; remove nothing.")
 @JSON_OPTION
 def overlay_remove_cmd(overlay_dir: str, dry_run: bool, as_json: bool):
-    """Remove what servepilot made in an overlay; keep (and name) anything else."""
+    """Remove what servepilot made in an overlay; keep (and name) anything else.
+
+    The original checkpoint is never touched: only the links, patched copies and manifest
+    that the overlay's manifest lists are removed.
+
+    \b
+    Example:
+      servepilot overlay remove --dry-run /models/kimi-servepilot-69d8b8fb2e
+    """
     from servepilot.overlay import plan_removal
 
     plan = plan_removal(overlay_dir)

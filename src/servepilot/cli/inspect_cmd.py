@@ -19,6 +19,12 @@ def inspect(path: str, as_json: bool) -> int:
     PATH is a checkpoint directory, one .safetensors or .gguf file, a config.json, or a
     Hugging Face model id (org/name) already in the local cache. Exit 2 when the path
     cannot be read, or when some shards are damaged or missing (the rest is still shown).
+
+    \b
+    Examples:
+      servepilot inspect /models/kimi-k2.5-nvfp4
+      servepilot inspect --json /models/Qwen3-8B-Q4_K_M.gguf
+      servepilot inspect meta-llama/Llama-3.1-8B
     """
     from servepilot.checkpoint.inspect import inspect_path
 

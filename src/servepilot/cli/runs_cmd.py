@@ -113,16 +113,21 @@ def _outcome_payload(run, outcome, plan) -> dict:
 @click.option("--name", help="A name for the run (a prefix of its id; `stop NAME` works).")
 @click.option("--detach", is_flag=True, help="Return once the engine is ready; it keeps running.")
 @click.option("--force", is_flag=True, help="Launch even when check predicts a failure.")
-@click.option("--ready-timeout", type=float, default=None, metavar="S",
+@click.option("--ready-timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="S",
               help="Give up (and stop the engine) if it is not ready after S seconds (default 1800).")
 @deployment_options
 @JSON_OPTION
 def launch(name, detach, force, ready_timeout, gpu, engine_version, command_file, command, as_json):
     """Run the engine under supervision: check, start, follow the load phases, probe readiness.
 
+    Refuses (exit 1) when `check` predicts a failure, unless --force. Exit 3 when the engine
+    fails to become ready (the log is triaged); Ctrl-C stops the engine's own process group.
+
     \b
-    servepilot launch --name kimi -- vllm serve /models/kimi-overlay -tp 8
-    servepilot launch --detach -- python -m llama_cpp.server --model m.gguf --port 8001
+    Examples:
+      servepilot launch --name kimi -- vllm serve /models/kimi-overlay -tp 8
+      servepilot launch --detach -- python -m llama_cpp.server --model m.gguf --port 8001
+      servepilot launch --command-file serve.sh --ready-timeout 3600
     """
     from servepilot.runs import launch as runs_launch
     from servepilot.runs.rundir import check_name
@@ -255,7 +260,13 @@ def _interrupted(run, as_json) -> int:
 @click.option("--all", "show_all", is_flag=True, help="Every recorded run (default: the last 20).")
 @JSON_OPTION
 def ps(show_all, as_json):
-    """List runs with their state, checked against the live pid and its start time."""
+    """List runs with their state, checked against the live pid and its start time.
+
+    \b
+    Examples:
+      servepilot ps
+      servepilot ps --all --json
+    """
     from servepilot.runs.manage import list_runs
 
     rows = list_runs(limit=None if show_all else 20)
@@ -277,7 +288,13 @@ def ps(show_all, as_json):
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new lines while the run is alive.")
 @JSON_OPTION
 def logs(run, follow, as_json):
-    """Print (or follow) a run's server log. RUN: id, unique id prefix, or --name."""
+    """Print (or follow) a run's server log. RUN: id, unique id prefix, or --name.
+
+    \b
+    Examples:
+      servepilot logs kimi
+      servepilot logs -f 20261202-1604
+    """
     from pathlib import Path
 
     from servepilot.runs import process
@@ -313,11 +330,20 @@ def logs(run, follow, as_json):
 
 @click.command()
 @click.argument("run")
-@click.option("--grace", type=float, default=10.0, show_default=True, metavar="S",
+@click.option("--grace", type=click.FloatRange(min=0), default=10.0, show_default=True, metavar="S",
               help="Seconds between SIGTERM and SIGKILL.")
 @JSON_OPTION
 def stop(run, grace, as_json):
-    """Stop a run's own process group: SIGTERM, a grace period, then SIGKILL."""
+    """Stop a run's own process group: SIGTERM, a grace period, then SIGKILL.
+
+    Only the process group servepilot started is signalled, and only while its pid still
+    belongs to the run (same start time); other processes are never touched.
+
+    \b
+    Examples:
+      servepilot stop kimi
+      servepilot stop --grace 30 20261202-1604
+    """
     from servepilot.runs.manage import stop_run
 
     result = stop_run(run, grace_s=grace)
@@ -332,7 +358,13 @@ def stop(run, grace, as_json):
 @click.option("--model", metavar="M", help="Only attempts at this model (path or id as launched).")
 @JSON_OPTION
 def history(model, as_json):
-    """Attempts per model: what changed from the previous attempt, and the outcome."""
+    """Attempts per model: what changed from the previous attempt, and the outcome.
+
+    \b
+    Examples:
+      servepilot history
+      servepilot history --model /models/kimi-k2.5-nvfp4 --json
+    """
     from servepilot.runs.manage import history as runs_history
 
     models = runs_history(model)
@@ -370,7 +402,15 @@ def _describe_change(change) -> str:
 @click.option("--yes", is_flag=True, help="Remove the leftovers (default: only list them).")
 @JSON_OPTION
 def cleanup(yes, as_json):
-    """List engine shared-memory leftovers in /dev/shm whose processes are gone; --yes removes them."""
+    """List engine shared-memory leftovers in /dev/shm whose processes are gone; --yes removes them.
+
+    Entries still held by a process, or too new to judge, are listed and never removed.
+
+    \b
+    Examples:
+      servepilot cleanup
+      servepilot cleanup --yes
+    """
     from servepilot.runs import shm
 
     entries = shm.scan(shm.SHM_DIR)

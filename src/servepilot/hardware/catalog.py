@@ -122,8 +122,17 @@ def lookup_alias(name: str) -> GpuModel:
     matched = match_nvml_name(name)
     if matched is not None:
         return matched
-    near = difflib.get_close_matches(wanted, list(aliases), n=3, cutoff=0.5)
-    hint = f"did you mean {', '.join(near)}?" if near else "see `servepilot deployment --help` for names"
+    # One suggestion per GPU: "rtxpro6000" and "rtx-pro-6000" name the same card.
+    near: list[str] = []
+    seen: set[str] = set()
+    for alias in difflib.get_close_matches(wanted, list(aliases), n=12, cutoff=0.5):
+        if aliases[alias].key not in seen and len(near) < 3:
+            seen.add(aliases[alias].key)
+            near.append(alias)
+    if near:
+        hint = f"did you mean {', '.join(near)}?"
+    else:  # nothing close (an AMD or TPU name, a typo of a family): show what the catalog has
+        hint = "NVIDIA GPUs known: " + ", ".join(m.key for m in models())
     raise UnknownGpu(f"unknown GPU {name!r}", hint=hint)
 
 
