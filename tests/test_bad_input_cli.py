@@ -154,3 +154,45 @@ def test_every_help_shows_an_example(verb, capsys):
     assert main([*verb, "--help"]) == 0
     out = capsys.readouterr().out
     assert f"  servepilot {' '.join(verb)} " in out
+
+
+@pytest.mark.parametrize("argv", [["ps"], ["history"], ["logs", "r1"], ["stop", "r1"]])
+def test_damaged_history_is_one_line_and_left_alone(tmp_path, monkeypatch, capsys, argv):
+    home = tmp_path / "home"
+    home.mkdir()
+    db = home / "history.sqlite3"
+    db.write_bytes(b"not sqlite at all\n" * 64)
+    monkeypatch.setenv("SERVEPILOT_HOME", str(home))
+    assert main(argv) == 2
+    line = one_error_line(capsys)
+    assert str(db) in line and "cannot be opened" in line
+    assert db.read_bytes() == b"not sqlite at all\n" * 64
+    assert sorted(p.name for p in home.iterdir()) == ["history.sqlite3"]
+
+
+def test_state_dir_that_is_a_file(tmp_path, monkeypatch, capsys):
+    home = tmp_path / "home"
+    home.write_text("")
+    monkeypatch.setenv("SERVEPILOT_HOME", str(home))
+    assert main(["ps"]) == 2
+    assert "cannot use the state directory" in one_error_line(capsys)
+
+
+def test_launch_with_damaged_history_writes_no_run_dir(tmp_path, monkeypatch):
+    from servepilot.errors import BadInput
+    from servepilot.runs import launch as runs_launch
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "history.sqlite3").write_bytes(b"garbage" * 100)
+    monkeypatch.setenv("SERVEPILOT_HOME", str(home))
+
+    class Command:
+        engine, engine_version, model, argv, env = "vllm", "0.16.0", "/m", ["vllm", "serve", "/m"], {}
+
+    class Plan:
+        command = Command()
+
+    with pytest.raises(BadInput):
+        runs_launch.start_run(Plan())
+    assert not (home / "runs").exists()

@@ -112,8 +112,15 @@ def start_run(plan: LaunchPlan, *, name: str | None = None, cwd: str | Path | No
     parent_env = dict(os.environ)
     child_env = environment.run_environment(parent_env, cmd.env)
     env_diff = environment.environment_diff(parent_env, child_env)
-    run_id, run_dir = rundir.create_run_dir(name)
-    (run_dir / rundir.COMMAND_NAME).write_text(_command_text(cmd, env_diff))
+    # The history first: a state directory or database that cannot be used is reported
+    # before anything is written (no orphan run directory).
+    db = store.connect()
+    try:
+        run_id, run_dir = rundir.create_run_dir(name)
+        (run_dir / rundir.COMMAND_NAME).write_text(_command_text(cmd, env_diff))
+    except BaseException:
+        db.close()
+        raise
     record: dict[str, Any] = {
         "id": run_id,
         "name": name,
@@ -137,7 +144,6 @@ def start_run(plan: LaunchPlan, *, name: str | None = None, cwd: str | Path | No
         "plan": to_jsonable(plan.plan) if plan.plan is not None else None,
         "state": "starting",
     }
-    db = store.connect()
     try:
         store.insert_run(
             db, id=run_id, name=name, created_at=record["created_at"], run_dir=str(run_dir),

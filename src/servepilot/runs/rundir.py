@@ -49,7 +49,11 @@ def new_run_id(name: str | None = None, now: float | None = None) -> str:
 def create_run_dir(name: str | None = None, root: Path | None = None) -> tuple[str, Path]:
     """Make a fresh directory for one attempt; a clash (same second, same random) retries."""
     root = root or runs_root()
-    root.mkdir(parents=True, exist_ok=True)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BadInput(f"cannot make the runs directory ({exc.strerror})", path=root,
+                       hint="set SERVEPILOT_HOME to a directory") from None
     for _ in range(20):
         run_id = new_run_id(name)
         path = root / run_id

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from servepilot import settings
+from servepilot.errors import BadInput
 
 # 10 s: a migration or a run update holds the write lock for milliseconds; ten seconds
 # covers a slow disk without letting a wedged process hang the CLI forever.
@@ -114,18 +115,38 @@ def db_path() -> Path:
 
 
 def connect(path: Path | None = None) -> sqlite3.Connection:
-    """Open the history (creating and migrating it) with WAL and a busy timeout."""
+    """Open the history (creating and migrating it) with WAL and a busy timeout.
+
+    BadInput naming the file when the state directory is not a directory or the history is
+    not a database: servepilot reports it and changes nothing, so the operator can move it aside.
+    """
     path = path or db_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BadInput(f"cannot use the state directory ({exc.strerror})", path=path.parent,
+                       hint="set SERVEPILOT_HOME to a directory") from None
+    try:
+        return _open(path)
+    except sqlite3.DatabaseError as exc:
+        raise BadInput(f"the run history cannot be opened ({exc})", path=path,
+                       hint="move it aside to start a new history, or set SERVEPILOT_HOME") from None
+
+
+def _open(path: Path) -> sqlite3.Connection:
     # isolation_level=None: we issue BEGIN IMMEDIATE ourselves so that a read-then-write
     # (migrations, state updates) takes the write lock up front instead of failing to
     # upgrade a read lock later with SQLITE_BUSY.
     db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
-    db.row_factory = sqlite3.Row
-    db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    db.execute("PRAGMA journal_mode = WAL")
-    db.execute("PRAGMA foreign_keys = ON")
-    migrate(db)
+    try:
+        db.row_factory = sqlite3.Row
+        db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        db.execute("PRAGMA journal_mode = WAL")
+        db.execute("PRAGMA foreign_keys = ON")
+        migrate(db)
+    except BaseException:
+        db.close()
+        raise
     return db
 
 
