@@ -11,6 +11,11 @@ The rule, in order:
    unknown exception, which beats an echo ("Engine core initialization failed. See root
    cause above."). So a worker's exception explains the engine core's echo, and an earlier
    ImportError from a kernel library explains a later "architecture not supported".
+   One exception: an exception raised *from* another ("The above exception was the direct
+   cause of the following exception") takes its cause's place when its signature is the
+   more specific one (higher priority), because the engine wrapped the error with what it
+   knows about it (vLLM's "Failed to load the tokenizer ... consider setting
+   trust_remote_code" around transformers' "Tokenizer class X does not exist").
 5. After a healthy start ("Application startup complete"), only known causes count: a
    failed request later in a serving log is reported, not blamed.
 6. No error and no healthy start: if the log's last lines are a phase known to hang (NCCL
@@ -79,7 +84,7 @@ def _expand(ev: ErrorEvent, matcher: Matcher) -> list[tuple[ErrorEvent, Match | 
     """An event with its match; a run of error lines gives one event per known line in it."""
     if not ev.block:
         return [(ev, matcher.match(ev.message, ev.context))]
-    context = "\n".join([text for _, text in ev.block] + ([f"[start-up phase: {ev.phase}]"] if ev.phase else []))
+    context = "\n".join([text for _, text in ev.block] + ev.situation)
     out = []
     for line_no, text in ev.block:
         ll = parse_line(text)
@@ -188,7 +193,21 @@ def decide(
         return True
 
     candidates = [g for g in groups.values() if candidate(g)]
-    root = min(candidates, key=lambda g: (g.tier_rank, g.first.line_no), default=None)
+    by_line = {g.first.line_no: g for g in candidates}
+
+    def order(g: _Group) -> tuple[int, float]:
+        wrapped = by_line.get(g.first.wraps) if g.first.wraps is not None else None
+        if (
+            wrapped is not None
+            and g.match is not None
+            and wrapped.match is not None
+            and wrapped.tier_rank == g.tier_rank
+            and g.match.signature.priority > wrapped.match.signature.priority
+        ):
+            return g.tier_rank, wrapped.first.line_no - 0.5
+        return g.tier_rank, g.first.line_no
+
+    root = min(candidates, key=order, default=None)
     others = sorted((g for g in groups.values() if g is not root), key=lambda g: (g.first.launch != last, g.first.line_no))
     stale_reasons = []
     if asm.launch > 0:

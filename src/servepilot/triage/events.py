@@ -18,16 +18,28 @@ from servepilot.triage.lines import LogLine, parse_line
 from servepilot.triage.markers import banner_kind, is_healthy, is_unique_process_name, phase_of
 
 # `ValueError: msg`, `torch.OutOfMemoryError: msg`, `ncclSystemError: msg`, a bare
-# `KeyboardInterrupt`, and Triton's repr form `ValueError("msg")`.
+# `KeyboardInterrupt`, Python's plain `Exception: msg` (SGLang raises it, e.g. "Capture cuda
+# graph failed", sglang/srt/model_executor/cuda_graph_runner.py), and Triton's repr form
+# `ValueError("msg")`.
 _EXCEPTION = re.compile(
     r"^(?P<type>(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*|nccl\w+)(?:Error|Exception|Exit|Interrupt|Warning|Fault)|"
-    r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*Error\w*)"
+    r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*Error\w*|Exception)"
     r"(?::\s?(?P<msg>.*)|\((?P<repr>.*)\))?$"
 )
 _TRACEBACK_HEAD = "Traceback (most recent call last)"
 _CHAIN = re.compile(
-    r"^(?:The above exception was the direct cause of the following exception"
+    r"^(?:The above exception was the (?P<direct>direct cause) of the following exception"
     r"|During handling of the above exception, another exception occurred)"
+)
+# A traceback frame. Issue excerpts often start mid-traceback, without the header line.
+_FRAME = re.compile(r'^File "[^"]*", line \d+')
+# Settings a launch prints about itself that change what an error means (refine rules read
+# them): an FP8 KV cache, from vLLM's engine config line (`kv_cache_dtype=fp8`), its args
+# (`'kv_cache_dtype': 'fp8'`) or its notices ("Using fp8 data type to store kv cache",
+# vllm/config.py@v0.4.0; "Cannot use FlashAttention-2 backend for FP8 KV cache",
+# vllm/attention/selector.py@v0.6.0).
+_LAUNCH_HINTS = (
+    ("kv_cache_dtype=fp8", re.compile(r"kv_cache_dtype'?[=:]\s*'?fp8|FP8 KV cache|fp8 data type to store kv cache", re.I)),
 )
 # A line with no level that still says something failed (C++ engines, shells, NCCL).
 _PLAIN_ERROR = re.compile(
@@ -57,11 +69,18 @@ class ErrorEvent:
     is_error: bool = True  # False: a plain line kept only in case a signature knows it
     block: list[tuple[int, str]] = field(default_factory=list)  # a run of error lines (number, text)
     phase: str | None = None  # the start-up phase the log was in (markers.PHASES)
+    hints: tuple[str, ...] = ()  # launch settings seen before it (_LAUNCH_HINTS), e.g. "kv_cache_dtype=fp8"
+    wraps: int | None = None  # line of the exception this one was raised from ("direct cause")
+
+    @property
+    def situation(self) -> list[str]:
+        """Where the launch was when this happened: its phase and settings, for refine rules."""
+        out = [f"[start-up phase: {self.phase}]"] if self.phase else []
+        return out + [f"[launch setting: {h}]" for h in self.hints]
 
     @property
     def context(self) -> str:
-        phase = [f"[start-up phase: {self.phase}]"] if self.phase else []
-        return "\n".join(self.lines + phase)
+        return "\n".join(self.lines + self.situation)
 
 
 @dataclass
@@ -102,6 +121,12 @@ def parse_timestamp(ts: str, since: datetime) -> datetime | None:
     return dt
 
 
+def _indented(text: str, message: str) -> bool:
+    """Whether a message was printed indented (a traceback's code line), prefixes aside."""
+    at = text.rfind(message) if message else -1
+    return at >= 2 and text[at - 2 : at] == "  "
+
+
 class Assembler:
     """Feed (line number, raw line) in order; read events, launches and health afterwards."""
 
@@ -117,7 +142,9 @@ class Assembler:
         self.old_lines = 0
         self.first_old_line: int | None = None
         self._open: dict[tuple, _Open] = {}
-        self._chain: set[tuple] = set()
+        self._chain: dict[tuple, int | None] = {}  # key -> line of the exception a "direct cause" chain follows
+        self._last_exception: dict[tuple, int] = {}  # key -> line of its last exception event
+        self.hints: set[str] = set()
         self._seen_banners: set[tuple[str, str | None]] = set()
         self._pids: dict[str, int] = {}
         # SGLang logs "Scheduler hit an exception: Traceback ..." as one message whose later
@@ -133,6 +160,7 @@ class Assembler:
         self._seen_banners.clear()
         self._pids.clear()
         self.phase = None
+        self.hints = set()
 
     def _track_launch(self, line_no: int, ll: LogLine) -> None:
         kind = banner_kind(ll.message)
@@ -152,6 +180,10 @@ class Assembler:
             phase = phase_of(ll.message)
             if phase is not None:
                 self.phase = phase
+            if "fp8" in ll.message or "FP8" in ll.message:  # cheap gate before the regexes
+                for hint, pattern in _LAUNCH_HINTS:
+                    if pattern.search(ll.message):
+                        self.hints.add(hint)
 
     # -- events ----------------------------------------------------------------------------
     def feed(self, line_no: int, raw: str) -> None:
@@ -182,11 +214,13 @@ class Assembler:
         if msg.startswith(_TRACEBACK_HEAD):
             if opened and opened.mode == "block":
                 self._close_block(key)
-            # a traceback still open here was cut short (no exception line): it is dropped
+            # a traceback still open here was cut short (no exception line): its frames are
+            # dropped; a message printed inside it was already kept as a plain line (below)
             self._open[key] = _Open("tb", [ll.text])
             return
-        if _CHAIN.match(msg):
-            self._chain.add(key)
+        chain = _CHAIN.match(msg)
+        if chain:
+            self._chain[key] = self._last_exception.get(key) if chain.group("direct") else None
             if opened and opened.mode == "block":
                 self._close_block(key)
             return
@@ -195,8 +229,10 @@ class Assembler:
             context = self._open.pop(key, None)
             if context is not None and context.mode == "block":
                 self._append_block(context)  # its lines may name the cause (NCCL WARN ...)
-            self._emit(line_no, key, ll, exc[0], msg, context.lines if context else [], chained=key in self._chain)
-            self._chain.discard(key)
+            chained = key in self._chain
+            wraps = self._chain.pop(key, None)
+            self._emit(line_no, key, ll, exc[0], msg, context.lines if context else [], chained=chained, wraps=wraps)
+            self._last_exception[key] = line_no
             if key == self._inline_key:
                 self._inline_key = None
             return
@@ -204,6 +240,16 @@ class Assembler:
             opened.lines.append(ll.text)
             if len(opened.lines) > _FRAMES_KEPT:
                 del opened.lines[1:-_FRAMES_KEPT]
+            if msg and not _FRAME.match(msg) and not _indented(ll.text, msg):
+                # A message printed inside a traceback (transformers prints "The repository
+                # for X contains custom code ..." before an EOFError): a signature may know it.
+                self._add(ErrorEvent(line_no, ll.process, ll.pid, self.launch, None, msg, [], ll.text, is_error=False))
+            return
+        if _FRAME.match(msg):
+            # a traceback pasted or cut without its header line: its frames are the context
+            if opened is not None:
+                self._close_block(key)
+            self._open[key] = _Open("tb", [ll.text])
             return
         is_error_line = ll.level in ("ERROR", "CRITICAL") or (
             ll.level is None and _PLAIN_ERROR.search(msg) is not None
@@ -226,6 +272,8 @@ class Assembler:
 
     def _add(self, ev: ErrorEvent) -> None:
         ev.phase = self.phase
+        if self.hints:
+            ev.hints = tuple(sorted(self.hints))
         if len(self.events) >= _EVENTS_KEPT:
             shape = (ev.process, ev.launch, _DIGITS.sub("#", ev.message[:300]))
             if shape in self._shapes:
@@ -234,10 +282,12 @@ class Assembler:
             self._shapes.add(shape)
         self.events.append(ev)
 
-    def _emit(self, line_no, key, ll, exc_type, message, lines, chained=False):
+    def _emit(self, line_no, key, ll, exc_type, message, lines, chained=False, wraps=None):
         process, pid = key
         self._add(
-            ErrorEvent(line_no, process, pid, self.launch, exc_type, message, list(lines), ll.text, chained)
+            ErrorEvent(
+                line_no, process, pid, self.launch, exc_type, message, list(lines), ll.text, chained, wraps=wraps
+            )
         )
 
     def _close_block(self, key) -> None:

@@ -45,8 +45,9 @@ _SGLANG_FORMAT = re.compile(
 
 # A leading ISO timestamp (docker --timestamps, journald, Python logging defaults), then
 # optionally a level: `2025-01-01T10:00:00.123Z ERROR msg`, `2025-01-01 10:00:00,123 - x - ERROR - msg`.
+# CI runners put it in brackets (Buildkite: `[2025-03-10T15:07:20Z] ERROR 03-10 ...`).
 _ISO_PREFIX = re.compile(
-    r"(?P<ts>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)"
+    r"\[?(?P<ts>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\]?"
     r"(?:\s*(?:-\s*[\w.]+\s*-\s*)?(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b\s*[-:]?)?\s*"
 )
 
@@ -56,6 +57,10 @@ _UVICORN = re.compile(r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+")
 # llama.cpp: `llama_model_load: error loading model: ...`, `srv  load_model: failed ...`,
 # `main: server is listening on ...` (C function name, lower case, then a colon).
 _LLAMACPP = re.compile(r"(?:(?P<tag>srv|slot|que|res)\s+)?(?P<func>[a-z_][a-z0-9_]*):\s+")
+
+# torch.distributed prefixes every line of an uncaught exception with the rank
+# (`[rank0]: Traceback ...`, `[rank0]:[W1203 ...] ...`; torch/distributed/elastic log_line_prefix).
+_TORCH_RANK = re.compile(r"\[(?P<process>[Rr]ank\d+)\]:\s?")
 
 # docker compose service column `vllm  | ` and kubectl-style pod prefixes before a process prefix.
 _COMPOSE = re.compile(r"[\w.\-]+\s+\|\s")
@@ -106,6 +111,10 @@ def parse_line(raw: str) -> LogLine:
         rest = rest[m.end() :]
     elif _COMPOSE.match(rest):
         rest = rest[_COMPOSE.match(rest).end() :]
+    m = _TORCH_RANK.match(rest)
+    if m:
+        process = process or m.group("process")
+        rest = rest[m.end() :]
 
     m = _VLLM_FORMAT.match(rest)
     if m:
@@ -123,7 +132,11 @@ def parse_line(raw: str) -> LogLine:
             m = _ISO_PREFIX.match(rest)
             if m:
                 timestamp, level = m.group("ts"), m.group("level")
-                rest = rest[m.end() :]
+                if level and _VLLM_FORMAT.match(rest, m.start("level")):
+                    # the level word opens a vLLM-format line: let that format take it whole
+                    rest, level = rest[m.start("level") :], None
+                else:
+                    rest = rest[m.end() :]
                 # a vLLM line may follow a docker timestamp
                 inner = _PROCESS.match(rest)
                 if inner and process is None:
