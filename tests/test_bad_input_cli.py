@@ -196,3 +196,9 @@ def test_launch_with_damaged_history_writes_no_run_dir(tmp_path, monkeypatch):
     with pytest.raises(BadInput):
         runs_launch.start_run(Plan())
     assert not (home / "runs").exists()
+
+
+def test_servepilot_option_after_the_double_dash_is_pointed_out(llama, capsys):
+    assert main(["deployment", "--json", "--gpu", "h200", "--", "vllm", "serve", str(llama), "--json"]) == 0
+    notes = json.loads(capsys.readouterr().out)["notes"]
+    assert any("servepilot's own --json goes before `--`" in n for n in notes)

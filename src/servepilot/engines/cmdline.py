@@ -155,6 +155,11 @@ def parse_argv(
     )
 
 
+# servepilot's options that an operator may type after `--` by mistake (they are not engine flags)
+SERVEPILOT_OPTIONS = frozenset({"--json", "--gpu", "--engine-version", "--command-file", "--dry-run", "--remedy",
+                                "--detach", "--force", "--ready-timeout"})
+
+
 def _unknown_notes(module, program, unknown: list[str], version: str | None) -> list[str]:
     key = module.table_key(program) if hasattr(module, "table_key") else module.TABLE_KEY
     table = load_table(module.TABLE_PACKAGE, key)
@@ -172,7 +177,8 @@ def _unknown_notes(module, program, unknown: list[str], version: str | None) -> 
         else:
             sampled = table.sampled_versions
             where = f" (versions {sampled[0]} to {sampled[-1]} sampled)" if sampled else ""
-            out.append(f"{base} is not in servepilot's {module.ENGINE} flag table{where}; kept as typed")
+            own = f" (servepilot's own {base} goes before `--`)" if base in SERVEPILOT_OPTIONS else ""
+            out.append(f"{base} is not in servepilot's {module.ENGINE} flag table{where}; kept as typed{own}")
     return out
 
 
