@@ -1,18 +1,32 @@
 """Measure `servepilot check` against real launch failures (failures-dev.jsonl).
 
-For each row (default ../shared/corpus/failures-dev.jsonl; pass another path as the first
-argument) whose model this script can describe and whose GPU is in the catalog, it writes
-the model's config.json into a temp dir from published architecture numbers (or uses the
-repository's examples/), rebuilds the command line (the row's own command when it has one),
-runs `check` through build_deployment + run_checks, and compares the category of the first
-finding (errors first) with the row's category. Rows it cannot build are listed with why.
+For every row (default ../shared/corpus/failures-dev.jsonl; pass another path as the first
+argument) it rebuilds, from the row's fields alone (engine, engine_version, model, gpu, flags;
+never the error text), a deployment that `check` can judge:
 
-    /work/venv/bin/python bench/bench_check.py [path/to/failures.jsonl]
+  model    shared/reference/configs by Hugging Face id, else bench/modelzoo.py (published
+           config.json numbers by name), else a family guess (same family, nearest size in
+           the zoo), else a small placeholder model; "-AWQ", "-FP8", "-NVFP4", "GGUF" words in
+           the name add the matching quantization. llama.cpp rows get a GGUF file written by
+           gguf.GGUFWriter holding metadata only.
+  gpu      the hardware catalog's tolerant matching (aliases, NVML names), counts written as
+           "x8", "8x", "TP=8", "8 GPUs"; GPUs outside the catalog from OFF_CATALOG below.
+  version  the row's, else the release contemporary with the report (ERAS, by issue number).
+  command  the row's own command line (docker run of the vLLM image, env assignments,
+           python kwargs such as tensor_parallel_size=8 and bare --flags are understood).
+
+It runs build_deployment + run_checks and compares the category of the first finding (errors
+first) with the row's. Each row prints built or skipped (why), how it was built, the predicted
+categories, the expected one and hit.
+
+    /work/venv/bin/python bench/bench_check.py [path/to/failures.jsonl] [--verbose]
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import re
 import shlex
 import sys
@@ -20,68 +34,200 @@ import tempfile
 import time
 from pathlib import Path
 
-from servepilot.checks import run_checks
-from servepilot.deployment import build_deployment
-from servepilot.errors import ServepilotError
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import modelzoo  # noqa: E402  (bench/modelzoo.py, next to this file)
+
+from servepilot.checks import run_checks  # noqa: E402
+from servepilot.deployment import build_deployment  # noqa: E402
+from servepilot.errors import ServepilotError  # noqa: E402
 
 DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "failures-dev.jsonl"
 # published config.json / hf_quant_config.json files, named "org--name_config.json"
 REFERENCE_CONFIGS = Path(__file__).resolve().parents[2] / "shared" / "reference" / "configs"
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
+# --- engine version by era -----------------------------------------------------------------
+# A report without a version ran, most likely, the release current when it was filed. Issue
+# numbers grow with time, so each anchor is (issue or PR number, the version printed in that
+# thread's own log); a row's number takes the newest anchor at or below it. Sources: the
+# threads named, e.g. vllm-project/vllm#4202 prints "vLLM API server version 0.4.0.post1";
+# #31387 is dated 2025-12-26, after v0.13.0 reached PyPI (2025-12-18).
+ERAS = {
+    "vllm": [(636, "0.1.2"), (4202, "0.4.0.post1"), (4232, "0.4.1"), (5976, "0.5.0.post1"), (7060, "0.5.3"),
+             (11560, "0.6.4"), (14723, "0.7.3"), (19542, "0.9.1"), (22800, "0.10.0"), (26431, "0.11.0"),
+             (29849, "0.11.2"), (31387, "0.13.0"), (39610, "0.19.0")],
+    # sgl-project/sglang#4330 prints 0.4.3.post2, #13471 runs the v0.5.4.post3 image
+    "sglang": [(4330, "0.4.3.post2"), (13471, "0.5.4.post3")],
+}
+ERA_REPOS = {"vllm": r"vllm-project/vllm/(?:issues|pull)/(\d+)", "sglang": r"sgl-project/sglang/(?:issues|pull)/(\d+)"}
+ERA_IDS = {"vllm": r"^vllm-(\d+)-", "sglang": r"^sglang-(\d+)-"}
+
+
+def era_version(row: dict) -> str | None:
+    """The release contemporary with the row's issue number, or None when it has none."""
+    engine = row.get("engine")
+    if engine not in ERAS:
+        return None
+    m = re.search(ERA_REPOS[engine], row.get("source_url") or "") or re.search(ERA_IDS[engine], row.get("id") or "")
+    if not m:
+        return None
+    number = int(m.group(1))
+    older = [v for n, v in ERAS[engine] if n <= number]
+    return older[-1] if older else ERAS[engine][0][1]
+
+
+def engine_version(row: dict) -> tuple[str | None, str]:
+    """(version, how): the row's own version, a docker image tag in its flags, else its era."""
+    m = re.match(r"\s*v?(\d+\.\d+(?:\.\d+)?(?:\.post\d+)?(?:\.dev\d+)?)", row.get("engine_version") or "")
+    if m:
+        return m.group(1), "row"
+    tag = re.search(r"(?:vllm-openai|sglang):v?(\d+\.\d+(?:\.\d+)?(?:\.post\d+)?)", row.get("flags") or "")
+    if tag:
+        return tag.group(1), "image tag"
+    era = era_version(row)
+    return (era, "era of the issue number") if era else (None, "engine default")
+
+
+# --- GPUs ----------------------------------------------------------------------------------
+# GPUs that reports name but the hardware catalog does not hold: compute capability from
+# https://developer.nvidia.com/cuda-gpus, memory from NVIDIA's product pages (GiB).
+OFF_CATALOG = [
+    (r"rtx\s*a6000|\ba6000\b", "NVIDIA RTX A6000", (8, 6), 48), (r"\ba800\b", "NVIDIA A800", (8, 0), 80),
+    (r"\ba40\b", "NVIDIA A40", (8, 6), 48), (r"\ba10\b(?!g)", "NVIDIA A10", (8, 6), 24),
+    (r"\bl20\b", "NVIDIA L20", (8, 9), 48), (r"\bgh200\b", "NVIDIA GH200", (9, 0), 96),
+    (r"rtx\s*3080", "NVIDIA GeForce RTX 3080", (8, 6), 10), (r"rtx\s*3060", "NVIDIA GeForce RTX 3060", (8, 6), 12),
+    (r"rtx\s*4080", "NVIDIA GeForce RTX 4080", (8, 9), 16), (r"rtx\s*4070", "NVIDIA GeForce RTX 4070", (8, 9), 12),
+    (r"5060\s*ti", "NVIDIA GeForce RTX 5060 Ti", (12, 0), 16), (r"rtx\s*5070", "NVIDIA GeForce RTX 5070", (12, 0), 12),
+    (r"2080\s*ti", "NVIDIA GeForce RTX 2080 Ti", (7, 5), 11), (r"rtx\s*2080", "NVIDIA GeForce RTX 2080", (7, 5), 8),
+    (r"titan\s*rtx", "NVIDIA TITAN RTX", (7, 5), 24), (r"quadro\s*rtx\s*4000", "Quadro RTX 4000", (7, 5), 8),
+    (r"\bp100\b", "Tesla P100-PCIE-16GB", (6, 0), 16), (r"\bp40\b", "Tesla P40", (6, 1), 24),
+    (r"1080\s*ti", "NVIDIA GeForce GTX 1080 Ti", (6, 1), 11), (r"gtx\s*1080", "NVIDIA GeForce GTX 1080", (6, 1), 8),
+    (r"940mx", "NVIDIA GeForce 940MX", (5, 0), 2), (r"\bk80\b", "Tesla K80", (3, 7), 12),
+]
+_NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "six": 6, "eight": 8}
+
+
+def gpu_count(text: str) -> int | None:
+    """The GPU count a report writes: 'x8', '8x H100', 'TP=8', '8 GPUs', 'two GPUs'."""
+    low = text.lower()
+    patterns = (r"(?<![\w.])(\d{1,2})\s*[x×*]\s*(?=[a-z])", r"(?<=[a-z0-9)\]])\s*[x×*]\s*(\d{1,2})\b",
+                r"\btp\s*=\s*(\d+)", r"tensor_parallel_size\D{0,3}(\d+)", r"\b(\d{1,2})\s+(?:\w+\s+)?gpus?\b")
+    for p in patterns:
+        m = re.search(p, low)
+        if m:
+            return int(m.group(1))
+    m = re.search(r"\b(one|two|three|four|six|eight)\s+(?:\w+\s+)?gpus?\b", low)
+    if m:
+        return _NUMBER_WORDS[m.group(1)]
+    return None
+
+
+def catalog_gpu(text: str):
+    """The catalog entry a GPU text names (aliases as whole word runs, longest first, then NVML names)."""
+    from servepilot.hardware import catalog
+
+    low = re.sub(r"(\d)\s*[x×]\s*(?=[a-z])", r"\1 x ", text.lower())  # "8xA100" -> "8 x a100"
+    words = " " + re.sub(r"[^a-z0-9.]+", " ", low) + " "
+    aliases = sorted(catalog.all_aliases().items(), key=lambda kv: -len(kv[0]))
+    for alias, model in aliases:
+        if re.fullmatch(r"\d+", alias):
+            continue  # bare "5090" only as part of a name
+        if f" {alias.replace('-', ' ')} " in words:
+            return model
+    return catalog.match_nvml_name(text)
+
+
+def gpu_setup(row: dict, tp: int) -> tuple[object | None, str]:
+    """(a Cluster or a --gpu string or None, how) for the row's gpu text."""
+    text = row.get("gpu") or ""
+    if not text:
+        return None, "no GPU in the row"
+    count = max(gpu_count(text) or 1, tp)
+    model = catalog_gpu(text)
+    if model is not None:
+        return f"{model.key}x{count}", f"catalog {model.key}"
+    low = text.lower()
+    for pattern, name, cc, gib in OFF_CATALOG:
+        if re.search(pattern, low):
+            return _cluster(name, cc, gib * 2**30, count), f"off-catalog {name}"
+    m = re.search(r"(?:capability|\bsm)[\s_:]*(\d{1,2})\.?(\d)\b", low)
+    if m:
+        cc = (int(m.group(1)), int(m.group(2)))
+        proxy = _catalog_with_cc(cc)
+        if proxy is not None:
+            return f"{proxy.key}x{count}", f"proxy {proxy.key} for compute capability {cc[0]}.{cc[1]}"
+    return None, f"GPU not recognised: {text!r}"
+
+
+def _catalog_with_cc(cc):
+    from servepilot.hardware import catalog
+
+    return next((m for m in catalog.models() if tuple(m.compute_capability or ()) == cc), None)
+
+
+def _cluster(name: str, cc: tuple[int, int], memory: int, count: int):
+    from servepilot.hardware import catalog
+    from servepilot.hardware.cluster import Cluster, Gpu
+
+    fp8, fp4 = catalog.precision_for(cc)
+    gpus = tuple(Gpu(i, name, None, memory, cc, fp8=fp8, fp4=fp4) for i in range(count))
+    return Cluster(gpus=gpus, source="flag", topology="pcie" if count > 1 else None)
+
+
+# --- models --------------------------------------------------------------------------------
+# Families modelzoo does not (yet) hold, from the config.json of the named repositories.
 MLA_V3 = {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3", "hidden_size": 7168,
           "intermediate_size": 18432, "moe_intermediate_size": 2048, "num_hidden_layers": 61, "num_attention_heads": 128,
           "num_key_value_heads": 128, "n_routed_experts": 256, "n_shared_experts": 1, "num_experts_per_tok": 8,
           "first_k_dense_replace": 3, "kv_lora_rank": 512, "q_lora_rank": 1536, "qk_rope_head_dim": 64,
           "qk_nope_head_dim": 128, "v_head_dim": 128, "vocab_size": 129280, "max_position_embeddings": 163840,
-          "torch_dtype": "bfloat16"}
-
-
-def dense(arch, model_type, layers, hidden, heads, kv, inter, vocab, maxpos, **extra) -> dict:
-    cfg = {"architectures": [arch], "model_type": model_type, "num_hidden_layers": layers, "hidden_size": hidden,
-           "num_attention_heads": heads, "num_key_value_heads": kv, "intermediate_size": inter, "vocab_size": vocab,
-           "max_position_embeddings": maxpos, "torch_dtype": "bfloat16"}
-    cfg.update(extra)
-    return cfg
-
-
-# model name (substring of the row's "model") -> files of a config-only checkpoint, from the
-# published configs of those repositories
-MODELS: dict[str, dict] = {
-    "DeepSeek-V3.2": {"config.json": dict(MLA_V3, architectures=["DeepseekV32ForCausalLM"], model_type="deepseek_v32", index_topk=2048),
-                      "tokenizer_config.json": {"tokenizer_class": "LlamaTokenizerFast"}, "total": 689 * 10**9},
-    "Qwen1.5-7B-Chat-GPTQ-Int4": {"config.json": dense("Qwen2ForCausalLM", "qwen2", 32, 4096, 32, 32, 11008, 151936, 32768,
-                                                       quantization_config={"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False}),
-                                  "total": 5_860_000_000},
-    "Qwen1.5-32B-Chat-AWQ": {"config.json": dense("Qwen2ForCausalLM", "qwen2", 64, 5120, 40, 8, 27392, 152064, 32768,
-                                                  quantization_config={"quant_method": "awq", "bits": 4, "group_size": 128, "version": "gemm", "zero_point": True}),
-                             "total": 19_300_000_000},
-    "InternVL2-8B": {"config.json": {"architectures": ["InternVLChatModel"], "model_type": "internvl_chat",
+          "torch_dtype": "bfloat16",
+          "quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}}
+EXTRA_MODELS: dict[str, dict] = {
+    # deepseek-ai/DeepSeek-V3.2 (V3 shapes + the sparse-attention indexer)
+    "deepseek-v3.2": {"config.json": dict(MLA_V3, architectures=["DeepseekV32ForCausalLM"], model_type="deepseek_v32", index_topk=2048),
+                      "tokenizer_config.json": {"tokenizer_class": "LlamaTokenizerFast"}},
+    # Qwen/Qwen1.5-7B-Chat(-GPTQ-Int4): 32 heads, no GQA
+    "qwen1.5-7b": {"config.json": modelzoo.qwen(32, 4096, 32, 32, 11008, 151936, 32768)},
+    # Qwen/Qwen1.5-32B-Chat(-AWQ)
+    "qwen1.5-32b": {"config.json": modelzoo.qwen(64, 5120, 40, 8, 27392, 152064, 32768)},
+    # OpenGVLab/InternVL2-8B: custom configuration code (auto_map), InternLM2 language model
+    "internvl2-8b": {"config.json": {"architectures": ["InternVLChatModel"], "model_type": "internvl_chat",
                                      "auto_map": {"AutoConfig": "configuration_internvl_chat.InternVLChatConfig",
                                                   "AutoModel": "modeling_internvl_chat.InternVLChatModel"},
-                                     "llm_config": dense("InternLM2ForCausalLM", "internlm2", 32, 4096, 32, 8, 14336, 92553, 32768),
+                                     "llm_config": modelzoo.dense(32, 4096, 32, 8, 14336, 92553, 32768, model_type="internlm2",
+                                                                  arch="InternLM2ForCausalLM"),
                                      "torch_dtype": "bfloat16"},
-                     "configuration_internvl_chat.py": "# custom code\n", "modeling_internvl_chat.py": "# custom code\n",
-                     "total": 16_150_000_000},
-    "DeepSeek-R1-Distill-Qwen-7B": {"config.json": dense("Qwen2ForCausalLM", "qwen2", 28, 3584, 28, 4, 18944, 152064, 131072),
-                                    "total": 15_230_000_000},
-    "Qwen3-Coder-480B-A35B-Instruct-FP8": {"config.json": dense("Qwen3MoeForCausalLM", "qwen3_moe", 62, 6144, 96, 8, 8192, 151936, 262144,
-                                                                head_dim=128, num_experts=160, num_experts_per_tok=8, moe_intermediate_size=2560,
-                                                                quantization_config={"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}),
-                                           "total": 482_000_000_000},
-    "Qwen3 (Qwen3ForCausalLM)": {"config.json": dense("Qwen3ForCausalLM", "qwen3", 36, 4096, 32, 8, 12288, 151936, 40960, head_dim=128),
-                                 "total": 16_380_000_000},
-    "openai/gpt-oss": {"example": "gpt-oss-120b"},
-    "Kimi-K2.5-NVFP4": {"example": "kimi-k2.5-nvfp4"},
-    "Qwen3-235B-A22B-NVFP4": {"example": "qwen3-235b-a22b-nvfp4"},
-    "Llama-3.1-8B": {"example": "llama-3.1-8b"},
-    "DeepSeek-V3": {"example": "deepseek-v3"},
+                     "configuration_internvl_chat.py": "# custom code\n", "modeling_internvl_chat.py": "# custom code\n"},
+    # THUDM/chatglm3-6b: custom configuration code
+    "chatglm3-6b": {"config.json": {"architectures": ["ChatGLMModel"], "model_type": "chatglm", "num_layers": 28,
+                                    "hidden_size": 4096, "num_attention_heads": 32, "multi_query_group_num": 2,
+                                    "kv_channels": 128, "ffn_hidden_size": 13696, "padded_vocab_size": 65024,
+                                    "seq_length": 8192, "torch_dtype": "float16",
+                                    "auto_map": {"AutoConfig": "configuration_chatglm.ChatGLMConfig",
+                                                 "AutoModel": "modeling_chatglm.ChatGLMForConditionalGeneration"}},
+                    "configuration_chatglm.py": "# custom code\n", "modeling_chatglm.py": "# custom code\n"},
 }
+# A row that names no model we can describe gets this small one (meta-llama/Llama-3.2-1B:
+# 32 heads and 8 KV heads divide by every usual TP size; 2.5 GB fits every GPU), so the
+# command-, GPU- and version-level rules still run. The output says "placeholder".
+PLACEHOLDER = "Llama-3.2-1B"
+_ARCH_WORD = re.compile(r"\b([A-Z][A-Za-z0-9_]*?)(ForCausalLM|ForConditionalGeneration|ForSequenceClassification|Model|LMHeadModel)\b")
+_FAMILY = re.compile(r"^([a-z]+)-?(\d+(?:\.\d+)?(?!\.?\d*b\b))?")
 
 
-def reference_model(model: str | None) -> dict | None:
+def _name_forms(model: str) -> list[str]:
+    """Names to look up: each HF id in the text, the text before '(' with spaces as dashes."""
+    head = model.split("(")[0].strip()
+    forms = re.findall(r"[\w.-]+/[\w.-]+", model)
+    forms += [re.sub(r"\s+", "-", head)] if head else []
+    forms += [w for w in re.split(r"[\s(),]+", model) if re.search(r"\d", w) and "-" in w]
+    return list(dict.fromkeys(f for f in forms if f))
+
+
+def reference_files(model: str) -> dict | None:
     """A model named by its Hugging Face id whose published config is in shared/reference/configs."""
-    if not model or not REFERENCE_CONFIGS.is_dir():
+    if not REFERENCE_CONFIGS.is_dir():
         return None
     for token in re.findall(r"[\w.-]+/[\w.-]+", model):
         stem = token.replace("/", "--")
@@ -94,133 +240,325 @@ def reference_model(model: str | None) -> dict | None:
             return files
     return None
 
-# catalog aliases by the names reporters write
-GPUS = [(r"rtx pro 6000", "rtx-pro-6000"), (r"h200", "h200"), (r"h100", "h100"), (r"\bh20\b", "h20"), (r"rtx 3090", "rtx-3090"),
-        (r"v100", "v100"), (r"a10g", "a10g"), (r"l40s", "l40s"), (r"a100", "a100"), (r"rtx 4090", "rtx-4090"),
-        (r"rtx 5090", "rtx-5090"), (r"\bb200\b", "b200"), (r"\bgb200\b", "gb200"), (r"\bl4\b", "l4"), (r"\bt4\b", "t4"),
-        (r"rtx 6000 ada", "rtx-6000-ada")]
+
+def _family_and_size(name: str) -> tuple[str | None, str | None, float | None]:
+    base = modelzoo.base_name(name)
+    if base.startswith("meta-"):
+        base = base[5:]
+    m = _FAMILY.match(base)
+    size = re.search(r"(\d+(?:\.\d+)?)b\b", base)
+    return (m.group(1) if m else None, m.group(2) if m else None, float(size.group(1)) if size else None)
 
 
-def gpu_flag(text: str | None) -> str | None:
-    if not text:
+def _guess_pool() -> list[tuple[str, str, str | None, float | None]]:
+    """(kind, name, family version, size) of every zoo family and reference config, by its origin name."""
+    pool = []
+    for fam in modelzoo.FAMILIES:
+        origin = fam.origin.split(" ")[0]
+        f, v, s = _family_and_size(origin)
+        pool.append(("zoo", origin, f, v, s))
+    if REFERENCE_CONFIGS.is_dir():
+        for path in sorted(REFERENCE_CONFIGS.glob("*_config.json")):
+            if path.name.endswith("_hf_quant_config.json"):
+                continue
+            hf_id = path.name[: -len("_config.json")].replace("--", "/")
+            f, v, s = _family_and_size(hf_id)
+            pool.append(("ref", hf_id, f, v, s))
+    return pool
+
+
+def family_guess(name: str) -> str | None:
+    """The zoo or reference model of the same family (and version) with the nearest size."""
+    family, version, size = _family_and_size(name)
+    if not family:
         return None
-    low = text.lower()
-    for pattern, alias in GPUS:
-        if re.search(pattern, low):
-            m = re.search(r"(?<![a-z0-9])x\s?(\d{1,2})\b|tp\s*=\s*(\d+)|(\d+)\s*gpus?", low)
-            n = next((g for g in (m.groups() if m else ()) if g), "1")
-            return f"{alias}x{n}"
-    return None
+    pool = [p for p in _guess_pool() if p[2] == family]
+    same = [p for p in pool if version and p[3] == version] or pool
+    if not same:
+        return None
+    if size is None:
+        return same[0][1]
+    sized = [p for p in same if p[4]] or same
+    return min(sized, key=lambda p: abs(math.log((p[4] or size) / size)))[1]
 
 
-def engine_version(text: str | None) -> str | None:
-    m = re.match(r"\s*v?(\d+\.\d+(?:\.\d+)?(?:\.post\d+)?(?:\.dev\d+)?)", text or "")
-    return m.group(1) if m else None
+def model_files(row: dict) -> tuple[dict | None, str]:
+    """({filename: content} or {"zoo": name}, how) for the row's model text."""
+    model = row.get("model") or ""
+    quant_hint = modelzoo.quantization_for(re.sub(r"\s+", "-", model)) if model else None
+    arch = _ARCH_WORD.search(model)
+    if model:
+        files = reference_files(model)
+        if files is not None:
+            return files, "published config (shared/reference)"
+        for form in _name_forms(model):
+            key = next((k for k in EXTRA_MODELS if k in modelzoo.base_name(form)), None)
+            if key:
+                return _with_quant(EXTRA_MODELS[key], form), f"bench family {key}"
+            if modelzoo.config_for(form) is not None:
+                return {"zoo": form}, f"modelzoo {modelzoo.base_name(form)}"
+        hint = arch.group(1) if arch else None
+        for form in _name_forms(model) + ([hint.lower()] if hint else []):
+            guess = family_guess(form)
+            if guess:
+                return _guessed(guess, form, arch), f"family guess {guess}"
+    files = _guessed(PLACEHOLDER, PLACEHOLDER, arch)
+    if quant_hint:
+        files["config.json"]["quantization_config"] = quant_hint
+    return files, "placeholder " + PLACEHOLDER + (f" + {quant_hint['quant_method']}" if quant_hint else "")
 
 
-def command(row: dict, model_path: Path) -> list[str] | None:
-    flags = (row.get("flags") or "").splitlines()
-    for line in flags:
-        m = re.search(r"(vllm serve|python3? -m vllm\.entrypoints\.openai\.api_server)(.*)", line)
-        if m:
-            try:
-                argv = shlex.split(m.group(0).replace("\\", " "))
-            except ValueError:
-                return None
-            out, skip = [], False
-            for i, tok in enumerate(argv):
-                if skip:
-                    skip = False
-                    continue
-                if tok in ("--model",):
-                    skip = True
-                    continue
-                if tok.startswith("$") or tok.startswith("[") or tok.startswith('"$'):
-                    break
-                if i == 2 and argv[:2] == ["vllm", "serve"]:
-                    continue  # the row's own model path
-                out.append(tok)
-            if out[:2] == ["vllm", "serve"]:
-                return ["vllm", "serve", str(model_path)] + out[2:]
-            return out + ["--model", str(model_path)]
-    argv = ["vllm", "serve", str(model_path)]
-    text = (row.get("flags") or "").split("(")[0]
-    argv += [t for t in shlex.split(text) if t.startswith("--") or not t.startswith("-")] if text.strip().startswith("--") else []
-    m = re.search(r"tp\s*=\s*(\d+)|tensor_parallel_size\D{0,3}(\d+)", f"{row.get('gpu')} {row.get('flags')}".lower())
-    if m and "--tensor-parallel-size" not in argv:
-        argv += ["--tensor-parallel-size", next(g for g in m.groups() if g)]
-    return argv
+def _with_quant(files: dict, name: str) -> dict:
+    out = json.loads(json.dumps(files))
+    quant = modelzoo.quantization_for(name)
+    if quant and "config.json" in out:
+        out["config.json"]["quantization_config"] = quant
+    return out
 
 
-def sglang_command(row: dict, model_path: Path) -> list[str]:
-    argv = ["python3", "-m", "sglang.launch_server", "--model-path", str(model_path)]
-    m = re.search(r"tp\s*=\s*(\d+)|--tp(?:-size)?\s+(\d+)", f"{row.get('gpu')} {row.get('flags')}".lower())
-    if m:
-        argv += ["--tp-size", next(g for g in m.groups() if g)]
-    return argv
+def _guessed(source: str, name: str, arch) -> dict:
+    """Files of `source` (zoo name or reference HF id), with `name`'s quantization and architecture."""
+    files = reference_files(source) or {"config.json": modelzoo.config_for(source)}
+    files = json.loads(json.dumps(files))
+    quant = modelzoo.quantization_for(name)
+    if quant:
+        files["config.json"]["quantization_config"] = quant
+    if arch:
+        files["config.json"]["architectures"] = [arch.group(0)]
+    return files
 
 
-def write_model(root: Path, row_id: str, files: dict) -> Path:
-    if "example" in files:
-        return EXAMPLES / files["example"]
+def write_model(root: Path, row_id: str, files: dict, engine: str) -> Path:
     path = root / row_id
-    path.mkdir(parents=True)
-    for fname, content in files.items():
-        if fname == "total":
-            continue
-        (path / fname).write_text(content if isinstance(content, str) else json.dumps(content, indent=1))
-    (path / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": files.get("total", 0)}, "weight_map": {}}))
+    if "zoo" in files:
+        path = modelzoo.write_checkpoint(path, files["zoo"])
+    else:
+        path.mkdir(parents=True)
+        for fname, content in files.items():
+            (path / fname).write_text(content if isinstance(content, str) else json.dumps(content, indent=1))
+    if engine == "llama.cpp":
+        return write_gguf(path)
     return path
 
 
+def write_gguf(checkpoint: Path) -> Path:
+    """A metadata-only GGUF of the checkpoint's shapes (llama.cpp reads no tensors to plan)."""
+    import gguf
+
+    cfg = json.loads((checkpoint / "config.json").read_text())
+    out = checkpoint / "model.gguf"
+    writer = gguf.GGUFWriter(str(out), "llama")
+    writer.add_name(checkpoint.name)
+    writer.add_context_length(int(cfg.get("max_position_embeddings") or 4096))
+    writer.add_embedding_length(int(cfg["hidden_size"]))
+    writer.add_block_count(int(cfg["num_hidden_layers"]))
+    writer.add_feed_forward_length(int(cfg["intermediate_size"]))
+    writer.add_head_count(int(cfg["num_attention_heads"]))
+    writer.add_head_count_kv(int(cfg.get("num_key_value_heads") or cfg["num_attention_heads"]))
+    writer.add_file_type(int(gguf.LlamaFileType.MOSTLY_Q4_K_M))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return out
+
+
+# --- command lines -------------------------------------------------------------------------
+_PROGRAMS = {
+    "vllm": re.compile(r"(vllm\s+serve|vllm\s+server|python\d*(?:\.\d+)?\s+-m\s+vllm\.entrypoints\.openai\.api_server|vllm/vllm-openai\S*)(.*)"),
+    "sglang": re.compile(r"(python\d*(?:\.\d+)?\s+-m\s+sglang\.launch_server)(.*)"),
+    "llama.cpp": re.compile(r"(\S*(?:llama-server|llama-cli|/main|/server)\b)(.*)"),
+}
+_KWARGS = ("tensor_parallel_size", "pipeline_parallel_size", "max_model_len", "dtype", "quantization", "kv_cache_dtype",
+           "gpu_memory_utilization", "enable_lora", "enforce_eager", "trust_remote_code", "max_num_seqs",
+           "enable_expert_parallel", "data_parallel_size")
+_MODEL_OPTS = {"vllm": ("--model",), "sglang": ("--model-path", "--model"), "llama.cpp": ("-m", "--model")}
+
+
+def _env_words(text: str) -> list[str]:
+    env = re.findall(r"(?:^|\s|export\s+|-e\s+)([A-Z][A-Z0-9_]*=[^\s\"']+)", text)
+    # the row's gpu text already says which GPUs the engine sees: a CUDA_VISIBLE_DEVICES=7
+    # would select a GPU index the rebuilt cluster does not have
+    return [e for e in env if not e.startswith(("PATH=", "CUDA_VISIBLE_DEVICES="))]
+
+
+def command_for(row: dict, model: Path) -> tuple[list[list[str]], str]:
+    """Candidate argvs, most complete first, and which form the row's flags had."""
+    engine = row["engine"]
+    text = row.get("flags") or ""
+    env = _env_words(text)
+    found = None
+    for line in text.splitlines():
+        m = _PROGRAMS[engine].search(line)
+        if m:
+            found = m
+            break
+    opts: list[str] = []
+    form = "no flags"
+    if found:
+        try:
+            words = shlex.split(found.group(2).replace("\\", " "), comments=False)
+        except ValueError:
+            words = found.group(2).split()
+        opts, form = _clean_options(words, engine), "command line"
+    elif text.strip():
+        first = text.find("--")
+        if first >= 0:
+            try:
+                words = shlex.split(text[first:].split("(")[0])
+            except ValueError:
+                words = text[first:].split()
+            opts, form = _clean_options(words, engine), "flag fragment"
+        kw = _kwarg_options(text)
+        if kw:
+            opts += [o for o in kw if o.split("=")[0] not in opts]
+            form = "python kwargs" if form == "no flags" else form + " + kwargs"
+    tp = re.search(r"\btp\s*=\s*(\d+)", (row.get("gpu") or "").lower())
+    if tp and not any(o in opts for o in ("--tensor-parallel-size", "-tp", "--tp", "--tp-size")):
+        opts += ["--tensor-parallel-size" if engine == "vllm" else "--tp-size", tp.group(1)]
+    base = {"vllm": ["vllm", "serve", str(model)], "sglang": ["python3", "-m", "sglang.launch_server", "--model-path", str(model)],
+            "llama.cpp": ["llama-server", "-m", str(model)]}[engine]
+    keep_tp = _only_parallel(opts)
+    candidates = [env + base + opts, env + base + keep_tp, base + keep_tp, base]
+    return [c for i, c in enumerate(candidates) if c not in candidates[:i]], form
+
+
+def _clean_options(words: list[str], engine: str) -> list[str]:
+    """The row's options with its model path, positional words, placeholders and redirections removed."""
+    out: list[str] = []
+    i = 0
+    if engine == "vllm" and words and not words[0].startswith("-"):
+        i = 1  # `vllm serve MODEL` / the image's first argument
+    while i < len(words):
+        w = words[i]
+        if w in (">", "2>&1", "&", "|", ">>", "&&", ";") or w.startswith(">"):
+            break
+        if w in _MODEL_OPTS[engine] or w in ("-p", "--prompt"):
+            i += 2
+            continue
+        if not w.startswith("-"):
+            i += 1
+            continue
+        value = words[i + 1] if i + 1 < len(words) and not words[i + 1].startswith("-") else None
+        if any(c in w + (value or "") for c in "$[]<") or (value and "..." in value):
+            i += 2 if value else 1
+            continue
+        out.append(w)
+        if value is not None and "=" not in w:
+            out.append(value)
+            i += 1
+        i += 1
+    return out
+
+
+def _kwarg_options(text: str) -> list[str]:
+    out = []
+    for key in _KWARGS:
+        m = re.search(rf"\b{key}\s*[=: ]\s*['\"]?([\w.\-/]+)['\"]?", text)
+        if not m:
+            continue
+        flag = "--" + key.replace("_", "-")
+        value = m.group(1)
+        if value.lower() == "true":
+            out.append(flag)
+        elif value.lower() not in ("false", "none"):
+            out += [flag, value]
+    return out
+
+
+def _only_parallel(opts: list[str]) -> list[str]:
+    keep = ("--tensor-parallel-size", "-tp", "--tp", "--tp-size", "--pipeline-parallel-size", "-pp",
+            "--quantization", "--kv-cache-dtype", "--max-model-len", "--dtype", "--trust-remote-code", "--trust_remote_code")
+    out = []
+    for i, o in enumerate(opts):
+        name = o.split("=")[0]
+        if name in keep:
+            out.append(o)
+            if "=" not in o and i + 1 < len(opts) and not opts[i + 1].startswith("-"):
+                out.append(opts[i + 1])
+    return out
+
+
+def _tp_of(argvs: list[list[str]]) -> int:
+    argv = argvs[0]
+    for i, w in enumerate(argv):
+        name, _, inline = w.partition("=")
+        if name in ("--tensor-parallel-size", "-tp", "--tp", "--tp-size"):
+            value = inline or (argv[i + 1] if i + 1 < len(argv) else "")
+            if value.isdigit():
+                return int(value)
+    return 1
+
+
+# --- the bench -----------------------------------------------------------------------------
+
+
+def build_row(row: dict, tmp: Path):
+    """(deployment, how-it-was-built dict) or (None, {"skipped": why})."""
+    engine = row.get("engine")
+    if engine not in ("vllm", "sglang", "llama.cpp"):
+        return None, {"skipped": f"engine {engine!r} not checked"}
+    files, model_how = model_files(row)
+    path = write_model(tmp, row["id"], files, engine)
+    argvs, form = command_for(row, path)
+    gpu, gpu_how = gpu_setup(row, _tp_of(argvs))
+    version, version_how = engine_version(row)
+    how = {"model": model_how, "gpu": gpu_how, "version": f"{version or 'default'} ({version_how})", "flags": form}
+    last = None
+    for argv in argvs:
+        try:
+            dep = build_deployment(command=argv, gpu=gpu if isinstance(gpu, str) else None,
+                                   engine_version=version, probe=False)
+        except ServepilotError as exc:
+            last = exc
+            continue
+        if gpu is not None and not isinstance(gpu, str):
+            dep = dataclasses.replace(dep, cluster=gpu)
+        if argv is not argvs[0]:
+            how["flags"] += f" (fallback: {last.one_line() if last else 'fewer flags'})"
+        return dep, how
+    return None, {"skipped": f"not buildable: {last.one_line() if last else 'no command'}", **how}
+
+
 def main(argv: list[str]) -> int:
-    corpus = Path(argv[1]) if len(argv) > 1 else DEFAULT
+    args = [a for a in argv[1:] if not a.startswith("--")]
+    verbose = "--verbose" in argv
+    corpus = Path(args[0]) if args else DEFAULT
     rows = [json.loads(line) for line in corpus.read_text().splitlines() if line.strip()]
     results, skipped = [], []
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         for row in rows:
-            if row["engine"] not in ("vllm", "sglang"):
-                skipped.append((row["id"], f"engine {row['engine']}: needs a GGUF file, not rebuilt"))
+            dep, how = build_row(row, Path(tmp))
+            if dep is None:
+                skipped.append((row, how))
                 continue
-            # an exact published config first, then the hand-described families
-            files = reference_model(row.get("model"))
-            if files is None:
-                name = next((k for k in MODELS if k in (row.get("model") or "")), None)
-                files = MODELS[name] if name else None
-            if files is None:
-                skipped.append((row["id"], f"model not described: {row.get('model')!r}"))
-                continue
-            path = write_model(Path(tmp), row["id"], files)
-            cmd = command(row, path) if row["engine"] == "vllm" else sglang_command(row, path)
-            gpu = gpu_flag(row.get("gpu"))
-            version = engine_version(row.get("engine_version"))
             try:
-                try:
-                    dep = build_deployment(command=cmd, gpu=gpu, engine_version=version, probe=False)
-                except ServepilotError:
-                    # the row's own command is malformed (e.g. `vllm server`): check the model alone
-                    dep = build_deployment(command=["vllm", "serve", str(path)], gpu=gpu, engine_version=version, probe=False)
                 result = run_checks(dep)
             except ServepilotError as exc:
-                skipped.append((row["id"], f"not buildable: {exc.one_line()}"))
+                skipped.append((row, {"skipped": f"check failed: {exc.one_line()}", **how}))
                 continue
-            top = result.findings[0] if result.findings and result.findings[0].severity != "info" else None
-            any_match = any(f.category == row["category"] for f in result.findings)
-            results.append((row, top, any_match, gpu, result.resolved.get("engine_version")))
+            results.append((row, result, how))
     elapsed = time.perf_counter() - started
-    right = sum(1 for row, top, _, _, _ in results if top is not None and top.category == row["category"])
-    anywhere = sum(1 for *_, any_match, _, _ in results if any_match)
-    print(f"{'row':58} {'expected':20} {'predicted (first finding)':38} gpu / version")
-    for row, top, any_match, gpu, version in results:
-        mark = "OK " if top is not None and top.category == row["category"] else ("~  " if any_match else "-- ")
-        pred = f"{top.category} {top.code} ({top.severity})" if top else "pass (no finding)"
-        print(f"{mark}{row['id'][:55]:55} {row['category']:20} {pred:38} {gpu} / {version}")
-    print(f"\nbuilt {len(results)} of {len(rows)} rows; first finding in the right category: {right}/{len(results)}; "
-          f"right category among all findings: {anywhere}/{len(results)}; {elapsed:.1f} s")
-    print("\nskipped:")
-    for rid, why in skipped:
-        print(f"  {rid}: {why}")
+    right = anywhere = 0
+    print(f"{'row':52} {'expected':20} predicted (first, then others)")
+    for row, result, how in results:
+        cats = [f.category for f in result.findings if f.severity != "info"]
+        first = result.findings[0] if result.findings and result.findings[0].severity != "info" else None
+        hit = first is not None and first.category == row["category"]
+        right += hit
+        anywhere += row["category"] in cats
+        mark = "OK " if hit else ("~  " if row["category"] in cats else "-- ")
+        pred = f"{first.category} {first.code}" if first else "pass"
+        rest = ", ".join(dict.fromkeys(c for c in cats[1:] if c != (first.category if first else None)))
+        print(f"{mark}{row['id'][:49]:49} {row['category']:20} {pred}{' | ' + rest if rest else ''}")
+        if verbose or not hit:
+            print(f"     built: model {how['model']}; gpu {how['gpu']}; version {how['version']}; flags {how['flags']}")
+    for row, how in skipped:
+        print(f"SKIP {row['id'][:49]:49} {row['category']:20} {how['skipped']}")
+    n = len(rows)
+    print(f"\nbuilt {len(results)} of {n} rows; first finding in the right category: {right}/{len(results)} built, "
+          f"{right}/{n} of all rows; right category among all findings: {anywhere}/{len(results)}; {elapsed:.1f} s")
     return 0
 
 
