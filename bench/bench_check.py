@@ -418,6 +418,8 @@ def command_for(row: dict, model: Path) -> tuple[list[list[str]], str]:
         opts += ["--tensor-parallel-size" if engine == "vllm" else "--tp-size", tp.group(1)]
     base = {"vllm": ["vllm", "serve", str(model)], "sglang": ["python3", "-m", "sglang.launch_server", "--model-path", str(model)],
             "llama.cpp": ["llama-server", "-m", str(model)]}[engine]
+    if engine == "llama.cpp" and found:
+        base[0] = found.group(1)  # keep the row's program: `main` names a build before the llama-* rename
     keep_tp = _only_parallel(opts)
     candidates = [env + base + opts, env + base + keep_tp, base + keep_tp, base]
     return [c for i, c in enumerate(candidates) if c not in candidates[:i]], form

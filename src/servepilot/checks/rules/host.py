@@ -105,6 +105,90 @@ def torch_arch(dep, ctx) -> list[Finding]:
 
 
 @rule(
+    "SP-CUDA-003", "cuda_driver_arch", "The engine's prebuilt kernels do not cover this GPU",
+    facts=("Engine wheels carry SASS for a list of architectures; a GPU runs SASS of its own major version at a lower or equal minor, nothing else: 'no kernel image is available for execution on the device'.",
+           "vLLM wheels: 7.0-9.0 before 0.9.0 (CUDA 12.4), 7.0-12.0 from 0.9.0 (CUDA 12.8); nothing below 7.0. sgl-kernel: sm_80 and newer only. llama.cpp builds named main/server (before July 2024): 5.2, 6.1, 7.0 by default."),
+    sources=("servepilot/engines/vllm/knowledge/builds.yaml", "servepilot/engines/sglang/knowledge/builds.yaml", "servepilot/engines/llamacpp/knowledge/builds.yaml"),
+)
+def engine_build_archs(dep, ctx) -> list[Finding]:
+    if dep.cluster.torch_cuda_arch_list:
+        return []  # probed: SP-CUDA-001 judges the installed torch itself
+    built = _engine_archs(dep, ctx)
+    if built is None:
+        return []
+    archs, source, what = built
+    out, seen = [], set()
+    for g in dep.cluster.gpus:
+        if g.compute_capability is None or g.cc_int in seen:
+            continue
+        seen.add(g.cc_int)
+        if runs_on(g.compute_capability, archs):
+            continue
+        remedies = []
+        upgrade = _upgrade_for(dep, g.compute_capability)
+        if upgrade:
+            remedies.append(Remedy("upgrade", f"pip install '{upgrade[0]}{upgrade[1]}'", f"the first {upgrade[0]} release whose wheels carry sm_{g.cc_int} kernels",
+                                   {"upgrade": {"package": upgrade[0], "specifier": upgrade[1]}}))
+        remedies.append(Remedy("hardware", f"GPUs with compute capability {', '.join(archs)}", "different hardware", {"hardware": {"min_compute_capability": archs[0]}}))
+        out.append(Finding("SP-CUDA-003", "cuda_driver_arch", "error", f"{what} has no kernels for sm_{g.cc_int} ({g.name})",
+                           f"{what} carries kernels for compute capability {', '.join(archs)}; {g.name} is {g.cc_str}. The first CUDA kernel will fail with "
+                           "'no kernel image is available for execution on the device'. A build from source for this GPU (TORCH_CUDA_ARCH_LIST / CMAKE_CUDA_ARCHITECTURES) would differ.",
+                           (Evidence(f"{what}: {', '.join(archs)}", source), Evidence(f"{g.name}: compute capability {g.cc_str}", f"cluster ({dep.cluster.source})")),
+                           tuple(remedies)))
+    return out
+
+
+def runs_on(cc: tuple[int, int], archs) -> bool:
+    """Whether SASS built for one of `archs` ("8.0") runs on compute capability `cc`: same major, minor <= the GPU's."""
+    for a in archs:
+        major, minor = (int(x) for x in str(a).split("."))
+        if major == cc[0] and minor <= cc[1]:
+            return True
+    return False
+
+
+def _engine_version(dep, ctx) -> str | None:
+    # the version as given, not the resolver's (which clamps old releases to the oldest read one)
+    return dep.launch.engine_version or ctx.resolution.engine_version
+
+
+def _engine_archs(dep, ctx):
+    """(archs, source, what) of the engine build the command runs, or None when not known."""
+    from servepilot.engines import knowledge as kb
+    from servepilot.engines.progname import basename
+
+    if dep.engine == "llama.cpp":
+        row = kb.load_file("llamacpp", "builds")["old_programs"]
+        program = basename(dep.launch.argv[0]) if dep.launch.argv else ""
+        if program not in row["programs"]:
+            return None
+        return tuple(row["archs"]), row["source"], f"a llama.cpp build of the `{program}` era"
+    version = _engine_version(dep, ctx)
+    if version is None:
+        return None
+    name = {"vllm": "vllm", "sglang": "sglang"}.get(dep.engine)
+    if name is None:
+        return None
+    row = kb.row_for(kb.load_file(name, "builds")["wheels"], version)
+    if row is None:
+        return None
+    what = {"vllm": f"vLLM {version}'s wheel", "sglang": f"SGLang {version}'s sgl-kernel"}[name]
+    return tuple(row["archs"]), row.source, what
+
+
+def _upgrade_for(dep, cc) -> tuple[str, str] | None:
+    """The first release range whose wheels cover `cc`, for an upgrade remedy."""
+    from servepilot.engines import knowledge as kb
+
+    if dep.engine != "vllm":
+        return None
+    for row in kb.load_file("vllm", "builds")["wheels"]:
+        if runs_on(cc, row["archs"]) and str(row["versions"]).startswith(">="):
+            return "vllm", str(row["versions"]).split(",")[0]
+    return None
+
+
+@rule(
     "SP-CUDA-002", "cuda_driver_arch", "The NVIDIA driver is too old for these GPUs",
     facts=("Blackwell GPUs (compute capability 10.x and 12.x) need CUDA 12.8 or newer; a driver whose CUDA version is older cannot run kernels built for them.",),
     sources=("https://docs.nvidia.com/cuda/archive/12.8.0/cuda-toolkit-release-notes/ (Blackwell sm_100/sm_120 support from CUDA 12.8)",),
