@@ -235,3 +235,35 @@ def test_old_llama_server_bind_failure_is_port_in_use():
     rc = triage_text(log).root_cause
     assert rc is not None and rc.category == "port_in_use"
     assert "8081" in rc.explanation
+
+
+# --- a readiness line that did not last ------------------------------------------------------
+
+
+def _sglang_start(warmup_fails: bool) -> str:
+    lines = [
+        "[2025-01-10 09:00:00] INFO:     Application startup complete.",
+        "[2025-01-10 09:00:00] INFO:     Uvicorn running on http://0.0.0.0:30000 (Press CTRL+C to quit)",
+    ]
+    if warmup_fails:
+        lines += [
+            "[2025-01-10 09:02:00] Initialization failed. warmup error: Traceback (most recent call last):",
+            '  File "/sgl/python/sglang/srt/entrypoints/http_server.py", line 700, in _wait_and_warmup',
+            "AssertionError: res=<Response [503]>, res.text=''",
+        ]
+    else:
+        lines.append("[2025-01-10 09:02:00] ERROR: client went away: AssertionError: stream closed")
+    return "\n".join(lines)
+
+
+def test_sglang_warmup_failure_after_readiness_makes_the_launch_failed():
+    d = triage_text(_sglang_start(warmup_fails=True))
+    assert not d.healthy
+    assert d.root_cause is not None and d.root_cause.category == "other"
+    assert "warmup" in d.root_cause.excerpt
+
+
+def test_unknown_error_after_a_lasting_readiness_is_still_not_blamed():
+    d = triage_text(_sglang_start(warmup_fails=False))
+    assert d.healthy
+    assert d.root_cause is None

@@ -15,7 +15,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from servepilot.triage.lines import LogLine, parse_line
-from servepilot.triage.markers import banner_kind, is_healthy, is_unique_process_name, phase_of
+from servepilot.triage.markers import (
+    banner_kind,
+    is_aborted,
+    is_healthy,
+    is_unique_process_name,
+    phase_of,
+)
 
 # `ValueError: msg`, `torch.OutOfMemoryError: msg`, `ncclSystemError: msg`, a bare
 # `KeyboardInterrupt`, Python's plain `Exception: msg` (SGLang raises it, e.g. "Capture cuda
@@ -176,6 +182,8 @@ class Assembler:
             self._pids[ll.process] = ll.pid
         if is_healthy(ll.message):
             self.healthy_launches.setdefault(self.launch, line_no)
+        elif is_aborted(ll.message):
+            self.healthy_launches.pop(self.launch, None)
         if ll.level not in ("ERROR", "CRITICAL"):
             phase = phase_of(ll.message)
             if phase is not None:

@@ -36,6 +36,12 @@ HEALTHY: tuple[re.Pattern[str], ...] = (
     re.compile(r"The server is fired up"),
 )
 
+# A start-up that dies after its readiness line: SGLang serves first, then sends itself a
+# warmup request and kills the server when that fails (logger.error("Initialization failed.
+# warmup error: ...") then kill_process_tree; sglang/srt/entrypoints/http_server.py@v0.4.3
+# _wait_and_warmup). Such a launch is not healthy, whatever it printed before.
+ABORTED: tuple[str, ...] = ("Initialization failed. warmup error",)
+
 # Process names that exist once per launch: a new pid under the same name is a new launch.
 # Plain "VllmWorkerProcess" or "RayWorkerWrapper" names are shared by every worker of one
 # launch, so they are left out.
@@ -142,3 +148,8 @@ def phase_of(message: str) -> str | None:
         if pattern.search(message):
             return name
     return None
+
+
+def is_aborted(message: str) -> bool:
+    """True for a line that says a start-up which looked ready has failed after all."""
+    return any(text in message for text in ABORTED)
