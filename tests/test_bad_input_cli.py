@@ -202,3 +202,21 @@ def test_servepilot_option_after_the_double_dash_is_pointed_out(llama, capsys):
     assert main(["deployment", "--json", "--gpu", "h200", "--", "vllm", "serve", str(llama), "--json"]) == 0
     notes = json.loads(capsys.readouterr().out)["notes"]
     assert any("servepilot's own --json goes before `--`" in n for n in notes)
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["inspect", "{d}"], "config.json: is a directory, not a JSON file"),
+        (["deployment", "--gpu", "h200", "--", "vllm", "serve", "{m}", "--config", "{d}/c.yaml"],
+         "is a directory, not a --config file"),
+    ],
+)
+def test_a_directory_where_a_file_belongs(tmp_path, llama, capsys, args, expected):
+    d = tmp_path / "d"
+    for name in ("config.json", "c.yaml"):
+        (d / name).mkdir(parents=True)
+    argv = [a.format(d=d, m=llama) for a in args]
+    assert main(argv) == 2
+    line = one_error_line(capsys)
+    assert expected in line and str(d) in line

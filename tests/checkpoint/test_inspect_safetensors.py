@@ -144,7 +144,7 @@ def test_out_of_order_offsets_that_tile_the_data_are_fine(tmp_path):
 
 
 def test_missing_file_and_directory_are_header_errors(tmp_path):
-    with pytest.raises(HeaderError, match="not found"):
+    with pytest.raises(HeaderError, match="safetensors file does not exist"):
         read_safetensors_summary(tmp_path / "nope.safetensors")
     with pytest.raises(HeaderError, match="directory"):
         read_safetensors_summary(tmp_path)

@@ -15,7 +15,7 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from servepilot.errors import HeaderError, ServepilotError
+from servepilot.errors import HeaderError, ServepilotError, unreadable_file
 
 GGUF_MAGIC = b"GGUF"
 # Arrays up to this many elements are decoded (head counts per layer, rope factors);
@@ -125,10 +125,8 @@ def read_gguf_file(path: str | Path) -> GGUFFile:
             magic = f.read(4)
     except HeaderError:
         raise
-    except FileNotFoundError:
-        raise HeaderError("file not found", path=path) from None
     except OSError as exc:
-        raise HeaderError(f"cannot read file: {exc.strerror or exc}", path=path) from None
+        raise unreadable_file(exc, "GGUF file", path, HeaderError) from None
     if magic != GGUF_MAGIC:
         raise HeaderError(f"not a GGUF file: magic is {magic!r}, expected {GGUF_MAGIC!r}", path=path)
 

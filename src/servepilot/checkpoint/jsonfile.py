@@ -7,7 +7,7 @@ import json
 import stat
 from pathlib import Path
 
-from servepilot.errors import CheckpointError
+from servepilot.errors import CheckpointError, not_utf8, unreadable_file
 
 # A config.json or index over this size is not a config: the largest real ones (a full
 # weight_map of ~290k tensors) are about 30 MB.
@@ -29,16 +29,12 @@ def read_json_object(path: str | Path) -> dict:
         raw = path.read_bytes()
     except CheckpointError:
         raise
-    except FileNotFoundError:
-        raise CheckpointError("file not found", path=path) from None
-    except IsADirectoryError:
-        raise CheckpointError("expected a JSON file, found a directory", path=path) from None
     except OSError as exc:
-        raise CheckpointError(f"cannot read file: {exc.strerror or exc}", path=path) from None
+        raise unreadable_file(exc, "JSON file", path, CheckpointError) from None
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise CheckpointError(f"not UTF-8 text (byte {exc.start})", path=path) from None
+        raise not_utf8(exc, "JSON file", path, CheckpointError) from None
     try:
         value = loads_without_gc(text)
     except json.JSONDecodeError as exc:

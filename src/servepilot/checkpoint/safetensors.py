@@ -21,7 +21,7 @@ from pathlib import Path
 
 from servepilot.checkpoint.jsonfile import loads_without_gc
 from servepilot.checkpoint.spec import TensorInfo
-from servepilot.errors import HeaderError
+from servepilot.errors import HeaderError, unreadable_file
 
 # The safetensors library itself refuses headers over 100 MB (safetensors/src/tensor.rs
 # MAX_HEADER_SIZE); the largest real header we know (Kimi-K2 NVFP4) is under 1 MB per shard.
@@ -77,7 +77,7 @@ def read_header_bytes(path: str | Path) -> tuple[bytes, int]:
     try:
         mode = path.stat().st_mode
         if stat.S_ISDIR(mode):
-            raise HeaderError("is a directory, not a safetensors file", path=path)
+            raise IsADirectoryError
         if not stat.S_ISREG(mode):  # a FIFO or device would block or never end
             raise HeaderError("not a regular file", path=path)
         with open(path, "rb") as f:
@@ -93,12 +93,8 @@ def read_header_bytes(path: str | Path) -> tuple[bytes, int]:
             blob = f.read(n)
     except HeaderError:
         raise
-    except FileNotFoundError:
-        raise HeaderError("file not found", path=path) from None
-    except IsADirectoryError:
-        raise HeaderError("is a directory, not a safetensors file", path=path) from None
     except OSError as exc:
-        raise HeaderError(f"cannot read file: {exc.strerror or exc}", path=path) from None
+        raise unreadable_file(exc, "safetensors file", path, HeaderError) from None
     if len(blob) != n:
         raise HeaderError(f"file ended after {len(blob):,} of {n:,} header bytes", path=path)
     return blob, size

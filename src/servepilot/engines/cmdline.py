@@ -22,7 +22,7 @@ from servepilot.engines.argv import ParsedArgs, parse_args
 from servepilot.engines.flagtable import NO_VALUE_KINDS, VersionTable, load_table
 from servepilot.engines.launch import EngineLaunch, ShellContext
 from servepilot.engines.shell import command_text, read_command_file, render_shell, split_shell_line
-from servepilot.errors import BadInput, CommandLineError
+from servepilot.errors import BadInput, CommandLineError, not_utf8, unreadable_file
 
 
 def _engine_modules() -> tuple[ModuleType, ...]:
@@ -211,14 +211,10 @@ def _config_options(module, args: list[str], shell: ShellContext, cwd, vt: Versi
         raise BadInput("vLLM reads --config files of type .yaml or .yml only", path=path)
     try:
         text = full.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise BadInput("--config file does not exist", path=path) from None
-    except IsADirectoryError:
-        raise BadInput("--config names a directory, not a YAML file", path=path) from None
     except UnicodeDecodeError as exc:
-        raise BadInput(f"--config file is not UTF-8 text (byte {exc.start})", path=path) from None
+        raise not_utf8(exc, "--config file", path) from None
     except OSError as exc:
-        raise BadInput(f"cannot read --config file ({exc.strerror})", path=path) from None
+        raise unreadable_file(exc, "--config file", path) from None
     import yaml  # lazy: keeps `servepilot --version` fast
 
     try:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 
 from servepilot.engines.launch import ShellContext
-from servepilot.errors import CommandLineError
+from servepilot.errors import CommandLineError, not_utf8, unreadable_file
 
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 _VARIABLE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
@@ -187,16 +187,14 @@ def read_command_file(path: str) -> str:
     p = Path(path)
     try:
         data = p.read_bytes()
-    except FileNotFoundError:
-        raise BadInput("command file does not exist", path=path) from None
     except OSError as exc:
-        raise BadInput(f"cannot read command file ({exc.strerror})", path=path) from None
+        raise unreadable_file(exc, "command file", path) from None
     if b"\0" in data[:4096]:
         raise BadInput("command file is binary, not a shell script", path=path)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise BadInput(f"command file is not UTF-8 text (byte {exc.start})", path=path) from None
+        raise not_utf8(exc, "command file", path) from None
 
 
 def split_shell_line(text: str, is_engine: Callable[[Sequence[str]], bool]) -> ShellSplit:
