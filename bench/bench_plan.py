@@ -109,13 +109,16 @@ def _value(text: str):
 
 def options_from_log(log: str) -> dict:
     found: dict = {}
+    # Pasted logs wrap long lines anywhere ("'model': 'Qwe\nn2-7B'"), so the dict form is read with
+    # the line breaks removed; the key=value form is read line by line, where removing a break
+    # would glue the value to the next line's "INFO".
     flat = log.replace("\n", "")
     for key in _ARG_KEYS:  # 'key': value  (non-default args)  and  key=value  (engine config line)
-        m = re.search(r"'" + key + r"':\s*('[^']*'|[\w.]+)", flat) or re.search(r"[ ,(]" + key + r"=([\w.]+)", flat)
+        m = re.search(r"'" + key + r"':\s*('[^']*'|[\w.]+)", flat) or re.search(r"[ ,(]" + key + r"=([\w.]+)", log)
         if m:
             found[key] = _value(m.group(1))
-    if "max_seq_len=" in flat and "max_model_len" not in found:
-        if m := re.search(r"max_seq_len=(\d+)", flat):
+    if "max_seq_len=" in log and "max_model_len" not in found:
+        if m := re.search(r"max_seq_len=(\d+)", log):
             found["max_model_len"] = int(m.group(1))
     for flag, dest in _FLAGS.items():
         if m := re.search(r"(?:^|\s)" + re.escape(flag) + r"[ =]([\w.]+)", log):
@@ -142,9 +145,36 @@ def options_for(row: dict) -> dict:
     return opts
 
 
-def predict(spec, gpu: Gpu, count: int, opts: dict, version: str | None, model: str) -> int:
-    launch = EngineLaunch(engine="vllm", argv=("vllm", "serve", model), program="vllm serve", model=model,
-                          options=opts, engine_version=version, shell=ShellContext())
+# Offline use through the Python LLM class (UsageContext.LLM_CLASS gets other batch defaults).
+_LLM_CLASS = re.compile(r"\bLLM\(|\[?llm\.py:\d+|benchmark_throughput|from vllm import LLM")
+
+
+def program_for(row: dict) -> str:
+    return "LLM" if _LLM_CLASS.search((row.get("log_lines") or "") + " " + (row.get("notes") or "")) else "vllm serve"
+
+
+_ENV = re.compile(r"\b(VLLM_USE_V1|VLLM_ATTENTION_BACKEND|VLLM_MLA_DISABLE)=(\w+)")
+# Lines only the V0 engine prints: its block count with CPU blocks, its worker's profile summary.
+_V0_LINES = re.compile(r"# (?:GPU|cuda) blocks: \d+, # CPU blocks|\[?worker\.py:\d+\]? Memory profiling|"
+                       r"model weights take [\d.]+GiB; non_torch_memory")
+
+
+def env_for(row: dict, version: str | None) -> dict:
+    """Engine environment variables the row shows; VLLM_USE_V1=0 where a 0.8+ log is V0's."""
+    text = (row.get("log_lines") or "") + " " + (row.get("notes") or "")
+    env = dict(_ENV.findall(text))
+    if "VLLM_USE_V1" not in env and version and _V0_LINES.search(text):
+        from servepilot.planning.common import older
+
+        if not older(version, "0.8.0"):
+            env["VLLM_USE_V1"] = "0"
+    return env
+
+
+def predict(spec, gpu: Gpu, count: int, opts: dict, version: str | None, model: str, program: str = "vllm serve",
+            env: dict | None = None) -> int:
+    launch = EngineLaunch(engine="vllm", argv=("vllm", "serve", model), program=program, model=model,
+                          options=opts, engine_version=version, shell=ShellContext(env=dict(env or {})))
     gpus = tuple(Gpu(i, gpu.name, gpu.key, gpu.memory_bytes, gpu.compute_capability) for i in range(max(1, count)))
     dep = Deployment(launch=launch, cluster=Cluster(gpus=gpus, source="flag"), spec=spec)
     return plan_deployment(dep, use_measured=False).kv_tokens
@@ -190,14 +220,15 @@ def measure(row, spec, actual, model, given_errs, gpu_errs) -> list[str]:
     if row.get("available_kv_cache_gib") is not None:
         # The log prints GiB to 2 decimals: the planner gets that figure and no more.
         given = predict(spec, gpu or Gpu(0, "GPU", None, 80 * GiB, None), count,
-                        {**opts, "kv_cache_memory_bytes": int(row["available_kv_cache_gib"] * GiB)}, version, model)
+                        {**opts, "kv_cache_memory_bytes": int(row["available_kv_cache_gib"] * GiB)}, version, model,
+                        program_for(row), env_for(row, version))
         e = (given - actual) / actual * 100
         given_errs.append(abs(e))
         cells += [f"{given:>10,}", f"{e:>+6.2f}%"]
     else:
         cells += [f"{'-':>10}", f"{'-':>7}"]
     if gpu is not None:
-        pred = predict(spec, gpu, count, opts, version, model)
+        pred = predict(spec, gpu, count, opts, version, model, program_for(row), env_for(row, version))
         e = (pred - actual) / actual * 100
         gpu_errs.append(abs(e))
         cells += [f"{pred:>10,}", f"{e:>+6.2f}%"]

@@ -167,8 +167,10 @@ FAMILIES: list[Family] = [
     # Microsoft Phi: microsoft/<name>/config.json
     Family(r"phi-4", dense(40, 5120, 40, 10, 17920, 100352, 16384, model_type="phi3", arch="Phi3ForCausalLM"),
            "microsoft/phi-4"),
+    Family(r"phi-3-mini-4k", dense(32, 3072, 32, 32, 8192, 32064, 4096, model_type="phi3", arch="Phi3ForCausalLM",
+                                   sliding_window=2047), "microsoft/Phi-3-mini-4k-instruct"),
     Family(r"phi-3(\.5)?-mini", dense(32, 3072, 32, 32, 8192, 32064, 131072, model_type="phi3", arch="Phi3ForCausalLM"),
-           "microsoft/Phi-3.5-mini-instruct (Phi-3-mini-4k: max_position_embeddings 4096)"),
+           "microsoft/Phi-3.5-mini-instruct"),
     # OPT (float16 checkpoints): facebook/<name>/config.json
     Family(r"opt-125m", opt(12, 768, 12, 3072), "facebook/opt-125m"),
     Family(r"opt-1\.3b", opt(24, 2048, 32, 8192), "facebook/opt-1.3b"),
@@ -191,7 +193,16 @@ FAMILIES: list[Family] = [
     Family(r"deepseek-(v3|r1)(?!-distill)", "deepseek-v3", "deepseek-ai/DeepSeek-V3"),
     Family(r"kimi-k2", "kimi-k2.5-nvfp4", "nvidia/Kimi-K2.5-NVFP4"),
     Family(r"gpt-oss-120b", "gpt-oss-120b", "openai/gpt-oss-120b"),
+    Family(r"gpt-oss-20b", "gpt-oss-20b", "openai/gpt-oss-20b: the 120b skeleton with 24 layers and 32 experts"),
 ]
+
+# Variants written from a checked-in skeleton: (example directory, config.json keys to replace).
+# openai/gpt-oss-20b differs from gpt-oss-120b only in depth and expert count (config.json).
+DERIVED: dict[str, tuple[str, dict]] = {
+    "gpt-oss-20b": ("gpt-oss-120b", {
+        "num_hidden_layers": 24, "num_local_experts": 32,
+        "layer_types": ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(24)]}),
+}
 
 # metadata.total_size of the real model.safetensors.index.json, keyed by the family origin's
 # bare name (base and -Instruct share one size). Only sizes read from a published index.
@@ -268,11 +279,18 @@ def config_for(model_id_or_name: str) -> dict | None:
     if family is None:
         return None
     if isinstance(family.config, str):
-        return json.loads((EXAMPLES / family.config / "config.json").read_text())
+        return _example_config(family.config)
     cfg = json.loads(json.dumps(family.config))  # deep copy: callers may edit theirs
     quant = quantization_for(model_id_or_name)
     if quant:
         cfg["quantization_config"] = quant
+    return cfg
+
+
+def _example_config(name: str) -> dict:
+    base, changes = DERIVED.get(name, (name, {}))
+    cfg = json.loads((EXAMPLES / base / "config.json").read_text())
+    cfg.update(changes)
     return cfg
 
 
@@ -290,9 +308,12 @@ def write_checkpoint(directory: str | Path, model_id: str) -> Path:
     family = _family(model_id)
     if family is None:
         raise KeyError(f"no published config known for {model_id!r}")
-    if isinstance(family.config, str):
+    if isinstance(family.config, str) and family.config not in DERIVED:
         for src in (EXAMPLES / family.config).iterdir():
             shutil.copyfile(src, root / src.name)
+        return root
+    if isinstance(family.config, str):  # a derived variant: its config.json only (no index: sizes differ)
+        (root / "config.json").write_text(json.dumps(_example_config(family.config), indent=1))
         return root
     cfg = config_for(model_id)
     (root / "config.json").write_text(json.dumps(cfg, indent=1))

@@ -78,11 +78,18 @@ def kv_heads_per_gpu(spec: ModelSpec, tp: int) -> int:
     return max(1, att.num_kv_heads // max(1, tp))
 
 
+MLA_LAYOUTS = ("latent", "latent_aligned", "mha_qk_head", "mha_padded_256")
+
+
 def kv_bytes_per_token_per_layer(spec: ModelSpec, tp: int = 1, kv_cache_dtype: str = "auto",
-                                 model_dtype: str | None = None) -> int:
+                                 model_dtype: str | None = None, mla_layout: str = "latent") -> int:
     """KV bytes one GPU stores for one token in one attention layer.
 
-    MLA: one latent of kv_lora_rank + qk_rope_head_dim, not divided by TP (fp8_ds_mla: 656 B).
+    MLA: one latent of kv_lora_rank + qk_rope_head_dim, not divided by TP (fp8_ds_mla: 656 B);
+    `mla_layout` (the `mla_kv_cache` fact) says how the release lays it out: "latent_aligned"
+    rounds the latent up to 256 bytes (V0 0.7.x), "mha_qk_head" / "mha_padded_256" are the
+    pre-MLA caches: K and V of num_key_value_heads // tp heads of qk_nope + qk_rope (192) or of
+    256 (0.4 - 0.6 pad the head for FlashAttention).
     Others: 2 (K and V) × max(1, kv_heads // tp) × head_dim × dtype bytes (head_dim + v_head_dim
     when they differ, as FullAttentionSpec sums head_size and head_size_v).
     """
@@ -90,12 +97,22 @@ def kv_bytes_per_token_per_layer(spec: ModelSpec, tp: int = 1, kv_cache_dtype: s
     dtype = (kv_cache_dtype or "auto").lower()
     mdtype = model_dtype or model_dtype_name(spec)
     if att.kind == "mla":
+        if mla_layout not in MLA_LAYOUTS:
+            raise BadInput(f"MLA KV cache layout {mla_layout!r}: expected one of {', '.join(MLA_LAYOUTS)}")
+        if mla_layout.startswith("mha"):
+            head = 256 if mla_layout == "mha_padded_256" else (att.qk_nope_head_dim or 0) + (att.qk_rope_head_dim or 0)
+            if head <= 0:
+                raise BadInput(f"{spec.path}: MLA model without qk_nope_head_dim / qk_rope_head_dim in its config")
+            return 2 * max(1, att.num_kv_heads // max(1, tp)) * head * kv_dtype_bytes(dtype, mdtype)
         if dtype == "fp8_ds_mla":
             return FP8_DS_MLA_BYTES_PER_TOKEN_PER_LAYER
         head = att.mla_head_size
         if head is None:
             raise BadInput(f"{spec.path}: MLA model without kv_lora_rank / qk_rope_head_dim in its config")
-        return head * kv_dtype_bytes(dtype, mdtype)
+        size = head * kv_dtype_bytes(dtype, mdtype)
+        if mla_layout == "latent_aligned":
+            size = cdiv(size, 256) * 256  # vllm/utils.py@v0.7.3 align_to_256bytes
+        return size
     if dtype == "fp8_ds_mla":
         raise BadInput("KV cache dtype fp8_ds_mla is only for MLA models")
     v_dim = att.v_head_dim or att.head_dim

@@ -35,12 +35,17 @@ def plan_vllm(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list[
     if generation == "v1" and str(launch.shell.env.get("VLLM_USE_V1", "")) == "0" and older(version, "0.11.0"):
         generation = "v0"
         notes.append("VLLM_USE_V1=0: the V0 engine sizes the KV cache")
+    elif generation == "v0" and str(launch.shell.env.get("VLLM_USE_V1", "")) == "1" and f("v1_opt_in").value:
+        generation = "v1"
+        notes.append("VLLM_USE_V1=1: the V1 engine sizes the KV cache")
     tp = tp or launch.tensor_parallel_size
     pp, dp = launch.pipeline_parallel_size, launch.data_parallel_size
     ep = as_bool(option(launch, "enable_expert_parallel"))
     util = as_float(option(launch, "gpu_memory_utilization"), "--gpu-memory-utilization") or f("gpu_memory_utilization").value
     block = int(block or as_int(option(launch, "block_size"), "--block-size") or f("block_size").value)
     derived_len = derived_max_model_len(spec)
+    if generation == "v0":
+        derived_len = _v0_interleaved_cap(launch, spec, derived_len, f, notes)
     max_model_len = as_int(option(launch, "max_model_len"), "--max-model-len")
     auto_fit = max_model_len == -1
     if max_model_len is None or auto_fit:
@@ -88,7 +93,8 @@ def plan_vllm(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list[
          f"ceil(total × {util:g}) − weights − activation peak − non-torch" + (" − CUDA graphs" if graphs_subtracted else "")),
     )
     terms.append(kv_budget_term)
-    bpl = kvmod.kv_bytes_per_token_per_layer(spec, tp, dtype, mdtype)
+    mla_layout = _mla_layout(launch, spec, version, f, notes)
+    bpl = kvmod.kv_bytes_per_token_per_layer(spec, tp, dtype, mdtype, mla_layout=mla_layout)
     types = kvmod.layer_types(spec)
     hybrid = bool(f("hybrid_kv_cache_manager").value) and not as_bool(option(launch, "disable_hybrid_kv_cache_manager"))
     within_25pct = f("hybrid_group_size").value != "min"
@@ -180,8 +186,13 @@ def _runtime(launch, spec: ModelSpec, f, *, generation: str, tp: int, pp: int, e
     return _Runtime(terms, peak, non_torch, graphs, subtracted)
 
 
+def usage_context(launch) -> str:
+    """"llm" for the Python LLM class (UsageContext.LLM_CLASS), else "serve" (OPENAI_API_SERVER)."""
+    return "llm" if str(launch.program or "").split("(")[0].strip() in ("LLM", "vllm.LLM") else "serve"
+
+
 def _vllm_batch(launch, spec: ModelSpec, gpu: Gpu, cuda_total: int, generation: str, max_model_len: int, f):
-    """max_num_batched_tokens and max_num_seqs as EngineArgs defaults them for `vllm serve`."""
+    """max_num_batched_tokens and max_num_seqs as EngineArgs defaults them for the usage context."""
     mnbt = as_int(option(launch, "max_num_batched_tokens"), "--max-num-batched-tokens")
     mns = as_int(option(launch, "max_num_seqs"), "--max-num-seqs")
     chunked_opt = option(launch, "enable_chunked_prefill")
@@ -189,23 +200,65 @@ def _vllm_batch(launch, spec: ModelSpec, gpu: Gpu, cuda_total: int, generation: 
         d = f("v0_batch_defaults")
         mns = mns or int(d.get("max_num_seqs"))
         if chunked_opt is None:
-            chunked = max_model_len > 32768 and not spec.is_mla and kvmod.sliding_window(spec) is None
+            # interleaved sliding windows run as full attention in V0 (see v0_interleaved_window_cap)
+            types = set(kvmod.layer_types(spec))
+            uniform_window = types == {"sliding"}
+            chunked = max_model_len > 32768 and not spec.is_mla and not uniform_window
         else:
             chunked = as_bool(chunked_opt)
         if mnbt is None:
             mnbt = int(d.get("chunked_max_num_batched_tokens")) if chunked else max(max_model_len, 2048)
         return mnbt, mns
     d = f("v1_batch_defaults")
-    large = cuda_total >= 70 * GiB and "a100" not in (gpu.name or "").lower() and "a100" not in (gpu.key or "")
-    defaults = d.get("large" if large else "small")
+    defaults = d.get("large" if _large_gpu(gpu, cuda_total, d.get("large_rule")) else "small")
     if mnbt is None:
-        mnbt = int(defaults["max_num_batched_tokens"])
+        mnbt = int(defaults[usage_context(launch)])
         if chunked_opt is not None and not as_bool(chunked_opt):
             mnbt = max(max_model_len, mnbt)
         mnbt = min((mns or int(defaults["max_num_seqs"])) * max_model_len, mnbt)
     if mns is None:
         mns = min(int(defaults["max_num_seqs"]), mnbt)
     return mnbt, mns
+
+
+def _large_gpu(gpu: Gpu, cuda_total: int, rule: str | None) -> bool:
+    """Whether EngineArgs picks its "large GPU" batch defaults (rule from v1_batch_defaults)."""
+    name = f"{gpu.name or ''} {gpu.key or ''}".lower()
+    if rule == "h100_h200":
+        return "h100" in name or "h200" in name
+    if rule == "70gib":
+        return cuda_total >= 70 * GiB
+    return cuda_total >= 70 * GiB and "a100" not in name
+
+
+def _v0_interleaved_cap(launch, spec: ModelSpec, derived_len: int, f, notes: list[str]) -> int:
+    """V0 caps the derived max_model_len to the window of an interleaved sliding-window model
+    (always up to 0.6.4, only with the XFORMERS backend from 0.6.6)."""
+    types = set(kvmod.layer_types(spec))
+    window = kvmod.sliding_window(spec)
+    if not window or types != {"full", "sliding"}:
+        return derived_len
+    rule = f("v0_interleaved_window_cap").value
+    backend = str(launch.shell.env.get("VLLM_ATTENTION_BACKEND", "")).upper()
+    if rule == "always" or (rule == "xformers" and backend == "XFORMERS"):
+        if window < derived_len:
+            notes.append(f"V0 runs interleaved sliding-window attention as full attention and caps the "
+                         f"derived max_model_len to the window ({window:,})")
+            return window
+    return derived_len
+
+
+def _mla_layout(launch, spec: ModelSpec, version: str, f, notes: list[str]) -> str:
+    """How this release stores a DeepSeek-style MLA model's KV cache (the mla_kv_cache fact)."""
+    if spec.attention is None or spec.attention.kind != "mla":
+        return "latent"
+    layout = str(f("mla_kv_cache").value)
+    if layout.startswith("latent") and as_bool(launch.shell.env.get("VLLM_MLA_DISABLE")):
+        layout = "mha_qk_head"
+        notes.append("VLLM_MLA_DISABLE=1: plain K/V cache of every attention head instead of the MLA latent")
+    elif layout.startswith("mha"):
+        notes.append(f"vLLM {version} has no MLA KV cache: K and V of every attention head are stored")
+    return layout
 
 
 def _layers_on(types, pp: int, stage: int, generation: str, hybrid: bool, within_25pct: bool) -> int:

@@ -1,0 +1,116 @@
+"""Version-dependent vLLM rules: MLA cache layout, V1 batch defaults per usage context, V0
+chunked-prefill budget and the V0 cap for interleaved sliding windows.
+
+Every expected figure is computed here from the rule (source in vllm_memory.yaml), not copied
+from the planner.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from planning_builders import GiB, deepseek_v3, deployment, gpus, llama_70b, no_resolver  # noqa: F401
+
+from servepilot.checkpoint.spec import AttentionSpec, ModelSpec
+from servepilot.errors import BadInput
+from servepilot.planning import plan_deployment
+from servepilot.planning.kv import kv_bytes_per_token_per_layer
+
+H100 = dict(name="NVIDIA H100 80GB HBM3", key="h100-80gb", mib=81559, cc=(9, 0))
+A100 = dict(name="NVIDIA A100 80GB", key="a100-80gb", mib=81920, cc=(8, 0))
+L4 = dict(name="NVIDIA L4", key="l4", mib=23034, cc=(8, 9))
+
+
+def deepseek_v2_lite() -> ModelSpec:
+    # deepseek-ai/DeepSeek-V2-Lite config.json: 27 layers, 16 heads (num_key_value_heads 16), MLA 512 + 64
+    return deepseek_v3(path="/models/dsv2-lite", attention=AttentionSpec(
+        kind="mla", num_layers=27, num_heads=16, num_kv_heads=16, head_dim=192, v_head_dim=128, kv_lora_rank=512,
+        qk_rope_head_dim=64, qk_nope_head_dim=128), mtp_layers=0)
+
+
+def gemma2_9b() -> ModelSpec:
+    types = tuple("sliding" if i % 2 == 0 else "full" for i in range(42))
+    return ModelSpec(path="/models/gemma-2-9b", format="hf", hidden_size=3584, intermediate_size=14336,
+                     vocab_size=256000, max_position_embeddings=8192, dtype="bfloat16",
+                     attention=AttentionSpec(kind="hybrid", num_layers=42, num_heads=16, num_kv_heads=8, head_dim=256,
+                                             sliding_window=4096, layer_types=types, num_sliding_layers=21,
+                                             num_full_layers=21),
+                     config={"max_position_embeddings": 8192, "model_type": "gemma2"})
+
+
+@pytest.mark.parametrize(("version", "per_layer"), [
+    ("0.6.4", 2 * 16 * 256 * 2),      # K and V of 16 heads padded to 256
+    ("0.7.0", 2 * 16 * 192 * 2),      # K and V of 16 heads of qk_nope + qk_rope
+    ("0.7.3", 640 * 2),               # latent 576 rounded up to 256 bytes (1,152 -> 1,280)
+    ("0.10.1", 576 * 2),              # the latent as is
+])
+def test_mla_cache_layout_follows_the_release(version, per_layer):
+    plan = plan_deployment(deployment(deepseek_v2_lite(), {"kv_cache_memory_bytes": str(4 * GiB),
+                                                           "max_model_len": 4096},
+                                      gpu=gpus(1, **H100), version=version))
+    assert plan.bytes_per_token_per_layer == per_layer
+    assert plan.kv_tokens == 4 * GiB // (16 * per_layer) // 27 * 16
+
+
+def test_mla_heads_are_split_by_tp_before_the_latent_cache():
+    spec = deepseek_v2_lite()
+    assert kv_bytes_per_token_per_layer(spec, 4, mla_layout="mha_padded_256") == 2 * 4 * 256 * 2
+    assert kv_bytes_per_token_per_layer(spec, 4, mla_layout="latent") == 576 * 2  # not divided by TP
+    with pytest.raises(BadInput):
+        kv_bytes_per_token_per_layer(spec, 1, mla_layout="paged")
+
+
+def test_vllm_mla_disable_stores_k_and_v_of_every_head():
+    dep = deployment(deepseek_v2_lite(), {"kv_cache_memory_bytes": str(GiB), "max_model_len": 4096},
+                     gpu=gpus(1, **H100), version="0.10.1", env={"VLLM_MLA_DISABLE": "1"})
+    plan = plan_deployment(dep)
+    assert plan.bytes_per_token_per_layer == 2 * 16 * 192 * 2
+    assert any("VLLM_MLA_DISABLE" in n for n in plan.notes)
+
+
+@pytest.mark.parametrize(("version", "gpu", "mnbt", "mns"), [
+    ("0.7.3", H100, 8192, 256),     # 0.7.x: H100/H200 by name; max_num_seqs stays 256
+    ("0.7.3", A100, 2048, 256),
+    ("0.8.5", A100, 8192, 1024),    # 0.8.x: any GPU with >= 70 GiB, A100 included
+    ("0.10.1", A100, 2048, 256),    # 0.9+: A100 excluded (PR #17885)
+    ("0.10.1", H100, 8192, 1024),
+    ("0.10.1", L4, 2048, 256),
+])
+def test_v1_serve_batch_defaults_per_release_and_gpu(version, gpu, mnbt, mns):
+    dep = deployment(llama_70b(), {"tensor_parallel_size": 4, "max_model_len": 8192}, gpu=gpus(4, **gpu),
+                     version=version, env={"VLLM_USE_V1": "1"})
+    plan = plan_deployment(dep)
+    assert (plan.max_num_batched_tokens, plan.max_num_seqs) == (mnbt, mns)
+
+
+@pytest.mark.parametrize(("gpu", "mnbt"), [(H100, 16384), (L4, 8192)])
+def test_llm_class_gets_the_offline_batch_budget(gpu, mnbt):
+    dep = deployment(llama_70b(), {"tensor_parallel_size": 4, "max_model_len": 32768}, gpu=gpus(4, **gpu),
+                     version="0.10.1")
+    serve = plan_deployment(dep)
+    offline = plan_deployment(replace(dep, launch=replace(dep.launch, program="LLM")))
+    assert offline.max_num_batched_tokens == mnbt > serve.max_num_batched_tokens
+
+
+@pytest.mark.parametrize(("version", "mnbt"), [("0.6.4", 512), ("0.6.6", 2048)])
+def test_v0_long_context_turns_on_chunked_prefill_with_the_release_budget(version, mnbt):
+    plan = plan_deployment(deployment(llama_70b(), {"tensor_parallel_size": 4, "max_model_len": 65536},
+                                      gpu=gpus(4, **H100), version=version))
+    assert plan.generation == "v0"
+    assert plan.max_num_batched_tokens == mnbt
+    short = plan_deployment(deployment(llama_70b(), {"tensor_parallel_size": 4, "max_model_len": 16384},
+                                       gpu=gpus(4, **H100), version=version))
+    assert short.max_num_batched_tokens == 16384  # max(max_model_len, 2048) without chunked prefill
+
+
+@pytest.mark.parametrize(("version", "env", "derived"), [
+    ("0.5.4", {}, 4096),                                     # always capped to the window
+    ("0.6.6", {}, 8192),                                     # runs as full attention, no cap
+    ("0.6.6", {"VLLM_ATTENTION_BACKEND": "XFORMERS"}, 4096),  # cap only with xformers
+    ("0.10.1", {}, 8192),                                    # V1: hybrid groups, no cap
+])
+def test_v0_caps_interleaved_sliding_window_models_to_the_window(version, env, derived):
+    plan = plan_deployment(deployment(gemma2_9b(), {"tensor_parallel_size": 8}, gpu=gpus(8, **L4),
+                                      version=version, env=env))
+    assert plan.max_model_len == derived
