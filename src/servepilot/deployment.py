@@ -60,7 +60,7 @@ def build_deployment(
     version_source = None
     installed = None if ssh_host else installed_version(module.ENGINE, program)
     if engine_version:
-        from servepilot.engines.flagtable import release_version
+        from servepilot.engines.knowledge import release_version
 
         release_version(engine_version)  # BadInput for a version that is not one
         version_source = "flag"

@@ -57,3 +57,15 @@ def test_known_range():
     assert kb.is_known_version("vllm", "0.16.0")
     assert not kb.is_known_version("vllm", "0.9.2")
     assert not kb.is_known_version("vllm", "1.2.0")
+
+
+def test_flagtable_and_knowledge_share_one_version_reader():
+    # the check engineer imports engines.knowledge, the command-line parser engines.flagtable:
+    # both names must stay, and must be the same implementation
+    from servepilot.engines import flagtable
+
+    assert flagtable.version_in is kb.version_in
+    assert flagtable.release_version is kb.release_version
+    assert kb.release_version("v0.16.0rc2.dev313") == kb.release_version("0.16.0")
+    assert kb.release_of("0.10.1.dev101+gbda9d0535") == "0.10.1"
+    assert kb.version_in("0.16.0rc1", "") and kb.version_in("0.16.0rc1", ">=0.16.0")

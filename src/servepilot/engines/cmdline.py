@@ -183,7 +183,7 @@ def _unknown_notes(module, program, unknown: list[str], version: str | None) -> 
 
 
 def _newer(version: str, than: str) -> bool:
-    from servepilot.engines.flagtable import release_version
+    from servepilot.engines.knowledge import release_version
 
     return release_version(version) > release_version(than)
 

@@ -14,6 +14,10 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 
+# One implementation of version matching (engines.knowledge); kept importable from here too.
+from servepilot.engines.knowledge import release_version as release_version
+from servepilot.engines.knowledge import version_in as version_in
+
 # Kinds that take no value on the command line.
 NO_VALUE_KINDS = frozenset({"bool", "store_true", "store_false", "negate"})
 
@@ -140,37 +144,6 @@ class VersionTable:
 
     def default_values(self) -> dict:
         return {dest: d["value"] for dest, d in self.defaults.items()}
-
-
-def version_in(version: str, specifier: str) -> bool:
-    """Whether the release that `version` leads to satisfies `specifier`.
-
-    "0.16.0rc2.dev313" counts as 0.16.0: the tables are read from release tags, and a nightly
-    of a release behaves like that release far more often than like the one before.
-    """
-    if not specifier:
-        return True
-    return release_version(version) in _specifier(specifier)
-
-
-@lru_cache(maxsize=256)
-def _specifier(text: str):
-    from packaging.specifiers import SpecifierSet
-
-    return SpecifierSet(text)
-
-
-@lru_cache(maxsize=64)
-def release_version(version: str):
-    from packaging.version import InvalidVersion, Version
-
-    from servepilot.errors import BadInput
-
-    try:
-        v = Version(str(version).strip().lstrip("vV"))
-    except InvalidVersion:
-        raise BadInput(f"engine version {version!r} is not a version number", hint="e.g. --engine-version 0.16.0") from None
-    return Version(".".join(str(p) for p in v.release))
 
 
 @lru_cache(maxsize=8)

@@ -34,10 +34,12 @@ class Fact:
         return self.data[key]
 
 
+@lru_cache(maxsize=256)
 def parse_version(text: str):
     """A packaging Version for an engine version string; BadInput when it is not one.
 
-    "v0.16.0" and "0.16.0rc2" and "0.10.1.dev101+gbda9d0535" are accepted.
+    "v0.16.0" and "0.16.0rc2" and "0.10.1.dev101+gbda9d0535" are accepted. This module is the
+    one place engine version strings are read (engines.flagtable re-exports these functions).
     """
     from packaging.version import InvalidVersion, Version
 
@@ -48,18 +50,35 @@ def parse_version(text: str):
         raise BadInput(f"engine version {text!r} is not a version number", hint="e.g. --engine-version 0.16.0") from None
 
 
+@lru_cache(maxsize=256)
+def release_version(text: str):
+    """The release a version string leads to, as a Version: "0.16.0rc2" -> Version("0.16.0")."""
+    from packaging.version import Version
+
+    return Version(".".join(str(p) for p in parse_version(text).release))
+
+
 def release_of(text: str) -> str:
     """The release a version string leads to: "0.16.0rc2" -> "0.16.0", "0.10.1.dev1+g" -> "0.10.1"."""
-    v = parse_version(text)
-    return ".".join(str(p) for p in v.release)
+    return str(release_version(text))
+
+
+@lru_cache(maxsize=256)
+def _specifier(text: str):
+    from packaging.specifiers import SpecifierSet
+
+    return SpecifierSet(text)
 
 
 def version_in(version: str, specifier: str) -> bool:
-    """Whether `version` (its release part) satisfies the PEP 440 `specifier`."""
-    from packaging.specifiers import SpecifierSet
-    from packaging.version import Version
+    """Whether `version` (its release part) satisfies the PEP 440 `specifier` ("" = any).
 
-    return Version(release_of(version)) in SpecifierSet(specifier)
+    Both are cached: parsing one command line asks this for every row of a flag table (~1,500
+    rows for vLLM), with only a handful of distinct versions and specifiers.
+    """
+    if not specifier:
+        return True
+    return release_version(version) in _specifier(specifier)
 
 
 @lru_cache(maxsize=64)
@@ -118,5 +137,5 @@ def is_known_version(engine: str, version: str) -> bool:
     from packaging.version import Version
 
     oldest, newest = known_range(engine)
-    v = Version(release_of(version))
+    v = release_version(version)
     return Version(oldest) <= v and v.release[:2] <= Version(newest).release[:2]
