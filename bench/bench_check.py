@@ -50,12 +50,17 @@ REFERENCE_CONFIGS = Path(__file__).resolve().parents[2] / "shared" / "reference"
 # A report without a version ran, most likely, the release current when it was filed. Issue
 # numbers grow with time, so each anchor is (issue or PR number, the version printed in that
 # thread's own log); a row's number takes the newest anchor at or below it. Sources: the
-# threads named, e.g. vllm-project/vllm#4202 prints "vLLM API server version 0.4.0.post1";
-# #31387 is dated 2025-12-26, after v0.13.0 reached PyPI (2025-12-18).
+# threads named, e.g. vllm-project/vllm#4202 prints "vLLM API server version 0.4.0.post1".
+# Anchors without a printed version pair an issue's date with the newest release on PyPI that
+# day (#7494 2024-08-14: 0.5.4; #11775 2025-01-06: 0.6.6; #13537 2025-02-19: 0.7.2; #15752
+# 2025-03-29: 0.8.2; #16959 2025-04-22: 0.8.4; #18390 2025-05-20: 0.9.0; #20170 2025-06-27:
+# 0.9.1; #26420 2025-10-08: 0.11.0; #31940 2026-01-08: 0.13.0). No anchor comes from a row
+# whose own version is unknown.
 ERAS = {
     "vllm": [(636, "0.1.2"), (4202, "0.4.0.post1"), (4232, "0.4.1"), (5976, "0.5.0.post1"), (7060, "0.5.3"),
-             (11560, "0.6.4"), (14723, "0.7.3"), (19542, "0.9.1"), (22800, "0.10.0"), (26431, "0.11.0"),
-             (29849, "0.11.2"), (31387, "0.13.0"), (39610, "0.19.0")],
+             (7494, "0.5.4"), (11560, "0.6.4"), (11775, "0.6.6"), (13537, "0.7.2"), (14723, "0.7.3"), (15752, "0.8.2"),
+             (16959, "0.8.4"), (18390, "0.9.0"), (19542, "0.9.1"), (22800, "0.10.0"), (26420, "0.11.0"),
+             (29849, "0.11.2"), (31940, "0.13.0"), (39610, "0.19.0")],
     # sgl-project/sglang#4330 prints 0.4.3.post2, #13471 runs the v0.5.4.post3 image
     "sglang": [(4330, "0.4.3.post2"), (13471, "0.5.4.post3")],
 }

@@ -76,6 +76,45 @@ def _backend_source(res, name: str) -> str:
 
 
 @rule(
+    "SP-ATTN-003", "attention_backend", "Logits soft-capping needs a backend that applies it (vLLM before 0.10)",
+    facts=("vLLM 0.5.1-0.5.3 refused every backend but FlashInfer for models with logits soft-capping (Gemma 2).",
+           "From 0.5.4 FlashAttention-2 applies it on compute capability 8.0+; below that vLLM falls back to XFormers, which raises 'XFormers does not support attention logits soft capping.'",
+           "VLLM_ATTENTION_BACKEND=FLASHINFER (with flashinfer installed) avoids both."),
+    sources=(KNOWLEDGE, "https://github.com/vllm-project/vllm/issues/7060", "https://github.com/vllm-project/vllm/issues/8929"),
+    engines=("vllm",),
+)
+def soft_cap_backend(dep, ctx) -> list[Finding]:
+    from servepilot.engines import knowledge as kb
+
+    spec = dep.spec
+    version = dep.engine_version  # as given: these releases predate the ones the resolver reads
+    if spec is None or version is None:
+        return []
+    cfg = spec.text_config or spec.config or {}
+    cap = next((cfg.get(k) for k in ("attn_logit_softcapping", "final_logit_softcapping") if cfg.get(k)), None)
+    row = kb.row_for(kb.load_file("vllm", "attention").get("logits_soft_cap", []), version)
+    if cap is None or row is None:
+        return []
+    env_backend = str((dep.launch.shell.env or {}).get("VLLM_ATTENTION_BACKEND", "")).upper()
+    if env_backend == row["needs_backend"]:
+        return []
+    cc = ctx.resolution.gpu_cc
+    if row.get("fa2_min_cc") is not None:
+        if cc is None or cc[0] * 10 + cc[1] >= row["fa2_min_cc"]:
+            return []
+        why = f"compute capability {cc[0]}.{cc[1]} has no FlashAttention-2 (needs {row['fa2_min_cc'] / 10:.1f}), so vLLM {version} falls back to XFormers"
+    else:
+        why = f"vLLM {version} applies soft-capping only in FlashInfer"
+    return [Finding("SP-ATTN-003", "attention_backend", "error", f"soft-capped attention ({cap}) has no backend here",
+                    f"The model caps attention logits; {why}. The engine will raise: {row['message']}",
+                    (Evidence(f"logits soft-capping {cap}", f"{spec.path}/config.json"), Evidence(f"soft-capping needs {row['needs_backend']} in this release", row.source)),
+                    (Remedy("env", f"VLLM_ATTENTION_BACKEND={row['needs_backend']} (pip install flashinfer)", "FlashInfer must be installed for this torch/CUDA",
+                            {"env": {"set": {"VLLM_ATTENTION_BACKEND": row["needs_backend"]}, "unset": []}}),
+                     Remedy("upgrade", "pip install 'vllm>=0.10.0'", "newer releases select a soft-capping backend themselves",
+                            {"upgrade": {"package": "vllm", "specifier": ">=0.10.0"}})))]
+
+
+@rule(
     "SP-ATTN-002", "attention_backend", "VLLM_ATTENTION_BACKEND is ignored or deprecated",
     facts=(
         "VLLM_ATTENTION_BACKEND was deprecated for --attention-backend (PR #26315) and honoured with a warning up to 0.14.x.",

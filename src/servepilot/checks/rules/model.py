@@ -18,6 +18,13 @@ def _arch_status(arch: str, version: str) -> tuple[str, str | None]:
     row = data["architectures"].get(arch)
     v = Version(kb.release_of(version))
     newest_read = Version(data["read"][-1])
+    if v < Version(data["read"][0]):
+        # older than the first registry read: only the architectures whose first release is known
+        early = data["early"]["since"].get(arch)
+        if early is not None:
+            return ("native" if v >= Version(early) else "absent"), early
+        # in no release read at all: older registries (which mostly grew) lack it too
+        return ("absent" if row is None else "unknown"), None
     if row is None:
         return ("absent" if v <= newest_read else "unknown"), None
     since = Version(row["since"])
@@ -35,7 +42,7 @@ def _arch_status(arch: str, version: str) -> tuple[str, str | None]:
 @rule(
     "SP-ARCH-001", "unsupported_arch", "Architecture not served by this engine version",
     facts=("vLLM serves the architectures in its model registry; others raise \"Model architectures [...] are not supported for now\" unless the Transformers backend can run the model.",
-           "servepilot knows the registry of each release it read (0.10.0 to 0.18.0)."),
+           "servepilot knows the registry of each release it read (0.10.0 to 0.18.0), and for older releases the first one that served some common architectures (Qwen3 0.8.5, Gemma 3 0.8.0, ...)."),
     sources=(ARCH_KNOWLEDGE, "vllm/model_executor/models/registry.py@v0.18.0"),
     engines=("vllm",),
 )
@@ -45,6 +52,8 @@ def architecture_known(dep, ctx) -> list[Finding]:
     if spec is None or not spec.architectures or version is None or spec.format == "gguf":
         return []
     arch = spec.architectures[0]
+    # the version as given: the resolver clamps releases older than the first one read to it
+    version = dep.engine_version or version
     status, since = _arch_status(arch, version)
     custom = spec.custom_code is not None and bool(spec.custom_code.auto_map)
     if status == "native":

@@ -31,6 +31,7 @@ def resolve(dep) -> Resolution:
             notes.append(f"vLLM {version} is outside the releases servepilot has read ({oldest} to {newest}); the nearest facts are used")
         elif kb.release_of(version) not in kb.load_file(ENGINE, "engine")["read_releases"]:
             notes.append(f"vLLM {kb.release_of(version)} itself was not read; facts of the releases around it are used")
+    given = version  # as asked: rows older than the oldest read release are looked up with it first
     version = _clamp(version)
 
     spec = dep.spec
@@ -50,7 +51,7 @@ def resolve(dep) -> Resolution:
     kv = resolve_kv_cache_dtype(dep, version, use_mla=use_mla, use_sparse=use_sparse)
     facts.extend(kv["facts"])
 
-    quant = resolve_quant(dep, version, cc)
+    quant = resolve_quant(dep, version, cc, given=given)
     if quant is not None and quant.source:
         facts.append(Fact(f"quantization {quant.method}: min capability {quant.min_cc}", quant.source))
 
@@ -514,11 +515,15 @@ def engine_quant_method(dep, cc: tuple[int, int] | None, version: str) -> str | 
     return method or None
 
 
-def resolve_quant(dep, version: str, cc: tuple[int, int] | None) -> QuantKernels | None:
+def resolve_quant(dep, version: str, cc: tuple[int, int] | None, *, given: str | None = None) -> QuantKernels | None:
+    """The method's kernels on this GPU. `given` is the version as asked, before clamping: a
+    method row for releases older than the oldest read one (e.g. fp8 "<0.5.1") wins over the
+    clamped version's row."""
     method = engine_quant_method(dep, cc, version)
     if method is None:
         return None
-    row = kb.row_for(kb.load_file(ENGINE, "quantization")["methods"].get(method, []), version)
+    rows = kb.load_file(ENGINE, "quantization")["methods"].get(method, [])
+    row = (kb.row_for(rows, given) if given else None) or kb.row_for(rows, version)
     if row is None:
         return QuantKernels(method=method, supported=True, linear=None, source="")
     if cc is None:

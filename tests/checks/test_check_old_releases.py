@@ -1,0 +1,78 @@
+"""Facts for releases older than the first one read (0.10.0): looked up with the version as given."""
+
+from __future__ import annotations
+
+import pytest
+from checkfixtures import GIB, codes, deployment, finding, llama_like
+
+from servepilot.checks import run_checks
+
+FP8 = {"quant_method": "fp8", "activation_scheme": "dynamic"}
+AWQ = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True, "version": "gemm"}
+
+
+@pytest.mark.parametrize("version, cc, minimum", [("0.4.1", (8, 6), 90), ("0.5.0", (8, 6), 89)])
+def test_fp8_before_marlin_is_refused_below_native(tmp_path, version, cc, minimum):
+    path = llama_like(tmp_path / "m", quant=FP8)
+    f = finding(run_checks(deployment(path, cc=cc, n=1, version=version, memory=24 * GIB)), "SP-QUANT-001")
+    assert f"Minimum capability: {minimum}. Current capability: 86." in f.detail
+
+
+def test_fp8_from_010_on_ampere_is_the_marlin_fallback_not_an_error(tmp_path):
+    path = llama_like(tmp_path / "m", quant=FP8)
+    result = run_checks(deployment(path, cc=(8, 6), n=1, version="0.10.0", memory=80 * GIB))
+    assert "SP-QUANT-001" not in codes(result) and "SP-QUANT-002" in codes(result)
+
+
+@pytest.mark.parametrize("version, fails", [("0.2.0", True), ("0.2.1", False)])
+def test_awq_on_turing_needed_80_until_021(tmp_path, version, fails):
+    path = llama_like(tmp_path / "m", quant=AWQ, dtype="float16")
+    assert ("SP-QUANT-001" in codes(run_checks(deployment(path, cc=(7, 5), n=1, version=version, memory=16 * GIB)))) is fails
+
+
+@pytest.mark.parametrize("version, status", [("0.7.3", "error"), ("0.8.0", None)])
+def test_gemma3_before_080_is_not_served(tmp_path, version, status):
+    path = llama_like(tmp_path / "m", arch="Gemma3ForCausalLM", model_type="gemma3_text")
+    result = run_checks(deployment(path, cc=(9, 0), n=1, version=version, memory=80 * GIB))
+    found = [f for f in result.findings if f.code == "SP-ARCH-001"]
+    assert (found[0].severity if found else None) == status
+    if found:
+        assert found[0].remedies[0].args == {"upgrade": {"package": "vllm", "specifier": ">=0.8.0"}}
+
+
+def test_old_release_architecture_not_in_the_early_list_is_unknown_not_absent(tmp_path):
+    # Qwen2ForCausalLM is in every registry read; its first release is not recorded
+    path = llama_like(tmp_path / "m", arch="Qwen2ForCausalLM", model_type="qwen2")
+    f = finding(run_checks(deployment(path, cc=(9, 0), n=1, version="0.6.0", memory=80 * GIB)), "SP-ARCH-001")
+    assert f.severity == "info"
+
+
+def test_architecture_absent_from_every_registry_read_is_absent_in_old_releases_too(tmp_path):
+    path = llama_like(tmp_path / "m", arch="Gemma2ForSequenceClassification", model_type="gemma2")
+    f = finding(run_checks(deployment(path, cc=(9, 0), n=1, version="0.6.5", memory=80 * GIB)), "SP-ARCH-001")
+    assert f.severity == "error"
+
+
+def _gemma2(tmp_path):
+    path = llama_like(tmp_path / "m", arch="Gemma2ForCausalLM", model_type="gemma2")
+    import json
+
+    cfg = json.loads((path / "config.json").read_text())
+    cfg["final_logit_softcapping"] = 30.0
+    (path / "config.json").write_text(json.dumps(cfg))
+    return path
+
+
+@pytest.mark.parametrize("version, cc, env, fails", [
+    ("0.5.3", (9, 0), {}, True),  # FlashInfer only, whatever the GPU
+    ("0.5.3", (9, 0), {"VLLM_ATTENTION_BACKEND": "FLASHINFER"}, False),
+    ("0.6.2", (7, 5), {}, True),  # T4: no FlashAttention-2, XFormers refuses
+    ("0.6.2", (8, 0), {}, False),
+    ("0.18.0", (7, 5), {}, False),  # not judged from the first release read on
+])
+def test_soft_capped_attention_backend(tmp_path, version, cc, env, fails):
+    result = run_checks(deployment(_gemma2(tmp_path), cc=cc, n=1, version=version, env=env, memory=80 * GIB))
+    assert ("SP-ATTN-003" in codes(result)) is fails
+    if fails:
+        f = finding(result, "SP-ATTN-003")
+        assert f.category == "attention_backend" and f.remedies[0].args["env"]["set"] == {"VLLM_ATTENTION_BACKEND": "FLASHINFER"}
