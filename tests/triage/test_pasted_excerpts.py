@@ -267,3 +267,13 @@ def test_unknown_error_after_a_lasting_readiness_is_still_not_blamed():
     d = triage_text(_sglang_start(warmup_fails=False))
     assert d.healthy
     assert d.root_cause is None
+
+
+def test_engine_core_echo_of_a_moe_kernel_check_is_read_for_its_inner_message():
+    # V1 repeats a worker's error inside "Worker failed with error '...'" when only the echo is pasted
+    log = (
+        "(EngineCore_DP0 pid=700) ERROR 05-02 10:00:00 [core.py:400] RuntimeError: Worker failed with error "
+        "'size_k must divisible by BLOCK_SIZE_K', please check the stack trace above for the root cause"
+    )
+    rc = triage_text(log).root_cause
+    assert rc is not None and rc.category == "tp_divisibility"
