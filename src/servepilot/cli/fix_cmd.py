@@ -138,23 +138,7 @@ def _render_no_choice(plan, as_json: bool) -> None:
     if as_json:
         from servepilot.cli.output import emit_json
 
-        emit_json(
-            "servepilot.fix/1",
-            {
-                "applied": None,
-                "remedy": None,
-                "dry_run": False,
-                "old_command": plan.old_command,
-                "new_command": None,
-                "overlay": None,
-                "pip_command": None,
-                "new_verdict": None,
-                "new_findings": [],
-                "new_resolved": {},
-                "written": None,
-                "options": _as_dict(plan.options),
-            },
-        )
+        emit_json("servepilot.fix/1", _fix_payload(plan, None, None, dry_run=False))  # every key None or empty
         return
     if not plan.has_errors:
         click.echo("nothing to fix: the check found no errors")

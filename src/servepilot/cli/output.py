@@ -7,6 +7,8 @@ import sys
 from typing import Any
 
 from servepilot.jsonable import to_jsonable
+from servepilot.units import gib as gib  # re-exported: the CLI's byte formatters live in units
+from servepilot.units import human_bytes as human_bytes
 
 
 def emit_json(schema: str, payload: dict[str, Any]) -> None:
@@ -40,15 +42,3 @@ def print_rows(rows, styles: dict[str, str] | None = None, title: str | None = N
     if title is not None:
         out.print(title)
     out.print(grid)
-
-
-def human_bytes(n: int | float | None) -> str:
-    """1.5 GiB style, binary units, as engines log memory."""
-    if n is None:
-        return "?"
-    n = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
-        n /= 1024
-    return f"{n:.2f} TiB"

@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from servepilot.units import UNIT_BYTES  # figures in these units are converted to bytes
+
 PHASE_ORDER = ("starting", "init", "weights", "profiling", "kv_cache", "cuda_graphs", "server")
 PHASE_LABELS = {
     "starting": "starting the process",
@@ -25,8 +27,7 @@ PHASE_LABELS = {
     "server": "starting the HTTP server",
 }
 
-# Figures converted to bytes; everything else is a number (commas allowed) or text.
-_UNIT_BYTES = {"B": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3, "GB": 10**9}
+# Figures without a unit are numbers (commas allowed) or text.
 _INT_FIELDS = {"kv_tokens", "max_model_len", "shard", "shards", "percent", "tp"}
 _TEXT_FIELDS = {"engine_version", "kv_cache_dtype"}
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -95,7 +96,7 @@ def _rule(row: dict[str, Any], fatal: bool) -> Rule:
 
 def _convert(name: str, raw: str, units: dict) -> Any:
     if name in units:
-        return int(round(float(raw) * _UNIT_BYTES[units[name]]))
+        return int(round(float(raw) * UNIT_BYTES[units[name]]))
     if name in _TEXT_FIELDS:
         return raw
     raw = raw.replace(",", "")
