@@ -49,7 +49,7 @@ REFERENCE_CONFIGS = Path(__file__).resolve().parents[2] / "shared" / "reference"
 # --- engine version by era -----------------------------------------------------------------
 # A report without a version ran, most likely, the release current when it was filed. Issue
 # numbers grow with time, so each anchor is (issue or PR number, the version printed in that
-# thread's own log); a row's number takes the newest anchor at or below it. Sources: the
+# thread's own log); a row's number takes the anchor nearest to it. Sources: the
 # threads named, e.g. vllm-project/vllm#4202 prints "vLLM API server version 0.4.0.post1".
 # Anchors without a printed version pair an issue's date with the newest release on PyPI that
 # day (#7494 2024-08-14: 0.5.4; #11775 2025-01-06: 0.6.6; #13537 2025-02-19: 0.7.2; #15752
@@ -77,8 +77,8 @@ def era_version(row: dict) -> str | None:
     if not m:
         return None
     number = int(m.group(1))
-    older = [v for n, v in ERAS[engine] if n <= number]
-    return older[-1] if older else ERAS[engine][0][1]
+    # the anchor nearest in number: issues close in number were filed close in time
+    return min(ERAS[engine], key=lambda anchor: abs(anchor[0] - number))[1]
 
 
 def engine_version(row: dict) -> tuple[str | None, str]:
@@ -155,6 +155,10 @@ def gpu_setup(row: dict, tp: int) -> tuple[object | None, str]:
     for pattern, name, cc, gib in OFF_CATALOG:
         if re.search(pattern, low):
             return _cluster(name, cc, gib * 2**30, count), f"off-catalog {name}"
+    mem = re.search(r"(\d+(?:\.\d+)?)\s*gi?b\b", low)
+    if mem and not re.search(r"capability|\bsm", low):
+        proxy = _catalog_with_memory(float(mem.group(1)))
+        return f"{proxy.key}x{count}", f"proxy {proxy.key} for a {mem.group(1)} GB GPU"
     m = re.search(r"(?:capability|\bsm)[\s_:]*(\d{1,2})\.?(\d)\b", low)
     if m:
         cc = (int(m.group(1)), int(m.group(2)))
@@ -168,6 +172,13 @@ def _catalog_with_cc(cc):
     from servepilot.hardware import catalog
 
     return next((m for m in catalog.models() if tuple(m.compute_capability or ()) == cc), None)
+
+
+def _catalog_with_memory(gib: float):
+    """The catalog GPU whose memory is nearest to a size the report names (44.53 GiB -> L40S)."""
+    from servepilot.hardware import catalog
+
+    return min(catalog.models(), key=lambda m: abs(m.memory_bytes / 2**30 - gib))
 
 
 def _cluster(name: str, cc: tuple[int, int], memory: int, count: int):
@@ -278,9 +289,14 @@ def family_guess(name: str) -> str | None:
     if not family:
         return None
     pool = [p for p in _guess_pool() if p[2] == family]
-    same = [p for p in pool if version and p[3] == version] or pool
+    major = version.split(".")[0] if version else None
+    same = ([p for p in pool if version and p[3] == version]
+            or [p for p in pool if major and p[3] and p[3].split(".")[0] == major] or pool)
     if not same:
         return None
+    # a checkpoint quantized as the name says (or not at all) before one quantized otherwise
+    want = (modelzoo.quantization_for(name) or {}).get("quant_method")
+    same = [p for p in same if (modelzoo.quantization_for(p[1]) or {}).get("quant_method") == want] or same
     if size is None:
         return same[0][1]
     sized = [p for p in same if p[4]] or same

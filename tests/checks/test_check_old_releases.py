@@ -76,3 +76,14 @@ def test_soft_capped_attention_backend(tmp_path, version, cc, env, fails):
     if fails:
         f = finding(result, "SP-ATTN-003")
         assert f.category == "attention_backend" and f.remedies[0].args["env"]["set"] == {"VLLM_ATTENTION_BACKEND": "FLASHINFER"}
+
+
+def test_no_backend_because_of_the_kv_dtype_is_a_kv_cache_dtype_finding(tmp_path):
+    from checkfixtures import kimi_like, sparse_mla
+
+    # Kimi-K2.5-NVFP4 on SM120 at 0.16: the checkpoint's fp8 KV leaves no MLA backend; bf16 KV would start
+    kimi = finding(run_checks(deployment(kimi_like(tmp_path / "k"), cc=(12, 0), n=8, version="0.16.0")), "SP-ATTN-001")
+    assert kimi.category == "kv_cache_dtype"
+    # DeepSeek-V3.2 sparse MLA on SM120: no backend whatever the KV dtype
+    dsv32 = finding(run_checks(deployment(sparse_mla(tmp_path / "s"), cc=(12, 0), n=8, version="0.16.0")), "SP-ATTN-001")
+    assert dsv32.category == "attention_backend"

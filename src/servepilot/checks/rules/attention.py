@@ -10,6 +10,24 @@ KNOWLEDGE = "servepilot/engines/vllm/knowledge/attention.yaml"
 KV_KNOWLEDGE = "servepilot/engines/vllm/knowledge/kv_cache.yaml"
 
 
+def _kv_dtype_is_the_cause(dep, ctx, res) -> bool:
+    """Whether the quantized KV cache is what breaks the launch: a kernel refused it after
+    selection, or the same command with a 16-bit KV cache finds a valid backend."""
+    kv = str(res.kv_cache_dtype or "auto")
+    if kv == "auto":
+        return False
+    if res.attention_backend and kv.startswith("fp8"):
+        return True  # the engine got past selection and a kernel refused the fp8 cache
+    # "auto" keeps a checkpoint's own fp8 KV scheme; an explicit 16-bit dtype overrides it
+    for sixteen_bit in ("auto", "bfloat16"):
+        if sixteen_bit != "auto" and sixteen_bit not in (res.kv_valid_values or ()):
+            continue
+        again = ctx.resolver.resolve_with(dep, kv_cache_dtype=sixteen_bit)
+        if not again.fails and str(again.kv_cache_dtype) in ("auto", "bfloat16", "float16"):
+            return True
+    return False
+
+
 def _evidence(facts) -> tuple[Evidence, ...]:
     return tuple(Evidence(f.fact, f.source) for f in facts)
 
@@ -50,8 +68,7 @@ def attention_backend_fails(dep, ctx) -> list[Finding]:
     remedies = kv_remedies(dep, ctx)
     if res.forced_backend and res.forced_by not in (None, "vLLM's SM100 default (check_and_update_config)"):
         remedies = [_unforce_remedy(res)] + remedies
-    # the engine got past selection and a kernel refused the fp8 cache: a KV dtype problem
-    category = "kv_cache_dtype" if res.attention_backend and str(res.kv_cache_dtype).startswith("fp8") else "attention_backend"
+    category = "kv_cache_dtype" if _kv_dtype_is_the_cause(dep, ctx, res) else "attention_backend"
     return [Finding(
         code="SP-ATTN-001", category=category, severity="error",
         title=f"{res.attention_backend} cannot use the {res.kv_cache_dtype} KV cache on compute capability {cc}" if res.attention_backend and not res.forced_backend
