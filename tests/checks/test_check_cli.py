@@ -29,7 +29,7 @@ def test_story_fails_with_exit_1_and_json_contract(tmp_path, capsys):
     assert list(obj)[:5] == ["schema", "verdict", "findings", "resolved", "plan"]
     assert obj["schema"] == "servepilot.check/1" and obj["verdict"] == "fail"
     first = obj["findings"][0]
-    assert first["code"] == "SP-ATTN-001" and first["category"] == "attention_backend"
+    assert first["code"] == "SP-ATTN-001" and first["category"] == "kv_cache_dtype"
     assert [r["kind"] for r in first["remedies"]][:3] == ["flag", "upgrade", "overlay"]
     assert obj["resolved"]["kv_cache_dtype"] == "fp8_e4m3"
 

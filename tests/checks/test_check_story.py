@@ -29,7 +29,7 @@ def test_016_on_sm120_fails_with_every_backend_reason(kimi):
     result = run_checks(deployment(kimi, version="0.16.0", options=STORY_OPTS, env=STORY_ENV))
     assert result.verdict == "fail"
     f = result.findings[0]
-    assert f.code == "SP-ATTN-001" and f.severity == "error" and f.category == "attention_backend"
+    assert f.code == "SP-ATTN-001" and f.severity == "error" and f.category == "kv_cache_dtype"  # a 16-bit KV cache would start: the fp8 KV is the cause
     assert "fp8_e4m3" in f.detail and "kv_cache_scheme" in f.detail
     # the engine's own list, in its priority order, with its reasons
     assert [c["backend"] for c in result.resolved["candidates"]] == ["FLASH_ATTN_MLA", "FLASHMLA", "FLASHINFER_MLA", "TRITON_MLA", "FLASHMLA_SPARSE"]
