@@ -45,3 +45,16 @@ def test_version_does_not_import_heavy_modules():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == "HEAVY="
+
+
+def test_every_verb_help_imports_no_heavy_module():
+    """`servepilot VERB --help` imports the verb's module: its top must stay light (< 0.15 s start)."""
+    code = (
+        "import sys; from servepilot.cli.main import COMMANDS, main\n"
+        "for verb in COMMANDS: main([verb, '--help'])\n"
+        "heavy = [m for m in ('rich', 'numpy', 'gguf', 'httpx', 'huggingface_hub', 'pynvml', 'yaml', 'jsonpatch',"
+        " 'psutil', 'sqlite3', 'platformdirs') if m in sys.modules]\n"
+        "print('HEAVY=' + ','.join(heavy))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "HEAVY="
