@@ -78,10 +78,17 @@ def version_for(row: dict) -> str | None:
     log = row.get("log_lines") or ""
     if m := re.search(r"(?:LLM engine \(v|server version )v?([\d.]+)", log):
         return m.group(1).rstrip(".")
+    # Else by the log format (the lines each release prints; vllm/worker/worker.py per tag):
+    if "Memory profiling results: total_gpu_memory=" in log:
+        return "0.6.4"  # the only release with this one-line V0 profile summary
+    if re.search(r"# CUDA blocks|non_torch_memory takes", log):
+        return "0.7.3"  # V0 summary of 0.6.5 - 0.8 (memory_profiling, executor_base.py)
+    if re.search(r"# GPU blocks: \d+\s*$", log, re.M) and "CPU blocks" not in log:
+        return "0.7.3"  # V1 before "GPU KV cache size" (PR #13596): the opt-in engine of 0.7.x
     if "VLLM_USE_V1=1" in log or "GPU KV cache size" in log:
         return None  # a V1 log: the planner's assumed version
-    if "# GPU blocks" in log or "# cuda blocks" in log:
-        return "0.6.0"  # V0 log format
+    if "# GPU blocks" in log:
+        return "0.6.0"  # V0 before 0.6.4: all releases 0.4 - 0.6.3 profile alike
     return None
 
 

@@ -114,3 +114,30 @@ def test_v0_caps_interleaved_sliding_window_models_to_the_window(version, env, d
     plan = plan_deployment(deployment(gemma2_9b(), {"tensor_parallel_size": 8}, gpu=gpus(8, **L4),
                                       version=version, env=env))
     assert plan.max_model_len == derived
+
+
+def test_v0_non_torch_counts_the_cuda_context_only_in_0_6_4():
+    # 0.6.4 measures total - free - torch memory (context included); 0.6.5+ measures the growth
+    # since the worker's baseline snapshot, as 0.5.x measured growth since init: same spec, same GPU.
+    def plan(version):
+        return plan_deployment(deployment(llama_70b(), {"tensor_parallel_size": 4, "max_model_len": 4096},
+                                          gpu=gpus(4, **H100), version=version))
+
+    def term(p, name):
+        return next(t.bytes for t in p.terms if t.name == name)
+
+    p054, p064, p066 = plan("0.5.4"), plan("0.6.4"), plan("0.6.6")
+    assert term(p064, "non_torch") > term(p066, "non_torch") == term(p054, "non_torch")
+    assert p066.available_kv_bytes - p064.available_kv_bytes == term(p064, "non_torch") - term(p066, "non_torch")
+
+
+def test_v0_sampler_warm_up_sorts_float32_logits_of_every_sequence():
+    from servepilot.planning.facts import fact
+
+    # a short max_model_len: the profile's sampler over 256 x vocab outweighs the forward pass
+    plan = plan_deployment(deployment(llama_70b(), {"tensor_parallel_size": 4, "max_model_len": 2048},
+                                      gpu=gpus(4, **H100), version="0.6.6"))
+    per_logit = fact("vllm", "sampler_bytes_per_logit", "0.6.6").value
+    peak = next(t.bytes for t in plan.terms if t.name == "activation_peak")
+    assert per_logit >= 2 + 4 + 8 + 4 + 8  # model-dtype logits, float32 copy, sort inputs and outputs
+    assert peak == pytest.approx(256 * 128256 * per_logit, rel=0.01)
