@@ -277,3 +277,12 @@ def test_engine_core_echo_of_a_moe_kernel_check_is_read_for_its_inner_message():
     )
     rc = triage_text(log).root_cause
     assert rc is not None and rc.category == "tp_divisibility"
+
+
+def test_a_wrapped_message_vaguer_than_its_wrapper_does_not_replace_it():
+    # gloo's "peer went away" is only a generic distributed error; the capture failure is the cause
+    capture = "Exception: Capture cuda graph failed: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [10.1.2.3]:41234"
+    assert triage_text(capture).root_cause.category == "cuda_graph"
+    # ... while a vague wrapper (the engine core's echo) still gives way to a generic inner message
+    echo = "RuntimeError: Worker failed with error 'NCCL error: unhandled system error', please check the stack trace above for the root cause"
+    assert triage_text(echo).root_cause.category == "nccl_distributed"

@@ -12,7 +12,8 @@ and how it ranks:
   repeat an error printed elsewhere: "Engine core initialization failed");
 - `benign: true` rows are known non-failures (a fallback notice) and never a root cause;
 - `unwrap: NAME` names the group holding a wrapped message ("Worker failed with error
-  '...'"): the inner message is matched again and wins when it matches;
+  '...'"): the inner message is matched again and wins when it matches at a tier no vaguer
+  than the wrapper's;
 - `refine` rules re-categorise by context (the traceback frames and nearby error lines),
   e.g. a CUDA OOM inside CUDA graph capture is `cuda_graph`, not `oom_weights`;
 - `analyzer` names a function below that reads a structured message (the attention
@@ -229,7 +230,9 @@ class Matcher:
         sig, groups = raw
         if sig.unwrap and groups.get(sig.unwrap):
             inner = self._raw(groups[sig.unwrap][:4000], skip_echo=True)
-            if inner is not None and not inner[0].benign:
+            # The wrapped message wins unless it is vaguer than the wrapper: SGLang's "Capture
+            # cuda graph failed: <gloo: Connection closed by peer>" is a capture failure first.
+            if inner is not None and not inner[0].benign and TIERS.index(inner[0].tier) <= TIERS.index(sig.tier):
                 return self._finish(inner[0], inner[1], message + "\n" + context)
         return self._finish(sig, groups, context + "\n" + message)
 
