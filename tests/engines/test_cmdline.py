@@ -318,7 +318,7 @@ def test_value_problems_are_noted_not_fatal():
     assert launch.options["kv_cache_memory_bytes"] == 20 * 2**30
     assert any("vLLM accepts '20G'" in n for n in launch.notes)
     assert launch.options["tensor_parallel_size"] == "two"
-    assert any("tensor_parallel_size = 'two' is not a valid int" in n for n in launch.notes)
+    assert any("tensor_parallel_size = 'two' is not a whole number: the engine's parser rejects it" in n for n in launch.notes)
 
 
 def test_json_rendering_survives_quotes():

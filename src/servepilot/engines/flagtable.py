@@ -194,6 +194,16 @@ def human_int(text: str) -> tuple[int, str | None]:
     return int(value), None
 
 
+# What each kind of value looks like, in the operator's words (for the note on a bad value).
+_KIND_WORDS = {
+    "int": "a whole number",
+    "float": "a number",
+    "human_int": "a whole number (vLLM also reads 32k = 32,000 and 32K = 32,768)",
+    "human_int_or_auto": "a whole number, 32k / 32K, or auto",
+    "json": "JSON",
+}
+
+
 def convert_value(kind: str, raw: str, dest: str) -> tuple[object, str | None]:
     """A typed value for `raw`, and a problem in words when the engine would reject it.
 
@@ -229,8 +239,9 @@ def convert_value(kind: str, raw: str, dest: str) -> tuple[object, str | None]:
                 return json.loads(stripped), None
             except json.JSONDecodeError:
                 return raw, None
-    except (ValueError, json.JSONDecodeError) as exc:
-        return raw, f"{dest} = {raw!r} is not a valid {kind} value ({exc.__class__.__name__})"
+    except (ValueError, json.JSONDecodeError):
+        what = _KIND_WORDS.get(kind, f"a {kind} value")
+        return raw, f"{dest} = {raw!r} is not {what}: the engine's parser rejects it at start-up"
     return raw, None
 
 
