@@ -1,0 +1,66 @@
+"""The corpus bench's row readers: eras, GPU texts, command forms, family guesses (no shared/ files)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+import bench_check as bench  # noqa: E402
+
+
+@pytest.mark.parametrize("row, version", [
+    ({"engine": "vllm", "id": "vllm-4202-x", "source_url": None}, "0.4.0.post1"),
+    ({"engine": "vllm", "id": "x", "source_url": "https://github.com/vllm-project/vllm/issues/16901"}, "0.8.4"),
+    ({"engine": "vllm", "id": "x", "source_url": "https://github.com/vllm-project/vllm/issues/31936"}, "0.13.0"),
+    ({"engine": "vllm", "id": "qwen-16-x", "source_url": "https://github.com/QwenLM/Qwen/issues/16"}, None),
+])
+def test_era_from_the_issue_number(row, version):
+    assert bench.era_version(row) == version
+
+
+def test_row_version_then_image_tag_then_era():
+    assert bench.engine_version({"engine": "vllm", "engine_version": "v0.10.1.dev101+gbda9d0535"}) == ("0.10.1.dev101", "row")
+    row = {"engine": "vllm", "engine_version": None, "flags": "docker run vllm/vllm-openai:v0.7.3 --model m", "id": "vllm-19542-x"}
+    assert bench.engine_version(row) == ("0.7.3", "image tag")
+
+
+@pytest.mark.parametrize("text, count", [
+    ("NVIDIA RTX PRO 6000 Blackwell x8 (SM120), TP=8 + EP", 8), ("8xA100-PCIE-40GB", 8), ("A100 80GB x2", 2),
+    ("3x V100 32G", 3), ("8 GPUs (tensor_parallel_size=8)", 8), ("two GPUs", 2), ("NVIDIA RTX 3090", None),
+])
+def test_gpu_counts(text, count):
+    assert bench.gpu_count(text) == count
+
+
+@pytest.mark.parametrize("text, key", [
+    ("NVIDIA RTX PRO 6000 Blackwell x8 (SM120)", "rtx-pro-6000-blackwell-workstation"),
+    ("8xA100-PCIE-40GB", "a100-pcie-40gb"), ("NVIDIA H20 x8", "h20"), ("Tesla V100-SXM2-32GB", "v100-sxm2-32gb"),
+])
+def test_catalog_names(text, key):
+    assert bench.catalog_gpu(text).key == key
+
+
+def test_off_catalog_and_capability_only_gpus():
+    cluster, how = bench.gpu_setup({"gpu": "2x Tesla P100-PCIE-16GB"}, tp=1)
+    assert cluster.gpus[0].compute_capability == (6, 0) and len(cluster.gpus) == 2 and "off-catalog" in how
+    flag, how = bench.gpu_setup({"gpu": "GPU with compute capability 7.5"}, tp=1)
+    assert flag == "t4x1" and "proxy" in how
+
+
+def test_commands_from_docker_kwargs_and_fragments(tmp_path):
+    argvs, form = bench.command_for({"engine": "vllm", "gpu": None, "flags": "docker run --gpus all -e VLLM_USE_FLASH_ATTN=0 vllm/vllm-openai:latest --model Qwen/Qwen3-4B-AWQ --max-model-len 4096"}, tmp_path)
+    assert form == "command line" and argvs[0][:3] == ["VLLM_USE_FLASH_ATTN=0", "vllm", "serve"] and argvs[0][-2:] == ["--max-model-len", "4096"]
+    argvs, form = bench.command_for({"engine": "vllm", "gpu": None, "flags": "tensor_parallel_size=3, dtype='half'"}, tmp_path)
+    assert form == "python kwargs" and "--tensor-parallel-size" in argvs[0] and "half" in argvs[0]
+    argvs, _ = bench.command_for({"engine": "vllm", "gpu": "H100 (TP=8)", "flags": None}, tmp_path)
+    assert argvs[0][-2:] == ["--tensor-parallel-size", "8"]
+
+
+def test_family_guess_takes_the_nearest_size_of_the_family():
+    assert bench.family_guess("Qwen1.5-32B") == "Qwen/Qwen2.5-32B"
+    assert bench.family_guess("LLaMA-2-13B-chat").lower().startswith("meta-llama/llama-2-13b")
+    assert bench.family_guess("WizardLM-33B") is None
