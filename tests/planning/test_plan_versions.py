@@ -141,3 +141,37 @@ def test_v0_sampler_warm_up_sorts_float32_logits_of_every_sequence():
     peak = next(t.bytes for t in plan.terms if t.name == "activation_peak")
     assert per_logit >= 2 + 4 + 8 + 4 + 8  # model-dtype logits, float32 copy, sort inputs and outputs
     assert peak == pytest.approx(256 * 128256 * per_logit, rel=0.01)
+
+
+def _fp32_llama(**over) -> ModelSpec:
+    return replace(llama_70b(), dtype="float32", config={"max_position_embeddings": 131072, "torch_dtype": "float32"},
+                   **over)
+
+
+def test_float32_checkpoint_loads_in_16_bits_unless_asked_for_float32():
+    from planning_builders import tensor, with_tensors
+
+    layers = [tensor(f"model.layers.{i}.mlp.down_proj.weight", 8192, 28672, itemsize=4) for i in range(80)]
+    layers += [replace(tensor("model.embed_tokens.weight", 128256, 8192, itemsize=4), dtype="F32"),
+               replace(tensor("lm_head.weight", 128256, 8192, itemsize=4), dtype="F32")]
+    spec = with_tensors(_fp32_llama(), [replace(t, dtype="F32") for t in layers])
+    stored = sum(t.nbytes for t in spec.weights.tensors)
+
+    def weights(options):
+        plan = plan_deployment(deployment(spec, {"max_model_len": 4096, **options}, gpu=gpus(1, **H100),
+                                          version="0.10.1"))
+        return next(t.bytes for t in plan.terms if t.name == "weights")
+
+    auto, fp32 = weights({}), weights({"dtype": "float32"})
+    assert fp32 == pytest.approx(stored, rel=0.001)   # vocab padding to 64 aside
+    assert auto == pytest.approx(stored / 2, rel=0.001)
+
+
+def test_float32_index_total_is_halved_for_a_16_bit_run():
+    from servepilot.checkpoint.spec import WeightsInfo
+    from servepilot.planning.weights import split_weights
+
+    total = 282_214_825_984  # a float32 70B index: 70.55e9 parameters x 4 bytes
+    spec = _fp32_llama(weights=WeightsInfo(source="index", total_bytes=total, shards=30, index_total_bytes=total))
+    assert split_weights(spec, run_dtype="float32").total_bytes == total
+    assert split_weights(spec, run_dtype="bfloat16").total_bytes == pytest.approx(total / 2, rel=0.001)

@@ -54,13 +54,14 @@ def plan_vllm(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list[
     cuda_total = gpu.memory_bytes - int(reserved.value)
     mnbt, mns = _vllm_batch(launch, spec, gpu, cuda_total, generation, max_model_len, f)
 
-    split = split_weights(spec, tp=tp, pp=pp, dp=dp, expert_parallel=ep, vocab_padding=int(f("vocab_padding").value))
+    mdtype = kvmod.model_dtype_name(spec, option(launch, "dtype"))
+    split = split_weights(spec, tp=tp, pp=pp, dp=dp, expert_parallel=ep, vocab_padding=int(f("vocab_padding").value),
+                          run_dtype=mdtype)
     notes.extend(split.notes)
     per_stage = list(split.per_stage)
     if weights_override is not None:
         per_stage = [weights_override] * len(per_stage)
 
-    mdtype = kvmod.model_dtype_name(spec, option(launch, "dtype"))
     rt = _runtime(launch, spec, f, generation=generation, tp=tp, pp=pp, ep=ep, mnbt=mnbt, mns=mns, mdtype=mdtype,
                   backend=backend)
     requested = math.ceil(cuda_total * util)

@@ -77,11 +77,23 @@ def classify(name: str) -> str:
 
 
 def split_weights(spec: ModelSpec, *, tp: int = 1, pp: int = 1, dp: int = 1,
-                  expert_parallel: bool = False, vocab_padding: int = 64) -> WeightsSplit:
-    """Per-GPU weight bytes for each pipeline stage."""
+                  expert_parallel: bool = False, vocab_padding: int = 64, run_dtype: str | None = None) -> WeightsSplit:
+    """Per-GPU weight bytes for each pipeline stage.
+
+    run_dtype: the dtype the engine runs the model in. A float32 checkpoint run in 16 bits
+    (vLLM's "auto" casts float32 down: config.py _get_and_verify_dtype) loads its float32
+    tensors at half their stored size; quantization scales keep their dtype.
+    """
+    downcast = (run_dtype or "").lower() in ("bfloat16", "float16", "half") and _stored_float32(spec)
     tensors, source, exact, notes = _tensors(spec)
+    if downcast:
+        tensors, notes = _cast_float32(spec, tensors, source, run_dtype), (
+            *notes, f"float32 checkpoint loaded as {run_dtype}: its float tensors take half their stored size")
+        exact = exact and source == "safetensors"
     if not tensors:
         total = _known_total(spec)
+        if total is not None and downcast:
+            total //= 2
         if total is None:
             from servepilot.errors import BadInput
 
@@ -128,6 +140,10 @@ def split_weights(spec: ModelSpec, *, tp: int = 1, pp: int = 1, dp: int = 1,
     if source == "index":
         # Architecture proportions scaled to the index's exact total.
         index_total = _known_total(spec) or loaded_total
+        if downcast:
+            # the index counts the float32 bytes: keep the proportion that is loaded in 16 bits
+            stored = sum(t.nbytes for t in architecture_tensors(spec))
+            index_total = int(index_total * sum(t.nbytes for t in tensors) / stored) if stored else index_total
         scale = index_total / (loaded_total + skipped_mtp) if loaded_total else 1.0
         loaded_total = int(loaded_total * scale)
     return WeightsSplit(
@@ -139,6 +155,23 @@ def split_weights(spec: ModelSpec, *, tp: int = 1, pp: int = 1, dp: int = 1,
         fallback_tensors=tuple(fallback),
         notes=notes,
     )
+
+
+def _stored_float32(spec: ModelSpec) -> bool:
+    return (spec.dtype or "").lower() in ("float32", "float")
+
+
+_SCALE = re.compile(r"(scale|scale_inv|zeros|qzeros|g_idx)$")
+
+
+def _cast_float32(spec: ModelSpec, tensors: list[TensorInfo], source: str, run_dtype: str) -> list[TensorInfo]:
+    """The tensors as loaded in a 16-bit run dtype: F32 weights at 2 bytes an element."""
+    from dataclasses import replace
+
+    if source != "safetensors":  # synthetic: rebuild the architecture in the run dtype
+        return architecture_tensors(replace(spec, dtype=run_dtype))
+    return [replace(t, nbytes=t.nbytes // 2) if str(t.dtype).upper() in ("F32", "FLOAT32") and not _SCALE.search(t.name)
+            else t for t in tensors]
 
 
 def _share(kind, t: TensorInfo, *, tp, kv_heads, num_experts, ep, expert_parallel, vocab, vocab_padding) -> float:
