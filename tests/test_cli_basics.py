@@ -58,3 +58,16 @@ def test_every_verb_help_imports_no_heavy_module():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == "HEAVY="
+
+
+def test_usage_errors_are_one_line_naming_the_verb(capsys):
+    assert main(["inspect", "--no-such-option", "x"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert "--no-such-option" in err[0] and "servepilot inspect --help" in err[0]
+
+
+def test_missing_argument_is_one_line(capsys):
+    assert main(["triage"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "LOG" in err[0]

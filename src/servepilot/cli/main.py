@@ -82,9 +82,14 @@ def main(argv: list[str] | None = None) -> int:
     except click.exceptions.Abort:
         click.echo("servepilot: aborted", err=True)
         return 130
+    except click.UsageError as exc:
+        # one line, like every other bad input; the verb's --help is where to look next
+        verb = exc.ctx.command_path if exc.ctx is not None else "servepilot"
+        click.echo(f"servepilot: error: {exc.format_message()} (see '{verb} --help')", err=True)
+        return 2
     except click.ClickException as exc:
         exc.show()
-        return 2 if exc.exit_code == 1 or isinstance(exc, click.UsageError) else exc.exit_code
+        return 2 if exc.exit_code == 1 else exc.exit_code
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except KeyboardInterrupt:
