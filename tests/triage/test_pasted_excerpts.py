@@ -286,3 +286,17 @@ def test_a_wrapped_message_vaguer_than_its_wrapper_does_not_replace_it():
     # ... while a vague wrapper (the engine core's echo) still gives way to a generic inner message
     echo = "RuntimeError: Worker failed with error 'NCCL error: unhandled system error', please check the stack trace above for the root cause"
     assert triage_text(echo).root_cause.category == "nccl_distributed"
+
+
+def test_frames_without_an_exception_line_do_not_swallow_the_error_after_them():
+    # a faulthandler-style dump (frames, no header, no exception line), then an error line
+    log = "\n".join(
+        [
+            '  File "/venv/vllm/distributed/parallel_state.py", line 990 in init_distributed_environment',
+            '  File "/venv/vllm/worker/worker.py", line 180 in init_device',
+            "ERROR 05-02 10:00:00 [core.py:400] the device went away while the worker was starting",
+        ]
+    )
+    rc = triage_text(log).root_cause
+    assert rc is not None
+    assert "device went away" in rc.message

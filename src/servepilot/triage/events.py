@@ -95,6 +95,7 @@ class _Open:
     lines: list[str] = field(default_factory=list)
     first: tuple[int, LogLine] | None = None
     numbers: list[int] = field(default_factory=list)  # block mode: the line number of each line
+    headerless: bool = False  # tb mode opened by a frame line, not by "Traceback (most recent call last)"
 
 
 _PASTE_MARKUP = re.compile(r"^[*`>_\s]+")  # issue excerpts: **bold**, `code`, > quotes
@@ -244,11 +245,17 @@ class Assembler:
             if key == self._inline_key:
                 self._inline_key = None
             return
+        message_line = bool(msg) and not _FRAME.match(msg) and not _indented(ll.text, msg) and bool(msg.strip("^~ "))
+        if opened and opened.mode == "tb" and opened.headerless and message_line:
+            # frames without a header are only the run of frame and code lines; a message line
+            # ends them (a faulthandler dump has frames but no exception line to close it)
+            del self._open[key]
+            opened = None
         if opened and opened.mode == "tb":
             opened.lines.append(ll.text)
             if len(opened.lines) > _FRAMES_KEPT:
                 del opened.lines[1:-_FRAMES_KEPT]
-            if msg and not _FRAME.match(msg) and not _indented(ll.text, msg):
+            if message_line:
                 # A message printed inside a traceback (transformers prints "The repository
                 # for X contains custom code ..." before an EOFError): a signature may know it.
                 self._add(ErrorEvent(line_no, ll.process, ll.pid, self.launch, None, msg, [], ll.text, is_error=False))
@@ -257,7 +264,7 @@ class Assembler:
             # a traceback pasted or cut without its header line: its frames are the context
             if opened is not None:
                 self._close_block(key)
-            self._open[key] = _Open("tb", [ll.text])
+            self._open[key] = _Open("tb", [ll.text], headerless=True)
             return
         is_error_line = ll.level in ("ERROR", "CRITICAL") or (
             ll.level is None and _PLAIN_ERROR.search(msg) is not None
