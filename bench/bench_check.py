@@ -357,9 +357,25 @@ def write_model(root: Path, row_id: str, files: dict, engine: str) -> Path:
         path.mkdir(parents=True)
         for fname, content in files.items():
             (path / fname).write_text(content if isinstance(content, str) else json.dumps(content, indent=1))
+    _write_custom_code_stubs(path)
     if engine == "llama.cpp":
         return write_gguf(path)
     return path
+
+
+def _write_custom_code_stubs(path: Path) -> None:
+    """The Python files config.json's auto_map names: a published checkpoint ships them."""
+    config = path / "config.json"
+    if not config.is_file():
+        return
+    auto_map = json.loads(config.read_text()).get("auto_map") or {}
+    for ref in auto_map.values():
+        for one in ref if isinstance(ref, list) else [ref]:
+            if isinstance(one, str) and "." in one:
+                module = one.split("--")[-1].rsplit(".", 1)[0]
+                stub = path / f"{module}.py"
+                if not stub.exists():
+                    stub.write_text("# stand-in for the checkpoint's own code\n")
 
 
 def write_gguf(checkpoint: Path) -> Path:
@@ -552,14 +568,17 @@ def main(argv: list[str]) -> int:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         for row in rows:
-            dep, how = build_row(row, Path(tmp))
-            if dep is None:
-                skipped.append((row, how))
-                continue
             try:
+                dep, how = build_row(row, Path(tmp))
+                if dep is None:
+                    skipped.append((row, how))
+                    continue
                 result = run_checks(dep)
             except ServepilotError as exc:
-                skipped.append((row, {"skipped": f"check failed: {exc.one_line()}", **how}))
+                skipped.append((row, {"skipped": f"check failed: {exc.one_line()}"}))
+                continue
+            except Exception as exc:  # noqa: BLE001 - one row's defect must not end the measurement
+                skipped.append((row, {"skipped": f"internal error (a bug to fix): {type(exc).__name__}: {exc}"}))
                 continue
             results.append((row, result, how))
     elapsed = time.perf_counter() - started
