@@ -1,12 +1,16 @@
 """Benchmark `servepilot triage`: top-1 accuracy on the failure corpus, and speed on 1 GB.
 
 Prints figures; it is not a test. Run:
-    python bench/bench_triage.py [CORPUS.jsonl] [--size-mb 1024] [--keep DIR]
+    python bench/bench_triage.py [CORPUS.jsonl ...] [--size-mb 1024] [--keep DIR] [--skip-speed]
+
+Any JSON-lines file whose rows carry `error_excerpt` and `category` (and optionally `id`)
+is a corpus: the dev corpus by default, or held-out sets kept outside the repository.
 
 Figures reported (targets from issue 8):
   accuracy     each row's error_excerpt triaged as a log; predicted vs expected category,
-               top-1 hit rate (rows without an excerpt are skipped). When triage finds no
-               failure, the category of a benign note (a known fallback notice) is the
+               top-1 hit rate (rows without an excerpt are skipped), then per expected
+               category: hits/rows and what the misses were predicted as. When triage finds
+               no failure, the category of a benign note (a known fallback notice) is the
                prediction, since the row then describes that notice.
   throughput   triage of a generated vLLM-like log (eight workers interleaved, tqdm
                progress bars redrawn with \\r, request lines, the error near the end) in a
@@ -30,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter, defaultdict
 from pathlib import Path
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "failures-dev.jsonl"
@@ -43,6 +48,7 @@ def accuracy(corpus: Path) -> None:
         print(f"accuracy: skipped, {corpus} not found")
         return
     hits = total = 0
+    per_category: dict[str, Counter] = defaultdict(Counter)  # expected -> predicted counts
     print(f"accuracy on {corpus}:")
     for raw in corpus.read_text(encoding="utf-8").splitlines():
         if not raw.strip():
@@ -62,9 +68,15 @@ def accuracy(corpus: Path) -> None:
         ok = predicted == row.get("category")
         hits += ok
         total += 1
+        per_category[str(row.get("category"))][str(predicted)] += 1
         print(f"  {'hit ' if ok else 'MISS'}  expected {row.get('category'):<20} got {str(predicted):<20} {via:<34} {row.get('id')}")
     if total:
         print(f"accuracy: top-1 category {hits}/{total} = {hits / total:.1%}")
+        for expected in sorted(per_category):
+            got = per_category[expected]
+            rows = sum(got.values())
+            misses = ", ".join(f"{p} x{n}" for p, n in got.most_common() if p != expected)
+            print(f"  {expected:<22} {got[expected]}/{rows}" + (f"   missed as: {misses}" if misses else ""))
 
 
 def _block(rng: random.Random, minute: int) -> bytes:
@@ -210,12 +222,13 @@ def speed(size_mb: int, keep: Path | None) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("corpus", nargs="?", type=Path, default=DEFAULT_CORPUS)
+    ap.add_argument("corpus", nargs="*", type=Path, default=[DEFAULT_CORPUS])
     ap.add_argument("--size-mb", type=int, default=1024)
     ap.add_argument("--keep", type=Path, help="keep the generated log in this directory (and reuse it)")
     ap.add_argument("--skip-speed", action="store_true")
     args = ap.parse_args()
-    accuracy(args.corpus)
+    for corpus in args.corpus:
+        accuracy(corpus)
     if not args.skip_speed:
         speed(args.size_mb, args.keep)
     sys.stdout.flush()
