@@ -40,7 +40,7 @@ DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "kvcache-d
 
 # nvidia-smi "total" memory per GPU kind, MiB (pattern on the lower-case GPU text).
 GPUS: list[tuple[str, str, int]] = [
-    (r"a100.*80", "NVIDIA A100 80GB", 81920), (r"a100", "NVIDIA A100 40GB", 40960),
+    (r"a100.*80", "NVIDIA A100-SXM4-80GB", 81920), (r"a100", "NVIDIA A100-SXM4-40GB", 40960),
     (r"(?<!g)h100.*nvl", "NVIDIA H100 NVL", 95830), (r"(?<!g)h100", "NVIDIA H100 80GB HBM3", 81559),
     (r"(?<!g)h200", "NVIDIA H200", 143771), (r"h20\b", "NVIDIA H20", 97871), (r"b200", "NVIDIA B200", 183359),
     (r"l40s|l40\b", "NVIDIA L40S", 46068), (r"\bl4\b", "NVIDIA L4", 23034), (r"a10g|\ba10\b", "NVIDIA A10G", 23028),
@@ -67,8 +67,15 @@ def gpu_for(text: str | None) -> tuple[Gpu | None, int]:
         return Gpu(0, "GPU", None, int(float(m.group(1)) * GiB) + reserved, None), count
     for pattern, name, mib in GPUS:
         if re.search(pattern, low):
-            return Gpu(0, name, None, mib * MiB, None), count
+            return Gpu(0, name, None, mib * MiB, _compute_capability(name)), count
     return None, count
+
+
+def _compute_capability(name: str) -> tuple[int, int] | None:
+    from servepilot.hardware.catalog import match_nvml_name
+
+    model = match_nvml_name(name)
+    return model.compute_capability if model else None
 
 
 def version_for(row: dict) -> str | None:

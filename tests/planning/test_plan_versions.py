@@ -175,3 +175,31 @@ def test_float32_index_total_is_halved_for_a_16_bit_run():
     spec = _fp32_llama(weights=WeightsInfo(source="index", total_bytes=total, shards=30, index_total_bytes=total))
     assert split_weights(spec, run_dtype="float32").total_bytes == total
     assert split_weights(spec, run_dtype="bfloat16").total_bytes == pytest.approx(total / 2, rel=0.001)
+
+
+@pytest.mark.parametrize(("gpu", "tp", "inter", "hidden"), [
+    (A100, 4, 768, 3072),    # Marlin: 2,880 / 4 = 720 -> 768 (x128), hidden 2,880 -> 3,072 (x256)
+    (A100, 1, 2944, 3072),   # the H100-without-triton_kernels figure of issue #23278 is the same rule
+    (H100, 4, 768, 2880),    # Triton: 720 -> 768 (x64), hidden unpadded
+    (H100, 2, 1472, 2880),   # Triton: 1,440 -> 1,472
+    (dict(name="NVIDIA B200", key="b200", mib=183359, cc=(10, 0)), 4, 768, 3072),  # FlashInfer: x256
+])
+def test_mxfp4_experts_are_padded_to_the_kernel_multiples(gpu, tp, inter, hidden):
+    from planning_builders import gpt_oss
+
+    from servepilot.checkpoint.spec import QuantSpec
+
+    spec = gpt_oss(quant=QuantSpec(method="mxfp4"))
+    base = plan_deployment(deployment(spec, {"tensor_parallel_size": tp, "max_model_len": 8192},
+                                      gpu=gpus(tp, **gpu), version="0.10.0"))  # before gpt-oss: no rule
+    padded = plan_deployment(deployment(spec, {"tensor_parallel_size": tp, "max_model_len": 8192},
+                                        gpu=gpus(tp, **gpu), version="0.10.1"))
+    factor = inter * hidden / (2880 // tp * 2880)
+
+    def experts(plan):
+        return next(t.bytes for t in plan.terms if t.name == "weights")
+
+    from servepilot.planning.weights import split_weights
+
+    expert_share = split_weights(spec, tp=tp).by_kind["expert"]
+    assert experts(padded) - experts(base) == pytest.approx(expert_share * (factor - 1), rel=0.01, abs=2)

@@ -56,7 +56,7 @@ def plan_vllm(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list[
 
     mdtype = kvmod.model_dtype_name(spec, option(launch, "dtype"))
     split = split_weights(spec, tp=tp, pp=pp, dp=dp, expert_parallel=ep, vocab_padding=int(f("vocab_padding").value),
-                          run_dtype=mdtype)
+                          run_dtype=mdtype, expert_padding=_mxfp4_padding(spec, gpu, f, notes))
     notes.extend(split.notes)
     per_stage = list(split.per_stage)
     if weights_override is not None:
@@ -247,6 +247,23 @@ def _v0_interleaved_cap(launch, spec: ModelSpec, derived_len: int, f, notes: lis
                          f"derived max_model_len to the window ({window:,})")
             return window
     return derived_len
+
+
+def _mxfp4_padding(spec: ModelSpec, gpu: Gpu, f, notes: list[str]) -> tuple[int, int] | None:
+    """(intermediate, hidden) multiples the MXFP4 MoE kernel for this GPU pads experts to."""
+    q = spec.quant
+    if q is None or (q.method or "").lower() != "mxfp4" or spec.moe is None:
+        return None
+    row = f("mxfp4_moe_padding")
+    if row.value == "none":
+        return None
+    cc = gpu.compute_capability
+    if not cc:
+        notes.append("GPU compute capability unknown: MXFP4 expert padding not applied")
+        return None
+    key = "below_90" if cc[0] < 9 else "sm100" if tuple(cc[:2]) == (10, 0) else "triton"
+    rule = row.get(key)
+    return (int(rule["intermediate"]), int(rule["hidden"])) if rule else None
 
 
 def _mla_layout(launch, spec: ModelSpec, version: str, f, notes: list[str]) -> str:

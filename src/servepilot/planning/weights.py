@@ -77,7 +77,8 @@ def classify(name: str) -> str:
 
 
 def split_weights(spec: ModelSpec, *, tp: int = 1, pp: int = 1, dp: int = 1,
-                  expert_parallel: bool = False, vocab_padding: int = 64, run_dtype: str | None = None) -> WeightsSplit:
+                  expert_parallel: bool = False, vocab_padding: int = 64, run_dtype: str | None = None,
+                  expert_padding: tuple[int, int] | None = None) -> WeightsSplit:
     """Per-GPU weight bytes for each pipeline stage.
 
     run_dtype: the dtype the engine runs the model in. A float32 checkpoint run in 16 bits
@@ -85,6 +86,7 @@ def split_weights(spec: ModelSpec, *, tp: int = 1, pp: int = 1, dp: int = 1,
     tensors at half their stored size; quantization scales keep their dtype.
     """
     downcast = (run_dtype or "").lower() in ("bfloat16", "float16", "half") and _stored_float32(spec)
+    pad = _expert_pad_factor(spec, tp=1 if expert_parallel else tp, multiples=expert_padding)
     tensors, source, exact, notes = _tensors(spec)
     if downcast:
         tensors, notes = _cast_float32(spec, tensors, source, run_dtype), (
@@ -123,6 +125,8 @@ def split_weights(spec: ModelSpec, *, tp: int = 1, pp: int = 1, dp: int = 1,
         loaded_total += t.nbytes
         share = _share(kind, t, tp=tp, kv_heads=kv_heads, num_experts=num_experts, ep=ep,
                        expert_parallel=expert_parallel, vocab=vocab, vocab_padding=vocab_padding)
+        if kind == "expert":
+            share *= pad
         if kind in ("fallback", "vision"):
             fallback.append(t.name)
         for s, rng in enumerate(stages[: len(per_stage)]):
@@ -130,6 +134,9 @@ def split_weights(spec: ModelSpec, *, tp: int = 1, pp: int = 1, dp: int = 1,
                 per_stage[s] += share
                 if s == 0:
                     by_kind[kind] = by_kind.get(kind, 0) + share
+    if pad != 1.0:
+        notes = (*notes, f"MXFP4 experts padded to the kernel's multiples when loaded: x{pad:.3f}")
+        exact = False
     if skipped_mtp:
         notes = (*notes, f"{skipped_mtp:,} B in layers past num_hidden_layers (MTP) are not loaded without speculative decoding")
     if fallback:
@@ -155,6 +162,20 @@ def split_weights(spec: ModelSpec, *, tp: int = 1, pp: int = 1, dp: int = 1,
         fallback_tensors=tuple(fallback),
         notes=notes,
     )
+
+
+def _expert_pad_factor(spec: ModelSpec, *, tp: int, multiples: tuple[int, int] | None) -> float:
+    """How much larger the routed experts are once their intermediate size per partition and
+    hidden size are rounded up to (intermediate, hidden) multiples (mxfp4_moe_padding)."""
+    if not multiples or spec.moe is None or not spec.hidden_size:
+        return 1.0
+    inter = spec.moe.expert_intermediate_size or spec.intermediate_size
+    if not inter:
+        return 1.0
+    part = max(1, inter // max(1, tp))
+    hidden = spec.hidden_size
+    mi, mh = multiples
+    return (cdiv(part, mi) * mi) * (cdiv(hidden, mh) * mh) / (part * hidden)
 
 
 def _stored_float32(spec: ModelSpec) -> bool:
