@@ -28,6 +28,7 @@ import re
 from dataclasses import dataclass, replace
 
 from servepilot.triage.events import Assembler, ErrorEvent
+from servepilot.triage.keywords import guess_category
 from servepilot.triage.lines import parse_line
 from servepilot.triage.markers import stall_phase
 from servepilot.triage.signatures import Match, Matcher, TriageRemedy
@@ -108,11 +109,21 @@ def _cause(group: _Group) -> Cause:
     count = len(group.keys) if processes else group.occurrences
     if m is not None:
         category, signature, explanation = m.category, m.signature.id, m.explanation
+        if m.tier == "echo" and category == "other":
+            # a wrapper around a message no signature knows: its words may still say what failed
+            guess = guess_category(ev.message)
+            if guess is not None:
+                category = guess[0]
+                explanation += f" The wrapped message names {guess[1]!r}: a {category} failure (a guess from its words)."
     else:
         category, signature = "other", None
         what = ev.exc_type or "An error"
         where = f" in {ev.process}" if ev.process else ""
         explanation = f"{what}{where} that no servepilot signature knows; the excerpt is the engine's own words."
+        guess = guess_category(ev.message)
+        if guess is not None:
+            category = guess[0]
+            explanation += f" Its message names {guess[1]!r}, so it is filed under {category} (a guess from its words)."
     return Cause(
         category=category,
         signature=signature,
