@@ -112,6 +112,23 @@ OFF_CATALOG = [
 _NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "six": 6, "eight": 8}
 
 
+DOCKER_DEFAULT_SHM = 64 * 2**20  # `docker run` without --shm-size or --ipc=host
+_SIZE_UNITS = {"": 1, "b": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+
+
+def container_shm(flags: str) -> int | None:
+    """/dev/shm of the container a `docker run` line starts, or None (not docker, or the host's)."""
+    line = next((ln for ln in flags.splitlines() if re.search(r"\b(docker|podman)\s+run\b", ln)), None)
+    if line is None:
+        return None
+    if re.search(r"--ipc[= ]+host", line):
+        return None
+    m = re.search(r"--shm-size[= ]+(\d+(?:\.\d+)?)\s*([kmgt]?)b?\b", line.lower())
+    if m:
+        return int(float(m.group(1)) * _SIZE_UNITS[m.group(2)])
+    return DOCKER_DEFAULT_SHM
+
+
 def gpu_count(text: str) -> int | None:
     """The GPU count a report writes: 'x8', '8x H100', 'TP=8', '8 GPUs', 'two GPUs'."""
     low = text.lower()
@@ -553,6 +570,10 @@ def build_row(row: dict, tmp: Path):
             continue
         if gpu is not None and not isinstance(gpu, str):
             dep = dataclasses.replace(dep, cluster=gpu)
+        shm = container_shm(row.get("flags") or "")
+        if shm is not None:
+            dep = dataclasses.replace(dep, cluster=dataclasses.replace(dep.cluster, shm_bytes=shm))
+            how["gpu"] += f"; container /dev/shm {shm // 2**20} MiB"
         if argv is not argvs[0]:
             how["flags"] += f" (fallback: {last.one_line() if last else 'fewer flags'})"
         return dep, how

@@ -64,3 +64,13 @@ def test_family_guess_takes_the_nearest_size_of_the_family():
     assert bench.family_guess("Qwen1.5-32B") == "Qwen/Qwen2.5-32B"
     assert bench.family_guess("LLaMA-2-13B-chat").lower().startswith("meta-llama/llama-2-13b")
     assert bench.family_guess("WizardLM-33B") is None
+
+
+@pytest.mark.parametrize("flags, shm", [
+    ("docker run --gpus all vllm/vllm-openai:latest --model m --tensor-parallel-size 2", 64 * 2**20),
+    ("docker run --gpus all --shm-size=16g vllm/vllm-openai:latest --model m", 16 * 2**30),
+    ("docker run --gpus all --ipc=host vllm/vllm-openai:latest --model m", None),
+    ("vllm serve m --tensor-parallel-size 2", None),
+])
+def test_container_shm_from_the_docker_line(flags, shm):
+    assert bench.container_shm(flags) == shm
