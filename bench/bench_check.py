@@ -220,8 +220,6 @@ EXTRA_MODELS: dict[str, dict] = {
     # deepseek-ai/DeepSeek-V3.2 (V3 shapes + the sparse-attention indexer)
     "deepseek-v3.2": {"config.json": dict(MLA_V3, architectures=["DeepseekV32ForCausalLM"], model_type="deepseek_v32", index_topk=2048),
                       "tokenizer_config.json": {"tokenizer_class": "LlamaTokenizerFast"}},
-    # Qwen/Qwen1.5-7B-Chat(-GPTQ-Int4): 32 heads, no GQA
-    "qwen1.5-7b": {"config.json": modelzoo.qwen(32, 4096, 32, 32, 11008, 151936, 32768)},
     # Qwen/Qwen1.5-32B-Chat(-AWQ)
     "qwen1.5-32b": {"config.json": modelzoo.qwen(64, 5120, 40, 8, 27392, 152064, 32768)},
     # OpenGVLab/InternVL2-8B: custom configuration code (auto_map), InternLM2 language model
@@ -307,8 +305,12 @@ def family_guess(name: str) -> str | None:
         return None
     pool = [p for p in _guess_pool() if p[2] == family]
     major = version.split(".")[0] if version else None
-    same = ([p for p in pool if version and p[3] == version]
-            or [p for p in pool if major and p[3] and p[3].split(".")[0] == major] or pool)
+
+    def near(cands):  # a same-version model of a very different size has other shapes
+        return [p for p in cands if size is None or not p[4] or 1 / 1.5 <= p[4] / size <= 1.5]
+
+    same = (near([p for p in pool if version and p[3] == version])
+            or near([p for p in pool if major and p[3] and p[3].split(".")[0] == major]) or pool)
     if not same:
         return None
     # a checkpoint quantized as the name says (or not at all) before one quantized otherwise
