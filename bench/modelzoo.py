@@ -129,6 +129,7 @@ FAMILIES: list[Family] = [
                                    arch="MixtralForCausalLM", num_local_experts=8, num_experts_per_tok=2),
            "mistralai/Mixtral-8x22B-v0.1"),
     # Qwen: Qwen/<name>/config.json
+    Family(r"qwen1\.5-7b", qwen(32, 4096, 32, 32, 11008, 151936, 32768), "Qwen/Qwen1.5-7B-Chat"),
     Family(r"qwen2(\.5)?-math-1\.5b", qwen(28, 1536, 12, 2, 8960, 151936, 4096, tie=True), "Qwen/Qwen2.5-Math-1.5B"),
     Family(r"qwen2(\.5)?-0\.5b", qwen(24, 896, 14, 2, 4864, 151936, 32768, tie=True), "Qwen/Qwen2.5-0.5B"),
     Family(r"qwen2(\.5)?-1\.5b", qwen(28, 1536, 12, 2, 8960, 151936, 32768, tie=True), "Qwen/Qwen2.5-1.5B"),

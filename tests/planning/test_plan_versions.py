@@ -203,3 +203,11 @@ def test_mxfp4_experts_are_padded_to_the_kernel_multiples(gpu, tp, inter, hidden
 
     expert_share = split_weights(spec, tp=tp).by_kind["expert"]
     assert experts(padded) - experts(base) == pytest.approx(expert_share * (factor - 1), rel=0.01, abs=2)
+
+
+@pytest.mark.parametrize(("version", "mnbt"), [("0.6.4", 512), ("0.7.3", 2048)])
+def test_v0_mla_long_context_profiles_the_chunked_budget(version, mnbt):
+    # 0.7.x switches chunked prefill off for MLA only after max_num_batched_tokens was sized
+    plan = plan_deployment(deployment(deepseek_v2_lite(), {"max_model_len": 65536}, gpu=gpus(1, **H100),
+                                      version=version))
+    assert plan.generation == "v0" and plan.max_num_batched_tokens == mnbt

@@ -201,10 +201,12 @@ def _vllm_batch(launch, spec: ModelSpec, gpu: Gpu, cuda_total: int, generation: 
         d = f("v0_batch_defaults")
         mns = mns or int(d.get("max_num_seqs"))
         if chunked_opt is None:
-            # interleaved sliding windows run as full attention in V0 (see v0_interleaved_window_cap)
+            # interleaved sliding windows run as full attention in V0 (see v0_interleaved_window_cap).
+            # MLA does not matter here: 0.7.x turns chunked prefill off for MLA only after the
+            # scheduler config has sized max_num_batched_tokens (config.py@v0.7.3 VllmConfig).
             types = set(kvmod.layer_types(spec))
             uniform_window = types == {"sliding"}
-            chunked = max_model_len > 32768 and not spec.is_mla and not uniform_window
+            chunked = max_model_len > 32768 and not uniform_window
         else:
             chunked = as_bool(chunked_opt)
         if mnbt is None:
