@@ -93,7 +93,7 @@ def test_llm_class_gets_the_offline_batch_budget(gpu, mnbt):
     assert offline.max_num_batched_tokens == mnbt > serve.max_num_batched_tokens
 
 
-@pytest.mark.parametrize(("version", "mnbt"), [("0.6.4", 512), ("0.6.6", 2048)])
+@pytest.mark.parametrize(("version", "mnbt"), [("0.5.1", 65536), ("0.6.4", 512), ("0.6.6", 2048)])
 def test_v0_long_context_turns_on_chunked_prefill_with_the_release_budget(version, mnbt):
     plan = plan_deployment(deployment(llama_70b(), {"tensor_parallel_size": 4, "max_model_len": 65536},
                                       gpu=gpus(4, **H100), version=version))

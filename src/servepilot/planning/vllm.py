@@ -206,7 +206,8 @@ def _vllm_batch(launch, spec: ModelSpec, gpu: Gpu, cuda_total: int, generation: 
             # scheduler config has sized max_num_batched_tokens (config.py@v0.7.3 VllmConfig).
             types = set(kvmod.layer_types(spec))
             uniform_window = types == {"sliding"}
-            chunked = max_model_len > 32768 and not uniform_window
+            chunked = (max_model_len > 32768 and not uniform_window
+                       and bool(f("v0_long_context_chunked").value))
         else:
             chunked = as_bool(chunked_opt)
         if mnbt is None:
