@@ -33,6 +33,7 @@ NEEDLELESS = {
     "request-exceeds-context": "request-time error returned to the client",
     "process-killed-oom": "the last line of the log",
     "llamacpp-quantized-v-cache-needs-fa": "followed by 'failed to create context'; the end of a failed start",
+    "bus-error-shm": "the raylet prints its /dev/shm shortage as it dies: the last lines of the log",
     "sglang-capture-failed": "the advice lines close the 'Capture cuda graph failed' exception they belong to",
     "no-cuda-gpu": "llama.cpp's old 'no CUDA devices found' is a start-up line; a failed start ends there",
     "chat-template-render-error": "llama.cpp's 'Jinja Exception' is a request error returned to the client",
