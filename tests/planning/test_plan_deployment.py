@@ -229,9 +229,14 @@ def test_lengths_take_k_suffixes_like_vllm():
 
 def test_hybrid_groups_only_where_the_engine_has_them():
     opts = {"tensor_parallel_size": 2, "kv_cache_memory_bytes": 20 * GiB}
-    assert plan_deployment(deployment(gpt_oss(), opts, version="0.9.2")).kv_groups == 1
+    # 0.8.5 turns sliding-window specs into full attention; 0.9.2 has the hybrid groups
+    assert plan_deployment(deployment(gpt_oss(), opts, version="0.8.5")).kv_groups == 1
+    assert plan_deployment(deployment(gpt_oss(), opts, version="0.9.2")).kv_groups == 2
     assert plan_deployment(deployment(gpt_oss(), {**opts, "disable_hybrid_kv_cache_manager": True})).kv_groups == 1
     assert plan_deployment(deployment(gpt_oss(), opts, version="0.10.1")).kv_groups == 2
+    # a KV transfer connector turns the hybrid manager off (config.py@v0.9.2 / @v0.11.0)
+    connector = {**opts, "kv_transfer_config": '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}'}
+    assert plan_deployment(deployment(gpt_oss(), connector, version="0.10.1")).kv_groups == 1
 
 
 def test_given_kv_memory_must_still_fit_on_the_gpu():

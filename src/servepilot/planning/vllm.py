@@ -97,7 +97,12 @@ def plan_vllm(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list[
     mla_layout = _mla_layout(launch, spec, version, f, notes)
     bpl = kvmod.kv_bytes_per_token_per_layer(spec, tp, dtype, mdtype, mla_layout=mla_layout)
     types = kvmod.layer_types(spec)
-    hybrid = bool(f("hybrid_kv_cache_manager").value) and not as_bool(option(launch, "disable_hybrid_kv_cache_manager"))
+    hybrid_fact = f("hybrid_kv_cache_manager")
+    hybrid = bool(hybrid_fact.value) and not as_bool(option(launch, "disable_hybrid_kv_cache_manager"))
+    if hybrid and hybrid_fact.get("disabled_by_kv_transfer") and option(launch, "kv_transfer_config"):
+        hybrid = False
+        if len(set(kvmod.layer_types(spec))) > 1:
+            notes.append("--kv-transfer-config turns the hybrid KV cache manager off: sliding layers are sized as full")
     within_25pct = f("hybrid_group_size").value != "min"
     capacity_args = dict(
         types=types, window=kvmod.sliding_window(spec), bytes_per_token_per_layer=bpl,
