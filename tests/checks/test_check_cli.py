@@ -23,7 +23,10 @@ def test_story_fails_with_exit_1_and_json_contract(tmp_path, capsys):
     assert main(_story(path, "0.16.0")) == 1
     text = capsys.readouterr().out
     assert text.splitlines()[0].startswith("verdict: FAIL")
-    assert text.index("SP-ATTN-001") < text.index("SP-CODE-002") < text.index("resolved:")
+    assert text.index("SP-ATTN-001") < text.index("SP-CODE-002") < text.index("vllm 0.16.0 will use")
+    # what the engine will use comes after the findings, in words: no backend is valid
+    used = text[text.index("vllm 0.16.0 will use"):]
+    assert "fp8_e4m3" in used and "none valid" in used and "memory per GPU" in used
     assert main(["check", "--json"] + _story(path, "0.16.0")[1:]) == 1
     obj = json.loads(capsys.readouterr().out)
     assert list(obj)[:5] == ["schema", "verdict", "findings", "resolved", "plan"]

@@ -68,19 +68,68 @@ def render(result) -> None:
                 echo(f"    {i}. ({r.kind}) {r.change}")
                 echo(f"       trade-off: {r.tradeoff}")
     echo("")
-    echo(click.style("resolved:", bold=True))
-    for key, value in result.resolved.items():
-        if key == "candidates":
-            continue
-        if value is not None:
-            echo(f"  {key}: {value}")
+    for line in resolved_lines(result.resolved):
+        echo(line)
     if result.plan:
-        echo(click.style("plan:", bold=True))
-        for key, value in result.plan.items():
-            if isinstance(value, (str, int, float, bool)):
-                echo(f"  {key}: {value}")
+        echo(plan_line(result.plan))
     for note in result.notes:
         echo(click.style(f"note: {note}", dim=True))
+
+
+def resolved_lines(resolved: dict) -> list[str]:
+    """What the engine will use, in the words an operator scans for (the JSON has it all)."""
+
+    engine = f"{resolved.get('engine', 'engine')} {resolved.get('engine_version') or '(version unknown)'}"
+    cc = resolved.get("compute_capability")
+    head = click.style(f"{engine} will use" + (f" (compute capability {cc})" if cc else "") + ":", bold=True)
+    lines = [head]
+    kv = resolved.get("kv_cache_dtype")
+    if kv:
+        storage = resolved.get("kv_cache_storage")
+        extra = f", stored as {storage}" if storage and storage != kv else ""
+        block = f" · block {resolved['block_size']}" if resolved.get("block_size") else ""
+        lines.append(f"  KV cache      {kv}{extra}{block}")
+    if "attention_backend" in resolved:
+        backend = resolved.get("attention_backend") or click.style("none valid", fg="red")
+        forced = f" (forced {resolved['forced_backend']})" if resolved.get("forced_backend") else ""
+        mla = f" · MLA, head size {resolved['head_size']}" if resolved.get("use_mla") else ""
+        lines.append(f"  attention     {backend}{forced}{mla}")
+    quant = resolved.get("quantization")
+    if quant:
+        kernels = resolved.get("quant_kernels") or {}
+        parts = [f"{k} {v}" for k, v in kernels.items() if k != "fallback" and v]
+        if kernels.get("fallback"):
+            parts.append(click.style("weight-only fallback", fg="yellow"))
+        lines.append(f"  quantization  {quant}" + (f" · {' · '.join(parts)}" if parts else ""))
+    shown = {"engine", "engine_version", "compute_capability", "kv_cache_dtype", "kv_cache_storage",
+             "block_size", "attention_backend", "forced_backend", "use_mla", "head_size", "quantization",
+             "quant_kernels", "candidates"}
+    for key, value in resolved.items():
+        if key not in shown and value not in (None, "", [], {}):
+            lines.append(f"  {key.replace('_', ' '):<13} {value}")
+    return lines
+
+
+def plan_line(plan: dict) -> str:
+    """One line of the memory plan: weights, KV budget, tokens, concurrency, fit."""
+    from servepilot.units import gib
+
+    parts = []
+    if plan.get("weights_per_gpu_bytes") is not None:
+        parts.append(f"{gib(plan['weights_per_gpu_bytes'])} weights")
+    if plan.get("available_kv_bytes") is not None:
+        exact = "" if plan.get("available_exact") else " (estimate)"
+        parts.append(f"{gib(plan['available_kv_bytes'])} KV{exact}")
+    if plan.get("kv_tokens") is not None:
+        parts.append(f"{plan['kv_tokens']:,} tokens")
+    if plan.get("max_concurrency") is not None and plan.get("max_model_len"):
+        parts.append(f"{plan['max_concurrency']:.2f}x at {plan['max_model_len']:,}")
+    fits = plan.get("fits")
+    if fits is not None:
+        parts.append(click.style("fits", fg="green") if fits else click.style("does not fit", fg="red"))
+    if plan.get("measured"):
+        parts.append("measured by an earlier run")
+    return click.style("memory per GPU: ", bold=True) + " · ".join(parts) + "  (servepilot plan for the table)"
 
 
 @click.command()
@@ -88,7 +137,13 @@ def render(result) -> None:
 @click.option("--engine-version", metavar="VERSION", help="Also list the knowledge rows that hold for this engine version.")
 @JSON_OPTION
 def explain(code, engine_version, as_json):
-    """Show the facts behind rule CODE (e.g. SP-ATTN-001) and where they were read."""
+    """Show the facts behind rule CODE (e.g. SP-ATTN-001) and where they were read.
+
+    \b
+    Examples:
+      servepilot explain SP-ATTN-001
+      servepilot explain SP-KV-001 --engine-version 0.16.0   # with the knowledge rows for that release
+    """
     from servepilot.checks.registry import find_rule, load_rules
     from servepilot.errors import BadInput
 
