@@ -211,3 +211,17 @@ def test_v0_mla_long_context_profiles_the_chunked_budget(version, mnbt):
     plan = plan_deployment(deployment(deepseek_v2_lite(), {"max_model_len": 65536}, gpu=gpus(1, **H100),
                                       version=version))
     assert plan.generation == "v0" and plan.max_num_batched_tokens == mnbt
+
+
+def test_v1_before_0_9_2_counts_the_cuda_context_as_non_torch_memory():
+    def non_torch(version, env=None):
+        plan = plan_deployment(deployment(llama_70b(), {"tensor_parallel_size": 4, "max_model_len": 4096},
+                                          gpu=gpus(4, **H100), version=version, env=env))
+        return plan.generation, next(t.bytes for t in plan.terms if t.name == "non_torch")
+
+    gen085, nt085 = non_torch("0.8.5")
+    gen085_v0, nt085_v0 = non_torch("0.8.5", {"VLLM_USE_V1": "0"})
+    gen092, nt092 = non_torch("0.9.2")
+    assert (gen085, gen085_v0, gen092) == ("v1", "v0", "v1")
+    # total - free - torch memory (context included) in 0.8.x V1; growth since a snapshot otherwise
+    assert nt085 > nt092 and nt085 > nt085_v0

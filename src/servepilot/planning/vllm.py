@@ -174,8 +174,9 @@ def _runtime(launch, spec: ModelSpec, f, *, generation: str, tp: int, pp: int, e
             ws_basis = f" + {backend} workspace {workspace / GiB:.2f} GiB ({ws.source})"
     peak += workspace
     nt = f("non_torch_bytes")
+    vals = nt.get(generation) or nt.data  # a row may say how the other engine generation measures
     after_init = generation == "v1" and f("snapshot_after_distributed_init").value
-    non_torch = int(nt.get("base")) + (int(nt.get("per_tp_group")) if tp * pp > 1 and not after_init else 0)
+    non_torch = int(vals["base"]) + (int(vals["per_tp_group"]) if tp * pp > 1 and not after_init else 0)
     subtracted = bool(generation == "v1" and f("cudagraph_subtracted").value)
     eager = as_bool(option(launch, "enforce_eager"))
     cg = f("cudagraph_bytes")
