@@ -225,3 +225,18 @@ def test_v1_before_0_9_2_counts_the_cuda_context_as_non_torch_memory():
     assert (gen085, gen085_v0, gen092) == ("v1", "v0", "v1")
     # total - free - torch memory (context included) in 0.8.x V1; growth since a snapshot otherwise
     assert nt085 > nt092 and nt085 > nt085_v0
+
+
+def test_from_0_21_kv_tokens_are_concurrency_times_max_model_len():
+    from planning_builders import gpt_oss
+
+    def plan(version):
+        return plan_deployment(deployment(gpt_oss(), {"tensor_parallel_size": 2, "max_model_len": 100_000,
+                                                      "kv_cache_memory_bytes": str(20 * GiB)},
+                                          gpu=gpus(2, **H100), version=version))
+
+    old, new = plan("0.16.0"), plan("0.21.0")
+    assert old.num_blocks == new.num_blocks
+    assert old.kv_tokens == old.num_blocks // old.kv_groups * 16
+    # hybrid: a request holds only the window in sliding layers, so the concurrency count is larger
+    assert new.kv_tokens == int(new.max_concurrency * 100_000) > old.kv_tokens

@@ -224,11 +224,14 @@ def capacity(
     search_limit: int | None = None,
     num_gpu_blocks_override: int | None = None,
     group_within_25pct: bool = True,
+    tokens_from_concurrency: bool = False,
 ) -> KVCapacity:
     """Blocks, tokens, concurrency and fit, as vLLM computes them (V0 or V1 rules).
 
     `available_per_stage`: KV bytes available on one GPU of each pipeline stage (TP ranks of
     a stage are alike). The engine takes the smallest block count over all workers.
+    `tokens_from_concurrency`: the release reports "GPU KV cache size" as
+    int(max_concurrency × max_model_len) instead of blocks // groups × block_size.
     """
     page = block_size * bytes_per_token_per_layer
     use_hybrid = hybrid and generation == "v1"
@@ -259,6 +262,9 @@ def capacity(
     else:
         blocks_per_request = sum(per_layer_usage(kind, max_model_len) // page for kind, _ in groups) or 1
         max_concurrency = num_blocks / blocks_per_request
+
+    if tokens_from_concurrency and generation != "v0":
+        kv_tokens = int(max_concurrency * max_model_len)
 
     # Fit: V0 compares max_model_len with blocks x block_size; V1 compares the KV bytes one
     # request needs with the available bytes (per worker) and binary-searches a length.

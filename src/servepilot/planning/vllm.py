@@ -110,6 +110,7 @@ def plan_vllm(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list[
         generation=generation, hybrid=hybrid, max_num_batched_tokens=mnbt, search_limit=derived_len,
         num_gpu_blocks_override=as_int(option(launch, "num_gpu_blocks_override"), "--num-gpu-blocks-override"),
         group_within_25pct=within_25pct,
+        tokens_from_concurrency=f("kv_tokens_report").value == "concurrency",
     )
     cap = kvmod.capacity(**capacity_args)
     if auto_fit and cap.longest_context:
