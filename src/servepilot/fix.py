@@ -69,9 +69,9 @@ class FixPlan:
         if self.chosen is None or self.new_command is None:
             raise BadInput("there is no applicable remedy to apply")
         overlay_path = self.overlay.execute() if self.overlay is not None else None
-        checked = None
-        if self.chosen.kind != "upgrade":  # the command is unchanged until the upgrade happens
-            checked = recheck(self.new_command, gpu=self.gpu, engine_version=self.engine_version)
+        # After an upgrade the command runs on the release the remedy names: check it there.
+        version = upgrade_target(self.remedy) or self.engine_version
+        checked = recheck(self.new_command, gpu=self.gpu, engine_version=version)
         return FixResult(
             applied=self.chosen,
             old_command=self.old_command,
@@ -83,6 +83,16 @@ class FixPlan:
             new_findings=tuple(checked.findings) if checked else (),
             new_resolved=dict(checked.resolved) if checked else {},
         )
+
+
+def upgrade_target(option) -> str | None:
+    """The release an upgrade remedy moves to: the lower bound of its specifier (">=0.18.0")."""
+    spec = ((getattr(option, "args", None) or {}).get("upgrade") or {}).get("specifier", "")
+    for clause in spec.split(","):
+        clause = clause.strip()
+        if clause.startswith((">=", "==", "~=")):
+            return clause[2:].strip()
+    return None
 
 
 @dataclass(frozen=True)

@@ -38,13 +38,54 @@ def test_story_fails_with_exit_1_and_json_contract(tmp_path, capsys):
     assert obj["resolved"]["kv_cache_dtype"] == "fp8_e4m3"
 
 
-def test_story_on_018_has_no_error(tmp_path, capsys):
+def test_story_on_018_resolves_triton_mla_fp8_and_refuses_only_the_removed_flag(tmp_path, capsys):
+    # The story's command carries --disable-log-requests, which vLLM 0.18.0's parser no longer
+    # has (read in the 0.18.0 sdist): the attention/KV problem is gone, the flag is the only error.
     path = kimi_like(tmp_path / "kimi")
     rc = main(["check", "--json"] + _story(path, "0.18.0")[1:])
+    obj = json.loads(capsys.readouterr().out)
+    errors = [f for f in obj["findings"] if f["severity"] == "error"]
+    assert [f["code"] for f in errors] == ["SP-ARGS-001"]
+    assert "--disable-log-requests" in errors[0]["detail"]
+    assert errors[0]["remedies"][0]["args"]["unset"] == ["disable_log_requests"]
+    assert obj["resolved"]["attention_backend"] == "TRITON_MLA" and obj["resolved"]["kv_cache_dtype"] == "fp8_e4m3"
+    assert rc == 1
+
+
+def test_story_on_018_without_the_removed_flag_has_no_error(tmp_path, capsys):
+    path = kimi_like(tmp_path / "kimi")
+    argv = [a for a in _story(path, "0.18.0")[1:] if a != "--disable-log-requests"]
+    rc = main(["check", "--json"] + argv)
     obj = json.loads(capsys.readouterr().out)
     assert [f["code"] for f in obj["findings"] if f["severity"] == "error"] == []
     assert rc == 0 and obj["verdict"] == "warn"
     assert obj["resolved"]["attention_backend"] == "TRITON_MLA" and obj["resolved"]["kv_cache_dtype"] == "fp8_e4m3"
+
+
+def test_upgrade_remedy_names_flags_the_new_release_refuses(tmp_path, capsys):
+    path = kimi_like(tmp_path / "kimi")
+    main(["check", "--json"] + _story(path, "0.16.0")[1:])
+    obj = json.loads(capsys.readouterr().out)
+    (upgrade,) = [r for r in obj["findings"][0]["remedies"] if r["kind"] == "upgrade"]
+    assert "drop --disable-log-requests" in upgrade["change"]
+    assert upgrade["args"]["unset"] == ["disable_log_requests"]
+
+
+def test_values_the_parser_refuses_fail_the_check(tmp_path, capsys):
+    path = llama_like(tmp_path / "llama")
+    rc = main(["check", "--json", "--gpu", "h100x1", "--engine-version", "0.16.0", "--", "vllm", "serve", str(path),
+               "--max-model-len", "8192", "--max-num-seqs", "abc"])
+    obj = json.loads(capsys.readouterr().out)
+    assert rc == 1 and obj["findings"][0]["code"] == "SP-ARGS-001"
+    assert "max-num-seqs" in obj["findings"][0]["detail"] or "max_num_seqs" in obj["findings"][0]["detail"]
+
+
+def test_flags_are_not_refused_for_releases_servepilot_has_not_read(tmp_path, capsys):
+    path = llama_like(tmp_path / "llama")
+    main(["check", "--json", "--gpu", "h100x1", "--engine-version", "9.0.0", "--", "vllm", "serve", str(path),
+          "--max-model-len", "8192", "--some-future-flag", "1"])
+    obj = json.loads(capsys.readouterr().out)
+    assert "SP-ARGS-001" not in {f["code"] for f in obj["findings"]}
 
 
 def test_story_on_h200(tmp_path, capsys):

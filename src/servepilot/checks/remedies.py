@@ -45,11 +45,19 @@ def kv_remedies(dep, ctx) -> list[Remedy]:
     upgrade = first_passing_release(dep, resolver, res.engine_version)
     if upgrade is not None:
         version, alt = upgrade
+        change = f"pip install 'vllm>={version}'"
+        args: dict = {"upgrade": {"package": "vllm", "specifier": f">={version}"}}
+        dropped = flags_refused_by(dep, version)
+        if dropped:
+            # the new release's parser would refuse these before anything else happens
+            change += f" and drop {' '.join(dropped)} (gone in {version})"
+            args["set"] = {}
+            args["unset"] = [flag.lstrip("-").replace("-", "_") for flag in dropped]
         out.append(Remedy(
             kind="upgrade",
-            change=f"pip install 'vllm>={version}'",
+            change=change,
             tradeoff=f"keeps the {alt.kv_cache_dtype} KV cache (attention on {alt.attention_backend}); a new engine release to install and validate",
-            args={"upgrade": {"package": "vllm", "specifier": f">={version}"}},
+            args=args,
         ))
 
     # 3. an overlay of the checkpoint without the KV scheme (auto then means the model dtype)
@@ -131,6 +139,18 @@ def _shorter_max_len(dep, numbers: dict) -> int | None:
     if want is None or after >= want:
         return None
     return max(1024, after // 1024 * 1024)
+
+
+def flags_refused_by(dep, version: str) -> list[str]:
+    """Flags of the command that `version`'s argument parser does not have."""
+    from servepilot.engines.cmdline import parse_argv
+    from servepilot.errors import BadInput
+
+    try:
+        again = parse_argv(list(dep.launch.argv), dep.launch.shell, engine_version=version)
+    except BadInput:
+        return []
+    return [flag for flag in again.unknown_flags if any(f" {flag} flag" in r for r in again.rejected)]
 
 
 def first_passing_release(dep, resolver, current: str | None):

@@ -9,7 +9,8 @@ from servepilot.checks.finding import Finding
 _SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 # Within a severity, findings follow the order in which the engine would hit them, so the first
 # error is the one the launch dies of:
-#   1. argument parsing (SP-KV-001: a --kv-cache-dtype value the version lacks);
+#   1. argument parsing (SP-ARGS-001: flags and values argparse refuses; SP-KV-001: a
+#      --kv-cache-dtype value the version lacks);
 #   2. ModelConfig: reading config.json (SP-CODE), resolving the architecture (SP-ARCH), the
 #      derived max_model_len (SP-LEN);
 #   3. VllmConfig.__post_init__: verify_with_parallel_config (SP-TP, SP-EP) runs before
@@ -23,7 +24,7 @@ _SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 #   6. weight loading and KV profiling (SP-MEM-001 weights, SP-MEM-003 no KV budget left, then
 #      SP-MEM-002 one max_model_len request larger than the KV cache: check_enough_kv_cache_memory);
 #   7. binding the API port (SP-PORT), then serving (SP-TMPL: the first chat request).
-_STAGES = ("SP-KV-001", "SP-CODE", "SP-ARCH", "SP-LEN", "SP-TP", "SP-EP", "SP-QUANT-001", "SP-KV", "SP-GPU",
+_STAGES = ("SP-ARGS", "SP-KV-001", "SP-CODE", "SP-ARCH", "SP-LEN", "SP-TP", "SP-EP", "SP-QUANT-001", "SP-KV", "SP-GPU",
            "SP-CUDA", "SP-DTYPE", "SP-SHM", "SP-NCCL", "SP-ATTN", "SP-QUANT", "SP-MEM-001", "SP-MEM-003",
            "SP-MEM-002", "SP-MEM", "SP-PORT", "SP-TMPL")
 

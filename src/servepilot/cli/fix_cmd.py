@@ -111,7 +111,8 @@ def _render_fix(plan, payload: dict) -> None:
             click.echo(f"  left by an interrupted build (delete it when no fix is running): {path}")
     if payload["pip_command"]:
         click.echo(f"upgrade first: {payload['pip_command']}")
-        click.echo("command (unchanged):")
+        same = payload["new_command"] == payload["old_command"]
+        click.echo("command (unchanged):" if same else "command for the new release:")
     else:
         click.echo("new command:")
     click.echo(f"  {payload['new_command']}")
@@ -125,7 +126,8 @@ def _render_fix(plan, payload: dict) -> None:
         engine_picks = ", ".join(
             f"{key} {resolved[key]}" for key in ("attention_backend", "kv_cache_storage") if resolved.get(key)
         )
-        click.echo(f"check of the new command: {payload['new_verdict']}" + (f" ({engine_picks})" if engine_picks else ""))
+        on = f" on {resolved['engine']} {resolved['engine_version']}" if payload["pip_command"] and resolved.get("engine_version") else ""
+        click.echo(f"check of the new command{on}: {payload['new_verdict']}" + (f" ({engine_picks})" if engine_picks else ""))
         for f in payload["new_findings"]:
             click.echo(f"  {f['severity']:<7} {f['code']}: {f['title']}")
     else:

@@ -26,6 +26,11 @@ class ParsedArgs:
     unknown_flags: list[str] = field(default_factory=list)
     spans: dict = field(default_factory=dict)  # dest -> [(start, end)] into the parsed args
     notes: list[str] = field(default_factory=list)
+    rejected: list[str] = field(default_factory=list)  # the subset of notes argparse refuses
+
+    def reject(self, problem: str) -> None:
+        self.notes.append(problem)
+        self.rejected.append(problem)
 
 
 def looks_like_option(token: str) -> bool:
@@ -102,7 +107,7 @@ def _read_option(args: Sequence[str], i: int, vt: VersionTable, out: ParsedArgs)
     if spec.kind in NO_VALUE_KINDS:
         value = not negated and spec.kind != "store_false"
         if inline_value is not None:
-            out.notes.append(f"{name} takes no value; {token!r} is rejected by the engine's argparse")
+            out.reject(f"{name} takes no value; {token!r} is rejected by the engine's argparse")
             value = inline_value.strip().lower() not in ("false", "0", "no", "off")
         out.options[dest] = value
         _record(out, dest, i, i + 1)
@@ -121,7 +126,7 @@ def _read_option(args: Sequence[str], i: int, vt: VersionTable, out: ParsedArgs)
                 if spec.kind == "append":
                     break
         if not values:
-            out.notes.append(f"{name} expects a value and got none")
+            out.reject(f"{name} expects a value and got none")
         if spec.kind == "append":
             out.options[dest] = list(out.options.get(dest) or []) + values
         else:
@@ -143,13 +148,16 @@ def _read_option(args: Sequence[str], i: int, vt: VersionTable, out: ParsedArgs)
 
     raw, nxt = _take_value(args, i, inline_value)
     if raw is None:
-        out.notes.append(f"{name} expects a value and got none")
+        out.reject(f"{name} expects a value and got none")
         out.options[dest] = None
         _record(out, dest, i, nxt)
         return nxt
     value, problem = convert_value(spec.kind, raw, dest)
     if problem:
-        out.notes.append(problem)
+        if "$" in raw:  # an unexpanded ${VAR}: the shell, not the engine, decides this value
+            out.notes.append(problem)
+        else:
+            out.reject(problem)
     out.options[dest] = value
     _record(out, dest, i, nxt)
     return nxt

@@ -113,16 +113,19 @@ def parse_argv(
     explicit: set = set()
     unknown: list[str] = []
     notes: list[str] = list(config_notes)
+    rejected: list[str] = []
     if config_parsed is not None:
         options.update(config_parsed.options)
         explicit |= config_parsed.explicit
         unknown += config_parsed.unknown_flags
         notes += config_parsed.notes
+        rejected += config_parsed.rejected
     # CLI after the YAML: "cli > config > defaults" (vllm/utils/argparse_utils.py@v0.16.0).
     options.update(parsed.options)
     explicit |= parsed.explicit
     unknown += parsed.unknown_flags
     notes += parsed.notes
+    rejected += parsed.rejected
 
     if hasattr(module, "normalize"):
         module.normalize(options, explicit, notes)
@@ -133,12 +136,16 @@ def parse_argv(
     extra_positionals = parsed.positionals[1:] if module.model_positional(program) else parsed.positionals
     for word in extra_positionals:
         if hasattr(module, "positional_problem"):
-            notes.append(module.positional_problem(program, word))
+            problem = module.positional_problem(program, word)
         else:
-            notes.append(f"unexpected argument {word!r}: {module.ENGINE}'s parser rejects stray positional arguments")
+            problem = f"unexpected argument {word!r}: {module.ENGINE}'s parser rejects stray positional arguments"
+        notes.append(problem)
+        if problem and "reject" in problem:
+            rejected.append(problem)
     if model is None:
         notes.append(f"no model given to {program}")
     notes += _unknown_notes(module, program, unknown, engine_version)
+    rejected += _unrecognized(module, program, unknown, engine_version)
 
     return EngineLaunch(
         engine=module.ENGINE,
@@ -152,6 +159,7 @@ def parse_argv(
         config_file=config_file,
         engine_version=engine_version,
         notes=tuple(dict.fromkeys(notes)),
+        rejected=tuple(dict.fromkeys(rejected)),
     )
 
 
@@ -179,6 +187,41 @@ def _unknown_notes(module, program, unknown: list[str], version: str | None) -> 
             where = f" (versions {sampled[0]} to {sampled[-1]} sampled)" if sampled else ""
             own = f" (servepilot's own {base} goes before `--`)" if base in SERVEPILOT_OPTIONS else ""
             out.append(f"{base} is not in servepilot's {module.ENGINE} flag table{where}; kept as typed{own}")
+    return out
+
+
+# Engines whose flag tables are extracted from their own argument parsers release by release
+# (python -m servepilot.engines.flaggen): for a release inside the sampled span, a flag
+# missing from the table is one argparse refuses ("error: unrecognized arguments: ...").
+AUTHORITATIVE_TABLES = frozenset({"vllm", "sglang"})
+
+
+def _unrecognized(module, program, unknown: list[str], version: str | None) -> list[str]:
+    """Unknown flags the engine's parser refuses, where servepilot can know that."""
+    if module.ENGINE not in AUTHORITATIVE_TABLES or not version or not unknown:
+        return []
+    key = module.table_key(program) if hasattr(module, "table_key") else module.TABLE_KEY
+    table = load_table(module.TABLE_PACKAGE, key)
+    sampled = table.sampled_versions
+    if not sampled or _newer(version, sampled[-1]) or _newer(sampled[0], version):
+        return []  # outside what servepilot has read: flags may have been added since
+    # Between two sampled releases a flag may have come or gone unseen: refuse only what
+    # neither neighbouring sample has (for a sampled release itself, the table is exact).
+    from servepilot.engines.knowledge import release_version, version_in
+
+    v = release_version(version)
+    below = max((s for s in sampled if release_version(s) <= v), key=release_version)
+    above = min((s for s in sampled if release_version(s) >= v), key=release_version)
+    out = []
+    for name in dict.fromkeys(unknown):
+        base = name.split(".")[0].split("=")[0]
+        if base in SERVEPILOT_OPTIONS:
+            continue  # reported as servepilot's own option typed after `--`
+        ranges = table.versions_of(base)
+        if any(version_in(s, r) for s in {below, above} for r in ranges):
+            continue
+        known = f" (it exists in {' or '.join(ranges)})" if ranges else ""
+        out.append(f"{module.ENGINE} {version} has no {base} flag{known}: its parser stops with 'unrecognized arguments: {base}'")
     return out
 
 

@@ -46,6 +46,10 @@ class EngineLaunch:
     config_file: str | None = None  # vLLM --config x.yaml
     engine_version: str | None = None  # from --engine-version or the installed package
     notes: tuple[str, ...] = ()  # what parsing noticed: values the engine rejects, unknown flags
+    # arguments the engine's own parser refuses before it loads anything (argparse exits 2):
+    # a value that does not convert, a missing value, a stray positional, a flag that this
+    # release does not have. A subset of `notes`, kept apart so `check` can fail on them.
+    rejected: tuple[str, ...] = ()
 
     def get(self, name: str, default=None):
         return self.options.get(name, default)
