@@ -218,6 +218,23 @@ def test_kv_setting_of_an_earlier_launch_does_not_carry_over():
     assert d.root_cause is not None and d.root_cause.category == "quantization_support"
 
 
+def test_fp8_kv_setting_does_not_make_a_weights_oom_a_kv_cache_oom():
+    # the launch hint is read by refine rules; it must not look like KV cache frames
+    log = (
+        "INFO 09-27 17:40:01 config.py:500] Using fp8 data type to store kv cache.\n"
+        "INFO 09-27 17:40:05 model_runner.py:1000] Starting to load model org/big-model...\n"
+        "Traceback (most recent call last):\n"
+        '  File "/opt/vllm/vllm/model_executor/model_loader/loader.py", line 401, in load_model\n'
+        "    model = _initialize_model(vllm_config=vllm_config)\n"
+        '  File "/opt/vllm/vllm/model_executor/models/llama.py", line 530, in __init__\n'
+        "    self.model = LlamaModel(vllm_config=vllm_config)\n"
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 448.00 MiB. GPU 0 has a "
+        "total capacity of 23.54 GiB of which 120.31 MiB is free.\n"
+    )
+    rc = triage_text(log).root_cause
+    assert rc is not None and rc.category == "oom_weights"
+
+
 # --- messages in other wrappings -------------------------------------------------------------
 
 

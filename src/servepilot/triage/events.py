@@ -43,9 +43,11 @@ _FRAME = re.compile(r'^File "[^"]*", line \d+')
 # them): an FP8 KV cache, from vLLM's engine config line (`kv_cache_dtype=fp8`), its args
 # (`'kv_cache_dtype': 'fp8'`) or its notices ("Using fp8 data type to store kv cache",
 # vllm/config.py@v0.4.0; "Cannot use FlashAttention-2 backend for FP8 KV cache",
-# vllm/attention/selector.py@v0.6.0).
+# vllm/attention/selector.py@v0.6.0). The hint's name is spelt so that it matches no refine
+# rule that reads KV words in frames ("kv_cache", "kv cache"): an FP8 KV launch whose
+# weights do not fit is still a weights OOM; only the rules that name "fp8-kv-cache" use it.
 _LAUNCH_HINTS = (
-    ("kv_cache_dtype=fp8", re.compile(r"kv_cache_dtype'?[=:]\s*'?fp8|FP8 KV cache|fp8 data type to store kv cache", re.I)),
+    ("fp8-kv-cache", re.compile(r"kv_cache_dtype'?[=:]\s*'?fp8|FP8 KV cache|fp8 data type to store kv cache", re.I)),
 )
 # A line with no level that still says something failed (C++ engines, shells, NCCL).
 _PLAIN_ERROR = re.compile(
@@ -75,7 +77,7 @@ class ErrorEvent:
     is_error: bool = True  # False: a plain line kept only in case a signature knows it
     block: list[tuple[int, str]] = field(default_factory=list)  # a run of error lines (number, text)
     phase: str | None = None  # the start-up phase the log was in (markers.PHASES)
-    hints: tuple[str, ...] = ()  # launch settings seen before it (_LAUNCH_HINTS), e.g. "kv_cache_dtype=fp8"
+    hints: tuple[str, ...] = ()  # launch settings seen before it (_LAUNCH_HINTS), e.g. "fp8-kv-cache"
     wraps: int | None = None  # line of the exception this one was raised from ("direct cause")
 
     @property
