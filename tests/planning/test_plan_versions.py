@@ -240,3 +240,18 @@ def test_from_0_21_kv_tokens_are_concurrency_times_max_model_len():
     assert old.kv_tokens == old.num_blocks // old.kv_groups * 16
     # hybrid: a request holds only the window in sliding layers, so the concurrency count is larger
     assert new.kv_tokens == int(new.max_concurrency * 100_000) > old.kv_tokens
+
+
+def test_fused_moe_caches_apart_before_0_8_and_unchunked_before_0_5():
+    from servepilot.planning.budget import activation_peak
+
+    spec = deepseek_v2_lite()  # 64 experts, 6 per token, intermediate 1408, hidden 7168 in the builder
+    tokens = 65536
+    kw = dict(tp=1, expert_parallel=False, batched_tokens=tokens, num_seqs=1, sampler_bytes_per_logit=0)
+    shared, _ = activation_peak(spec, moe_chunk_tokens=32768, moe_cache13_shared=True, **kw)
+    apart, _ = activation_peak(spec, moe_chunk_tokens=32768, moe_cache13_shared=False, **kw)
+    unchunked, _ = activation_peak(spec, moe_chunk_tokens=0, moe_cache13_shared=False, **kw)
+    inter, hidden, k = 2048, 7168, 8  # the deepseek_v3 builder's MoE geometry
+    # (the forward is the larger of attention and MLP, so only part of the difference may show)
+    assert 0 < apart - shared <= 32768 * k * (2 * inter + hidden - max(2 * inter, hidden)) * 2
+    assert unchunked > apart

@@ -37,7 +37,7 @@ class Term:
 
 def activation_peak(spec: ModelSpec, *, tp: int, expert_parallel: bool, batched_tokens: int, num_seqs: int,
                     sampler_bytes_per_logit: float, moe_chunk_tokens: int = 32768,
-                    act_bytes: int = 2) -> tuple[int, str]:
+                    act_bytes: int = 2, moe_cache13_shared: bool = True) -> tuple[int, str]:
     """Estimated torch peak of vLLM's profile run on one GPU, and how it was reached.
 
     forward = 3 hidden-sized buffers per token (residual, hidden states, the normed MLP input;
@@ -66,9 +66,12 @@ def activation_peak(spec: ModelSpec, *, tp: int, expert_parallel: bool, batched_
     if moe is not None and moe.num_experts:
         ei = moe.expert_intermediate_size or inter
         ei_gpu = ei if expert_parallel else cdiv(ei, tp)
-        m = min(t, moe_chunk_tokens)
+        m = min(t, moe_chunk_tokens) if moe_chunk_tokens else t  # 0: the release does not chunk
         k = max(1, moe.experts_per_token)
-        fused = m * k * max(2 * ei_gpu, h) * act_bytes + m * k * ei_gpu * act_bytes + t * moe.num_experts * 4
+        # fused_experts' caches: gate_up output (2 x intermediate), activation (intermediate) and
+        # down output (hidden); the first and last share one buffer from 0.8 (cache13)
+        cache13 = max(2 * ei_gpu, h) if moe_cache13_shared else 2 * ei_gpu + h
+        fused = m * k * cache13 * act_bytes + m * k * ei_gpu * act_bytes + t * moe.num_experts * 4
         shared = t * 3 * cdiv(ei * moe.num_shared_experts, tp) * act_bytes
         mlp = max(dense if moe.first_dense_layers else 0, fused + shared)
     forward = hidden + max(attn, mlp)

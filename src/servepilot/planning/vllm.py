@@ -164,6 +164,7 @@ def _runtime(launch, spec: ModelSpec, f, *, generation: str, tp: int, pp: int, e
     peak, basis = activation_peak(
         spec, tp=tp, expert_parallel=ep, batched_tokens=mnbt, num_seqs=mns,
         sampler_bytes_per_logit=float(sampler.value), moe_chunk_tokens=int(f("fused_moe_chunk_tokens").value),
+        moe_cache13_shared=bool(f("fused_moe_shared_cache13").value) if spec.moe else True,
         act_bytes=4 if mdtype in ("float32", "float") else 2,
     )
     workspace, ws_basis = 0, ""
