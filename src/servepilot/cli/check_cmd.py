@@ -89,7 +89,7 @@ def resolved_lines(resolved: dict) -> list[str]:
         extra = f", stored as {storage}" if storage and storage != kv else ""
         block = f" · block {resolved['block_size']}" if resolved.get("block_size") else ""
         lines.append(f"  KV cache      {kv}{extra}{block}")
-    if "attention_backend" in resolved:
+    if resolved.get("attention_backend") or resolved.get("candidates"):  # engines that choose one
         backend = resolved.get("attention_backend") or click.style("none valid", fg="red")
         forced = f" (forced {resolved['forced_backend']})" if resolved.get("forced_backend") else ""
         mla = f" · MLA, head size {resolved['head_size']}" if resolved.get("use_mla") else ""

@@ -222,3 +222,33 @@ def chat_template(dep, ctx) -> list[Finding]:
                     "but every /v1/chat/completions request fails until a template is given (completions still work).",
                     (Evidence("tokenizer_config.json without chat_template", str(tokenizer_config)),),
                     (Remedy("flag", "--chat-template <template.jinja from the model card>", "a template that does not match the model's training format degrades answers", {"set": {"chat_template": "<path>"}, "unset": []}),))]
+
+
+@rule(
+    "SP-LEN-002", "max_model_len", "llama.cpp context beyond the model's training context",
+    facts=("llama.cpp accepts -c larger than the GGUF's <arch>.context_length and warns 'n_ctx_seq (N) > n_ctx_train (M) -- possible training context overflow' "
+           "(n_ctx_per_seq in older builds); positions past the trained length give unreliable output unless RoPE scaling is configured.",
+           "Recent llama-server builds go further and cap each slot: 'the slot context (N) exceeds the training context of the model (M) - capping'.",),
+    sources=("ggml-org/llama.cpp src/llama-context.cpp (llama_context constructor: n_ctx_seq > n_ctx_train warning)",
+             "ggml-org/llama.cpp tools/server/server.cpp (load_model: slot context capped to the training context)"),
+    engines=("llama.cpp",),
+)
+def llamacpp_context(dep, ctx) -> list[Finding]:
+    spec = dep.spec
+    if dep.engine != "llama.cpp" or spec is None:
+        return []
+    trained = spec.max_position_embeddings or (spec.gguf.context_length if spec.gguf else None)
+    want = dep.launch.get("ctx_size") or dep.launch.get("n_ctx")
+    try:
+        want = int(want)
+    except (TypeError, ValueError):
+        return []
+    if not trained or want <= trained:
+        return []
+    scaled = any(dep.launch.get(k) for k in ("rope_scaling", "rope_freq_scale", "rope_scale", "yarn_orig_ctx"))
+    if scaled:
+        return []
+    return [Finding("SP-LEN-002", "max_model_len", "warning", f"-c {want:,} exceeds the model's training context {trained:,}",
+                    f"llama.cpp starts but warns n_ctx ({want:,}) > n_ctx_train ({trained:,}): recent llama-server builds cap each slot at {trained:,} tokens, older ones run past it with unreliable output (no RoPE scaling is configured).",
+                    (Evidence(f"context_length = {trained}", spec.path), Evidence(f"-c {want}", "command line")),
+                    (Remedy("flag", f"-c {trained}", f"contexts longer than {trained:,} tokens are cut", {"set": {"ctx_size": trained}, "unset": []}),))]
