@@ -235,6 +235,31 @@ def test_fp8_kv_setting_does_not_make_a_weights_oom_a_kv_cache_oom():
     assert rc is not None and rc.category == "oom_weights"
 
 
+def test_gguf_missing_metadata_key_is_a_file_problem_even_when_the_key_names_the_context():
+    # the key's name ("...context_length") must not make it a context-length failure
+    log = (
+        "llama_model_load: error loading model: error loading model hyperparameters: "
+        "key not found in model: mistral.context_length\n"
+        "llama_load_model_from_file: failed to load model\n"
+    )
+    rc = triage_text(log).root_cause
+    assert rc is not None and rc.category == "other"
+    assert rc.signature == "llamacpp-gguf-metadata-mismatch"
+    assert "mistral.context_length" in rc.explanation
+
+
+def test_gguf_metadata_array_of_the_wrong_length_is_the_same_file_problem():
+    log = "llama_model_load: error loading model: error loading model hyperparameters: key qwen2vl.rope.dimension_sections has wrong array length; expected 4, got 3\n"
+    rc = triage_text(log).root_cause
+    assert rc is not None and rc.signature == "llamacpp-gguf-metadata-mismatch"
+
+
+def test_old_ggml_cuda_check_out_of_memory_line_is_a_cuda_oom():
+    log = "llama_model_loader: - type q4_0:  225 tensors\nCUDA error 2 at /src/llama.cpp/ggml-cuda.cu:6301: out of memory\n"
+    rc = triage_text(log).root_cause
+    assert rc is not None and rc.signature == "cuda-oom"
+
+
 # --- messages in other wrappings -------------------------------------------------------------
 
 
