@@ -260,6 +260,18 @@ def test_old_ggml_cuda_check_out_of_memory_line_is_a_cuda_oom():
     assert rc is not None and rc.signature == "cuda-oom"
 
 
+def test_old_ggml_assert_line_is_a_failure():
+    # ggml's assertion before 2024 printed "GGML_ASSERT: file:line: cond" with no "failed" word
+    log = "llm_load_tensors: offloaded 33/33 layers to GPU\nGGML_ASSERT: /build/llama.cpp/ggml.c:4411: false\n"
+    d = triage_text(log)
+    assert d.root_cause is not None and d.root_cause.line == 2
+
+
+def test_shell_report_of_an_aborted_job_is_a_failure():
+    d = triage_text("main: seed = 1700000000\nzsh: abort      ./main -m model.gguf\n")
+    assert d.root_cause is not None and d.root_cause.line == 2
+
+
 # --- messages in other wrappings -------------------------------------------------------------
 
 

@@ -49,9 +49,12 @@ _FRAME = re.compile(r'^File "[^"]*", line \d+')
 _LAUNCH_HINTS = (
     ("fp8-kv-cache", re.compile(r"kv_cache_dtype'?[=:]\s*'?fp8|FP8 KV cache|fp8 data type to store kv cache", re.I)),
 )
-# A line with no level that still says something failed (C++ engines, shells, NCCL).
+# A line with no level that still says something failed (C++ engines, shells, NCCL). ggml's
+# assertion printed "GGML_ASSERT: %s:%d: %s" (ggml.h before 2024, no "failed" in it); a shell
+# reports a crashed job as "zsh: abort  python" / "bash: line 1: 42 Killed".
 _PLAIN_ERROR = re.compile(
-    r"\berror\b|\bfailed\b|\bFATAL\b|\bBus error\b|Segmentation fault|\bAborted\b|\bKilled\b|CUDA error|NCCL WARN",
+    r"\berror\b|\bfailed\b|\bFATAL\b|\bBus error\b|Segmentation fault|\bAborted\b|\bKilled\b|CUDA error|NCCL WARN"
+    r"|GGML_ASSERT|^(?:zsh|bash|sh): (?:abort|killed)\b",
     re.IGNORECASE,
 )
 _FRAMES_KEPT = 40  # frames kept per traceback for the excerpt and the refine context
