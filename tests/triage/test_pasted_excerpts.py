@@ -272,6 +272,15 @@ def test_shell_report_of_an_aborted_job_is_a_failure():
     assert d.root_cause is not None and d.root_cause.line == 2
 
 
+def test_full_dev_shm_reported_by_nccl_is_shm_not_a_full_disk():
+    log = (
+        "host:812:830 [0] include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No space left on device\n"
+        "host:812:830 [0] NCCL INFO include/shm.h:41 -> 2\n"
+    )
+    rc = triage_text(log).root_cause
+    assert rc is not None and rc.category == "shm"
+
+
 # --- messages in other wrappings -------------------------------------------------------------
 
 
