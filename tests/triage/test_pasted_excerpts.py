@@ -281,6 +281,15 @@ def test_full_dev_shm_reported_by_nccl_is_shm_not_a_full_disk():
     assert rc is not None and rc.category == "shm"
 
 
+def test_fa2_fallback_notice_for_an_fp8_kv_cache_is_filed_under_the_kv_dtype():
+    from servepilot.triage.signatures import Matcher, load_signatures
+
+    m = Matcher(load_signatures(), None).match("Cannot use FlashAttention-2 backend for FP8 KV cache.")
+    assert m is not None and m.signature.benign and m.category == "kv_cache_dtype"
+    m = Matcher(load_signatures(), None).match("Cannot use FlashAttention-2 backend for head size 80.")
+    assert m is not None and m.category == "attention_backend"
+
+
 # --- messages in other wrappings -------------------------------------------------------------
 
 
