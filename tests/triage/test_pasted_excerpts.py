@@ -290,6 +290,16 @@ def test_fa2_fallback_notice_for_an_fp8_kv_cache_is_filed_under_the_kv_dtype():
     assert m is not None and m.category == "attention_backend"
 
 
+def test_busy_or_unavailable_gpu_is_a_device_problem_not_a_kernel_crash():
+    log = (
+        "ggml_cuda_init: found 1 CUDA devices:\n"
+        "CUDA error: CUDA-capable device(s) is/are busy or unavailable\n"
+        "  current device: 0, in function ggml_backend_cuda_get_device_memory at ggml-cuda.cu:3040\n"
+    )
+    rc = triage_text(log).root_cause
+    assert rc is not None and rc.signature == "no-cuda-gpu" and rc.category == "cuda_driver_arch"
+
+
 # --- messages in other wrappings -------------------------------------------------------------
 
 
