@@ -445,3 +445,26 @@ def test_a_log_not_written_since_the_run_began_is_stale(tmp_path):
     assert d.stale and "before the run began" in d.stale_reason
     assert d.root_cause.category == "tp_divisibility"  # still shown, but flagged
     assert not triage_file(log, since=datetime(2026, 1, 1, 11, 0, 0)).stale
+
+
+def test_a_file_that_is_not_text_is_bad_input_naming_it(tmp_path):
+    import random
+
+    from servepilot.errors import BadInput
+
+    log = tmp_path / "random.bin"
+    log.write_bytes(random.Random(7).randbytes(200_000))
+    with pytest.raises(BadInput) as err:
+        triage_file(log)
+    assert str(log) in str(err.value) and "not a text log" in str(err.value)
+
+
+def test_a_text_log_with_a_garbled_stretch_is_still_triaged(tmp_path):
+    import random
+
+    log = tmp_path / "mixed.log"
+    text = b"INFO 02-10 11:58:01 [api_server.py:1351] vLLM API server version 0.16.0\n" * 200
+    garbled = random.Random(3).randbytes(3_000)
+    log.write_bytes(text + garbled + b"\nOSError: [Errno 98] Address already in use\n")
+    d = triage_file(log)
+    assert d.root_cause is not None and d.root_cause.category == "port_in_use"

@@ -33,9 +33,26 @@ def _check_engine(engine: str | None) -> str | None:
     return name
 
 
+# A log may carry a few garbled lines (a crashed writer, a binary blob echoed to the
+# terminal); a file whose start is mostly not text is not a log at all.
+_BINARY_SAMPLE = 64 << 10
+_BINARY_SHARE = 0.30
+_TEXT_CONTROLS = frozenset("\t\n\r\x1b\x08\x0c")
+
+
+def binary_share(sample: bytes) -> float:
+    """The share of characters in `sample` that are not text (invalid UTF-8 or control codes)."""
+    if not sample:
+        return 0.0
+    text = sample.decode("utf-8", errors="replace")
+    bad = sum(1 for ch in text if ch == "\ufffd" or (ch < " " and ch not in _TEXT_CONTROLS) or ch == "\x7f")
+    return bad / len(text)
+
+
 def _run(stream, size: int | None, engine: str | None, since: datetime | None, path: str | None = None) -> Diagnosis:
     head = stream.read(_HEAD_BYTES)
     stream.seek(0)
+    share = binary_share(head[:_BINARY_SAMPLE]) if path is not None else 0.0
     detected = engine or guess_engine(head)
     dense = size is None or size <= DENSE_FILE_BYTES
     needles = None if dense else needles_for(detected)
@@ -54,7 +71,12 @@ def _run(stream, size: int | None, engine: str | None, since: datetime | None, p
         total_lines = stats.lines
     asm.finish()
     tail = _tail(stream, total_lines)
-    return decide(asm, Matcher(load_signatures(), engine), total_lines, detected, tail)
+    diagnosis = decide(asm, Matcher(load_signatures(), engine), total_lines, detected, tail)
+    if share > _BINARY_SHARE and diagnosis.root_cause is None and not diagnosis.healthy:
+        # nothing a log would say was found in what is mostly not text: say so, not "no error"
+        raise BadInput(f"not a text log: {share:.0%} of its first {min(len(head), _BINARY_SAMPLE):,} bytes are binary",
+                       path=path, hint="pass the engine's stdout/stderr capture")
+    return diagnosis
 
 
 def _tail(stream, total_lines: int) -> list[tuple[int, str]]:
