@@ -10,7 +10,7 @@ the KV tokens twice:
 
 Rows with no model, no GPU or no figure to compare are reported as skipped, with the reason.
 
-    /work/venv/bin/python bench/bench_plan.py [path/to/kvcache.jsonl]
+    python bench/bench_plan.py [path/to/kvcache.jsonl]
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Builders for planner tests: specs, GPUs and deployments made from the shared dataclasses.
 
 Numbers are the published architectures (config.json of each model card); nothing here reads
-/work/shared or the network.
+../shared or the network.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""plan_deployment end to end on hand-built deployments (no GPU, no /work/shared)."""
+"""plan_deployment end to end on hand-built deployments (no GPU, no ../shared)."""
 
 from __future__ import annotations
 
