@@ -1,3 +1,5 @@
+import json
+
 from servepilot.runs.environment import (
     REDACTED,
     environment_diff,
@@ -41,3 +43,30 @@ def test_secret_flag_values_are_redacted_in_both_forms():
     # A secret-looking boolean flag must not swallow the next flag.
     assert out[-3:] == ["--enable-auth", "--max-model-len", "4096"]
     assert out[6:8] == ["--port", "8000"]
+
+
+def test_secrets_inside_json_flag_values_are_redacted():
+    # vLLM's --hf-overrides (and other JSON flags) can carry a token the record must not keep.
+    argv = ["vllm", "serve", "m", "--hf-overrides", '{"hf_token": "hf_SECRET", "rope_theta": 1e6}',
+            '--model-loader-extra-config={"nested": {"api_key": "sk-SECRET"}, "n": [1, 2]}']
+    out = redact_argv(argv)
+    assert "SECRET" not in " ".join(out)
+    assert json.loads(out[4]) == {"hf_token": REDACTED, "rope_theta": 1e6}
+    name, _, value = out[5].partition("=")
+    assert name == "--model-loader-extra-config"
+    assert json.loads(value) == {"nested": {"api_key": REDACTED}, "n": [1, 2]}
+
+
+def test_a_json_value_that_cannot_be_read_is_kept_only_when_it_names_no_secret():
+    broken = '{"hf_token": "hf_SECRET",'  # truncated: cannot be parsed and re-written
+    out = redact_argv(["vllm", "serve", "m", "--hf-overrides", broken, "--speculative-config", "{bad"])
+    assert "SECRET" not in " ".join(out)
+    assert out[-1] == "{bad"
+
+
+def test_passwords_in_urls_are_redacted_in_argv_and_environment():
+    out = redact_argv(["sglang", "--dist-init-addr", "http://bob:pw123@10.0.0.1:5000", "--port", "8000"])
+    assert "pw123" not in " ".join(out) and "bob" in out[2] and "10.0.0.1:5000" in out[2]
+    diff = environment_diff({}, {"HTTPS_PROXY": "http://bob:pw123@proxy:3128", "NO_PROXY": "localhost"})
+    assert "pw123" not in repr(diff)
+    assert diff["HTTPS_PROXY"].endswith("@proxy:3128") and diff["NO_PROXY"] == "localhost"

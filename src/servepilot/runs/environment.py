@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
+from typing import Any
 
 REDACTED = "<redacted>"
 
@@ -18,9 +20,43 @@ def is_secret(name: str) -> bool:
     return bool(SECRET_NAME.search(name))
 
 
+# `scheme://user:password@host`: proxies (HTTPS_PROXY) and rendezvous addresses carry
+# credentials in the URL itself, under names that look harmless.
+URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:)[^/\s@]*(?=@)")
+
+
+def _redact_value(value: str) -> str:
+    return URL_PASSWORD.sub(lambda m: m.group("head") + REDACTED, value)
+
+
+def _redact_json(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: (REDACTED if is_secret(str(k)) else _redact_json(v)) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_redact_json(v) for v in obj]
+    if isinstance(obj, str):
+        return _redact_value(obj)
+    return obj
+
+
+def _redact_word(word: str) -> str:
+    """A flag value: JSON objects (vLLM's --hf-overrides, --model-loader-extra-config) get
+    their secret-named keys redacted; a JSON-looking value that cannot be parsed is kept
+    only when no secret name appears in it (fail closed)."""
+    stripped = word.strip()
+    if stripped[:1] in ("{", "["):
+        try:
+            parsed = json.loads(stripped)
+        except (ValueError, RecursionError):
+            return REDACTED if SECRET_NAME.search(word) else _redact_value(word)
+        if isinstance(parsed, (dict, list)):
+            return json.dumps(_redact_json(parsed))
+    return _redact_value(word)
+
+
 def redact(env: Mapping[str, str]) -> dict[str, str]:
     """The same mapping with the values of secret-looking names replaced."""
-    return {k: (REDACTED if is_secret(k) else v) for k, v in env.items()}
+    return {k: (REDACTED if is_secret(k) else _redact_value(v)) for k, v in env.items()}
 
 
 def run_environment(parent: Mapping[str, str], overrides: Mapping[str, str]) -> dict[str, str]:
@@ -42,7 +78,10 @@ def environment_diff(parent: Mapping[str, str], child: Mapping[str, str]) -> dic
     for k in parent:
         if k not in child:
             diff[k] = None
-    return {k: (REDACTED if v is not None and is_secret(k) else v) for k, v in sorted(diff.items())}
+    return {
+        k: (v if v is None else REDACTED if is_secret(k) else _redact_value(v))
+        for k, v in sorted(diff.items())
+    }
 
 
 def redact_argv(argv: list[str] | tuple[str, ...]) -> list[str]:
@@ -68,5 +107,8 @@ def redact_argv(argv: list[str] | tuple[str, ...]) -> list[str]:
                     out.append(word)
                     hide_next = True
                 continue
-        out.append(word)
+            if eq:
+                out.append(word.split("=", 1)[0] + "=" + _redact_word(word.split("=", 1)[1]))
+                continue
+        out.append(_redact_word(word))
     return out
