@@ -10,7 +10,8 @@ never the error text), a deployment that `check` can judge:
            the name add the matching quantization. llama.cpp rows get a GGUF file written by
            gguf.GGUFWriter holding metadata only.
   gpu      the hardware catalog's tolerant matching (aliases, NVML names), counts written as
-           "x8", "8x", "TP=8", "8 GPUs"; GPUs outside the catalog from OFF_CATALOG below.
+           "x8", "8x", "TP=8", "8 GPUs"; a GPU the catalog lacks gets the catalog GPU nearest in the
+           memory size or compute capability the row writes, marked "proxy".
   version  the row's, else the release contemporary with the report (ERAS, by issue number).
   command  the row's own command line (docker run of the vLLM image, env assignments,
            python kwargs such as tensor_parallel_size=8 and bare --flags are understood).
@@ -94,21 +95,6 @@ def engine_version(row: dict) -> tuple[str | None, str]:
 
 
 # --- GPUs ----------------------------------------------------------------------------------
-# GPUs that reports name but the hardware catalog does not hold: compute capability from
-# https://developer.nvidia.com/cuda-gpus, memory from NVIDIA's product pages (GiB).
-OFF_CATALOG = [
-    (r"rtx\s*a6000|\ba6000\b", "NVIDIA RTX A6000", (8, 6), 48), (r"\ba800\b", "NVIDIA A800", (8, 0), 80),
-    (r"\ba40\b", "NVIDIA A40", (8, 6), 48), (r"\ba10\b(?!g)", "NVIDIA A10", (8, 6), 24),
-    (r"\bl20\b", "NVIDIA L20", (8, 9), 48), (r"\bgh200\b", "NVIDIA GH200", (9, 0), 96),
-    (r"rtx\s*3080", "NVIDIA GeForce RTX 3080", (8, 6), 10), (r"rtx\s*3060", "NVIDIA GeForce RTX 3060", (8, 6), 12),
-    (r"rtx\s*4080", "NVIDIA GeForce RTX 4080", (8, 9), 16), (r"rtx\s*4070", "NVIDIA GeForce RTX 4070", (8, 9), 12),
-    (r"5060\s*ti", "NVIDIA GeForce RTX 5060 Ti", (12, 0), 16), (r"rtx\s*5070", "NVIDIA GeForce RTX 5070", (12, 0), 12),
-    (r"2080\s*ti", "NVIDIA GeForce RTX 2080 Ti", (7, 5), 11), (r"rtx\s*2080", "NVIDIA GeForce RTX 2080", (7, 5), 8),
-    (r"titan\s*rtx", "NVIDIA TITAN RTX", (7, 5), 24), (r"quadro\s*rtx\s*4000", "Quadro RTX 4000", (7, 5), 8),
-    (r"\bp100\b", "Tesla P100-PCIE-16GB", (6, 0), 16), (r"\bp40\b", "Tesla P40", (6, 1), 24),
-    (r"1080\s*ti", "NVIDIA GeForce GTX 1080 Ti", (6, 1), 11), (r"gtx\s*1080", "NVIDIA GeForce GTX 1080", (6, 1), 8),
-    (r"940mx", "NVIDIA GeForce 940MX", (5, 0), 2), (r"\bk80\b", "Tesla K80", (3, 7), 12),
-]
 _NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "six": 6, "eight": 8}
 
 
@@ -159,8 +145,8 @@ def catalog_gpu(text: str):
     return catalog.match_nvml_name(text)
 
 
-def gpu_setup(row: dict, tp: int) -> tuple[object | None, str]:
-    """(a Cluster or a --gpu string or None, how) for the row's gpu text."""
+def gpu_setup(row: dict, tp: int) -> tuple[str | None, str]:
+    """(a --gpu string or None, how) for the row's gpu text."""
     text = row.get("gpu") or ""
     if not text:
         return None, "no GPU in the row"
@@ -169,9 +155,6 @@ def gpu_setup(row: dict, tp: int) -> tuple[object | None, str]:
     if model is not None:
         return f"{model.key}x{count}", f"catalog {model.key}"
     low = text.lower()
-    for pattern, name, cc, gib in OFF_CATALOG:
-        if re.search(pattern, low):
-            return _cluster(name, cc, gib * 2**30, count), f"off-catalog {name}"
     mem = re.search(r"(\d+(?:\.\d+)?)\s*gi?b\b", low)
     if mem and not re.search(r"capability|\bsm", low):
         proxy = _catalog_with_memory(float(mem.group(1)))
@@ -196,15 +179,6 @@ def _catalog_with_memory(gib: float):
     from servepilot.hardware import catalog
 
     return min(catalog.models(), key=lambda m: abs(m.memory_bytes / 2**30 - gib))
-
-
-def _cluster(name: str, cc: tuple[int, int], memory: int, count: int):
-    from servepilot.hardware import catalog
-    from servepilot.hardware.cluster import Cluster, Gpu
-
-    fp8, fp4 = catalog.precision_for(cc)
-    gpus = tuple(Gpu(i, name, None, memory, cc, fp8=fp8, fp4=fp4) for i in range(count))
-    return Cluster(gpus=gpus, source="flag", topology="pcie" if count > 1 else None)
 
 
 # --- models --------------------------------------------------------------------------------
@@ -565,13 +539,10 @@ def build_row(row: dict, tmp: Path):
     last = None
     for argv in argvs:
         try:
-            dep = build_deployment(command=argv, gpu=gpu if isinstance(gpu, str) else None,
-                                   engine_version=version, probe=False)
+            dep = build_deployment(command=argv, gpu=gpu, engine_version=version, probe=False)
         except ServepilotError as exc:
             last = exc
             continue
-        if gpu is not None and not isinstance(gpu, str):
-            dep = dataclasses.replace(dep, cluster=gpu)
         shm = container_shm(row.get("flags") or "")
         if shm is not None:
             dep = dataclasses.replace(dep, cluster=dataclasses.replace(dep.cluster, shm_bytes=shm))

@@ -44,9 +44,11 @@ def test_catalog_names(text, key):
     assert bench.catalog_gpu(text).key == key
 
 
-def test_off_catalog_and_capability_only_gpus():
-    cluster, how = bench.gpu_setup({"gpu": "2x Tesla P100-PCIE-16GB"}, tp=1)
-    assert cluster.gpus[0].compute_capability == (6, 0) and len(cluster.gpus) == 2 and "off-catalog" in how
+def test_older_gpus_from_the_catalog_and_capability_only_gpus():
+    flag, how = bench.gpu_setup({"gpu": "2x Tesla P100-PCIE-16GB"}, tp=1)
+    assert flag == "tesla-p100-pcie-16gbx2" and "catalog" in how
+    flag, how = bench.gpu_setup({"gpu": "4 X GPU (A800: 79GB)"}, tp=1)
+    assert flag == "a800-sxm-80gbx4"
     flag, how = bench.gpu_setup({"gpu": "GPU with compute capability 7.5"}, tp=1)
     assert flag == "t4x1" and "proxy" in how
 

@@ -54,7 +54,7 @@ def test_cluster_from_flag():
     assert any("nominal" in n for n in cluster_from_flag("a100x2").notes)
 
 
-@pytest.mark.parametrize("flag,near", [("h1OO", "h100"), ("rtx-pro-600x8", "rtx-pro-6000"), ("l40", "l40s")])
+@pytest.mark.parametrize("flag,near", [("h1OO", "h100"), ("rtx-pro-600x8", "rtx-pro-6000"), ("l40ss", "l40s")])
 def test_unknown_gpu_suggests_nearest(flag, near):
     with pytest.raises(UnknownGpu) as exc:
         parse_gpu_flag(flag)
@@ -75,7 +75,7 @@ def test_nvml_names(name, key):
 
 
 def test_nvml_name_unknown():
-    assert match_nvml_name("NVIDIA GeForce GTX 1080") is None
+    assert match_nvml_name("NVIDIA GeForce GT 710") is None
 
 
 def test_unknown_gpu_suggests_each_card_once():
@@ -93,3 +93,25 @@ def test_unknown_gpu_with_nothing_near_lists_the_catalog():
     with pytest.raises(UnknownGpu) as exc:
         parse_gpu_flag("zzz")
     assert "h100-sxm" in exc.value.hint and "rtx-4090" in exc.value.hint
+
+
+@pytest.mark.parametrize(
+    "name,key,cc",
+    [("NVIDIA RTX A6000", "rtx-a6000", (8, 6)), ("NVIDIA A800-SXM4-80GB", "a800-sxm-80gb", (8, 0)),
+     ("Tesla P100-PCIE-16GB", "tesla-p100-pcie-16gb", (6, 0)), ("Tesla P40", "tesla-p40", (6, 1)),
+     ("NVIDIA GeForce GTX 1080 Ti", "gtx-1080-ti", (6, 1)),
+     ("NVIDIA GeForce RTX 2080 Ti", "rtx-2080-ti", (7, 5)), ("NVIDIA GeForce RTX 2080", "rtx-2080", (7, 5)),
+     ("Quadro RTX 4000", "quadro-rtx-4000", (7, 5)), ("NVIDIA GeForce 940MX", "geforce-940mx", (5, 0)),
+     ("NVIDIA L40", "l40", (8, 9)), ("NVIDIA L40S", "l40s", (8, 9)), ("NVIDIA A40", "a40", (8, 6)),
+     ("NVIDIA GH200 480GB", "gh200", (9, 0)), ("NVIDIA GB10", "gb10", (12, 1)), ("NVIDIA GeForce RTX 5070", "rtx-5070", (12, 0))],
+)
+def test_older_and_workstation_gpus(name, key, cc):
+    """NVML names of GPUs launch reports name resolve to their own entry and capability."""
+    model = match_nvml_name(name)
+    assert (model.key, model.compute_capability) == (key, cc)
+
+
+def test_precision_follows_the_capability_rule():
+    by = {m.key: m for m in models()}
+    assert by["gb10"].fp4 and by["gb10"].fp8 and by["l40"].fp8 and not by["rtx-a6000"].fp8
+    assert by["quadro-rtx-4000"].memory_basis == "nominal" and by["quadro-rtx-4000"].memory_bytes == 8 * 1024 * MIB
