@@ -244,3 +244,31 @@ def test_a_stop_from_another_shell_during_start_is_reported_as_stopped(fake_cmd)
     finally:
         stopper.join()
         _finish(run)
+
+
+def test_an_engine_whose_first_process_exits_0_but_whose_group_serves_is_followed(fake_cmd):
+    # A launcher script that backgrounds the server and returns (`engine & exit 0`): the
+    # leader is gone, the group serves. That is a ready run, and stop must still reach it.
+    run, sup = _start(["sh", "-c", '"$@" & exit 0', "sh", *fake_cmd()], name="bg", ready_timeout_s=30)
+    try:
+        out = sup.wait_ready()
+        assert out.state == "ready", out
+        assert run.proc.poll() == 0
+        assert [r.state for r in manage.list_runs()] == ["ready"]
+        assert manage.stop_run("bg", grace_s=5).state == "stopped"
+    finally:
+        _finish(run)
+
+
+def test_a_failed_engine_leaves_no_orphaned_worker_behind(fake_cmd, tmp_path):
+    # The leader fails (exit 1) while a worker it started lives on holding its GPU memory
+    # (vLLM's orphaned workers): the failure is recorded and the worker stopped.
+    inner = shlex.join([sys.executable, "-c", "import time; time.sleep(600)"]) + " & sleep 0.5; exit 3"
+    run, sup = _start(["sh", "-c", inner], ready_timeout_s=30)
+    try:
+        out = sup.wait_ready()
+        assert out.state == "failed" and out.exit_code == 3, out
+        assert process.group_members(run.identity.pgid, not_before=run.identity.start_time) == []
+        assert "left" in out.reason
+    finally:
+        _finish(run)

@@ -100,3 +100,27 @@ def test_missing_program_is_bad_input(tmp_path):
 
     with pytest.raises(BadInput, match="not found"):
         _spawn(tmp_path, ["/nonexistent/engine-binary"])
+
+
+def test_a_group_made_by_job_control_in_another_session_is_not_ours(tmp_path):
+    # The recorded leader is gone and its number now names a process group that some shell
+    # made with setpgid (bash job control), in that shell's session: servepilot's engines
+    # always lead their own session, so that group cannot be the run's.
+    code = ("import subprocess,sys,time\n"
+            "subprocess.Popen([sys.executable,'-c','import time; time.sleep(600)'])\n")
+    leader = __import__("subprocess").Popen([sys.executable, "-c", code], process_group=0)
+    leader.wait(10)
+    deadline = time.monotonic() + 5
+    while not process.group_members(leader.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    members = process.group_members(leader.pid)
+    assert members and os.getsid(members[0].pid) == os.getsid(0)
+    ident = process.ProcessIdentity(pid=leader.pid, start_time=time.time() - 60, pgid=leader.pid)
+    try:
+        with pytest.raises(process.NotOurProcess, match="session"):
+            process.stop_group(ident, grace_s=1)
+        assert process.group_members(leader.pid)  # not signalled
+    finally:
+        for p in members:
+            p.kill()
+            p.wait(5)

@@ -299,7 +299,7 @@ def logs(run, follow, as_json):
 
     from servepilot.runs import process
     from servepilot.runs.follow import LogFollower
-    from servepilot.runs.manage import resolve_run
+    from servepilot.runs.manage import identity_of, resolve_run
     from servepilot.runs.rundir import LOG_NAME
 
     row = resolve_run(run)
@@ -317,7 +317,8 @@ def logs(run, follow, as_json):
                 sys.stdout.flush()
             if not follow:
                 break
-            if not text and not process.is_same_process(row.get("pid"), row.get("pid_start_time")):
+            ident = identity_of(row)
+            if not text and (ident is None or not process.group_alive(ident)):
                 sys.stdout.write(follower.read_new())
                 break
             time.sleep(follower.sleep_s)

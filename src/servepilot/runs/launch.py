@@ -225,9 +225,13 @@ class Supervisor:
         self._exited.set()
 
     def _alive(self) -> bool:
-        if self.run.proc is not None:
-            return not self._exited.is_set()
-        return process.is_same_process(self.run.identity.pid, self.run.identity.start_time)
+        if self.run.proc is not None and not self._exited.is_set():
+            return True
+        if self.run.proc is not None and self._exit_code not in (0, None):
+            return False  # a failed leader fails the run; _failed stops what it left
+        # Exited with 0, or not our child: the run lives while its group does (a launcher
+        # script that backgrounds the server and returns).
+        return process.group_alive(self.run.identity)
 
     def _pump(self) -> None:
         text = self.follower.read_new()
@@ -262,7 +266,7 @@ class Supervisor:
                     result = self._probe(url, port)
                     if result is not None and result.ready and self._alive():
                         return self._ready(started, url, result)
-                if self.run.proc is not None:
+                if self.run.proc is not None and not self._exited.is_set():
                     self._exited.wait(self.follower.sleep_s)  # wakes at once on exit
                 else:
                     time.sleep(self.follower.sleep_s)
@@ -324,6 +328,15 @@ class Supervisor:
         code = self._exit_code
         if reason is None:
             reason = f"exited with code {code}" if code is not None else "the process exited"
+            # Workers the failed leader left behind would hold the GPU memory the next
+            # attempt needs (vLLM's orphaned workers); they are the run's own group.
+            try:
+                leftovers = process.verify_ours(self.run.identity)
+            except process.NotOurProcess:
+                leftovers = []
+            if leftovers:
+                stopped = process.stop_group(self.run.identity, grace_s=DEFAULT_STOP_GRACE_S)
+                reason += f"; stopped the {len(leftovers)} process(es) it left in its group ({stopped.detail})"
         diagnosis = integration.triage_log(self.run.log_path, self.run.plan.command.engine)
         category = (diagnosis.get("root_cause") or {}).get("category")
         state = "failed"
@@ -342,8 +355,9 @@ class Supervisor:
         """Foreground after ready: block until the engine exits; returns its exit code."""
         if self.run.proc is not None:
             self._exited.wait()
-            return self._exit_code
-        while process.is_same_process(self.run.identity.pid, self.run.identity.start_time):
+            if self._exit_code != 0:
+                return self._exit_code
+        while process.group_alive(self.run.identity):
             time.sleep(0.5)
         return None
 

@@ -44,7 +44,8 @@ def live_state(row: dict[str, Any], db=None) -> str:
     state = row["state"]
     if state not in LIVE_STATES:
         return state
-    if process.is_same_process(row.get("pid"), row.get("pid_start_time")):
+    ident = identity_of(row)
+    if ident is not None and process.group_alive(ident):
         return state
     if db is not None:
         store.update_run(db, row["id"], only_if_state=LIVE_STATES, state="exited", ended_at=time.time())

@@ -141,7 +141,37 @@ def verify_ours(identity: ProcessIdentity) -> list[psutil.Process]:
     # The leader may be gone while its workers live on (orphaned vLLM workers): the group id
     # cannot be reused while any member exists, and members started before the engine are
     # not ours.
-    return group_members(identity.pgid, not_before=identity.start_time)
+    members = group_members(identity.pgid, not_before=identity.start_time)
+    # spawn() starts every engine as a session leader, so the run's group lives in the
+    # session of the same number. A group of that number in another session was made by
+    # someone else (a shell's job control, setpgid) after the run's number was recycled.
+    for p in members:
+        try:
+            sid = os.getsid(p.pid)
+        except ProcessLookupError:
+            continue
+        if sid != identity.pgid:
+            raise NotOurProcess(
+                f"process group {identity.pgid} now belongs to session {sid}, not the run's session "
+                f"{identity.pgid} (its number was reused); not signalling it"
+            )
+    return members
+
+
+def group_alive(identity: ProcessIdentity) -> bool:
+    """True while the run's leader, or any process of its group, is alive.
+
+    A launcher that backgrounds the server and returns (`engine & exit 0`) leaves the
+    group serving without its leader.
+    """
+    if is_same_process(identity.pid, identity.start_time):
+        return True
+    if not identity.start_time:
+        return False
+    try:
+        return bool(verify_ours(identity))
+    except NotOurProcess:
+        return False
 
 
 def stop_group(identity: ProcessIdentity, grace_s: float = 10.0, poll_s: float = 0.05) -> StopResult:
@@ -186,7 +216,13 @@ def listening_ports(identity: ProcessIdentity) -> set[int] | None:
     except psutil.AccessDenied:
         return None
     except psutil.Error:
-        return ports
+        tree = []
+    if not tree and identity.start_time:
+        # The leader is gone; its group may live on and serve (see group_alive).
+        try:
+            tree = verify_ours(identity)
+        except NotOurProcess:
+            return ports
     denied = 0
     for p in tree:
         try:
