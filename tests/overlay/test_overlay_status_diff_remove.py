@@ -170,3 +170,27 @@ def test_read_only_original_is_byte_identical_through_build_status_diff_remove(r
     assert main(["overlay", "remove", str(overlay)]) == 0
     assert not overlay.exists()
     assert inventory(original) == before
+
+
+def test_a_directory_swapped_for_a_symlink_after_planning_cannot_steer_remove(built):
+    # Between `overlay remove`'s plan (and its confirmation prompt) and the unlinks, the
+    # overlay's sub-directory becomes a link into the original: unlinking
+    # overlay/tokenizer/tokenizer.json would then delete the original's file.
+    original, overlay = built
+    plan = plan_removal(overlay)
+    assert "tokenizer/tokenizer.json" in plan.links
+    before = inventory(original)
+    os.rename(overlay / "tokenizer", overlay / "tokenizer.moved")
+    os.symlink(original / "tokenizer", overlay / "tokenizer")
+    plan.execute()
+    assert inventory(original) == before
+
+
+def test_a_patched_file_edited_after_planning_is_kept(built):
+    _, overlay = built
+    plan = plan_removal(overlay)
+    assert "config.json" in plan.files
+    (overlay / "config.json").write_text('{"hand": "edited"}')
+    result = plan.execute()
+    assert (overlay / "config.json").read_text() == '{"hand": "edited"}'
+    assert "config.json" in result.kept
