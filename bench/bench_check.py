@@ -194,24 +194,6 @@ EXTRA_MODELS: dict[str, dict] = {
     # deepseek-ai/DeepSeek-V3.2 (V3 shapes + the sparse-attention indexer)
     "deepseek-v3.2": {"config.json": dict(MLA_V3, architectures=["DeepseekV32ForCausalLM"], model_type="deepseek_v32", index_topk=2048),
                       "tokenizer_config.json": {"tokenizer_class": "LlamaTokenizerFast"}},
-    # Qwen/Qwen1.5-32B-Chat(-AWQ)
-    "qwen1.5-32b": {"config.json": modelzoo.qwen(64, 5120, 40, 8, 27392, 152064, 32768)},
-    # OpenGVLab/InternVL2-8B: custom configuration code (auto_map), InternLM2 language model
-    "internvl2-8b": {"config.json": {"architectures": ["InternVLChatModel"], "model_type": "internvl_chat",
-                                     "auto_map": {"AutoConfig": "configuration_internvl_chat.InternVLChatConfig",
-                                                  "AutoModel": "modeling_internvl_chat.InternVLChatModel"},
-                                     "llm_config": modelzoo.dense(32, 4096, 32, 8, 14336, 92553, 32768, model_type="internlm2",
-                                                                  arch="InternLM2ForCausalLM"),
-                                     "torch_dtype": "bfloat16"},
-                     "configuration_internvl_chat.py": "# custom code\n", "modeling_internvl_chat.py": "# custom code\n"},
-    # THUDM/chatglm3-6b: custom configuration code
-    "chatglm3-6b": {"config.json": {"architectures": ["ChatGLMModel"], "model_type": "chatglm", "num_layers": 28,
-                                    "hidden_size": 4096, "num_attention_heads": 32, "multi_query_group_num": 2,
-                                    "kv_channels": 128, "ffn_hidden_size": 13696, "padded_vocab_size": 65024,
-                                    "seq_length": 8192, "torch_dtype": "float16",
-                                    "auto_map": {"AutoConfig": "configuration_chatglm.ChatGLMConfig",
-                                                 "AutoModel": "modeling_chatglm.ChatGLMForConditionalGeneration"}},
-                    "configuration_chatglm.py": "# custom code\n", "modeling_chatglm.py": "# custom code\n"},
 }
 # A row that names no model we can describe gets this small one (meta-llama/Llama-3.2-1B:
 # 32 heads and 8 KV heads divide by every usual TP size; 2.5 GB fits every GPU), so the

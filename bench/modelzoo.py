@@ -33,8 +33,8 @@ def dense(layers, hidden, heads, kv, inter, vocab, maxpos, *, tie=False, head_di
     return cfg
 
 
-def qwen(layers, hidden, heads, kv, inter, vocab, maxpos, **kw) -> dict:
-    return dense(layers, hidden, heads, kv, inter, vocab, maxpos, model_type="qwen2", arch="Qwen2ForCausalLM", **kw)
+def qwen(layers, hidden, heads, kv, inter, vocab, maxpos, *, model_type="qwen2", arch="Qwen2ForCausalLM", **kw) -> dict:
+    return dense(layers, hidden, heads, kv, inter, vocab, maxpos, model_type=model_type, arch=arch, **kw)
 
 
 def qwen3(layers, hidden, heads, kv, inter, maxpos=40960, **kw) -> dict:
@@ -73,6 +73,16 @@ def mla(layers, hidden, heads, inter, vocab, maxpos, *, kv_lora, q_lora, experts
 def opt(layers, hidden, heads, ffn) -> dict:
     return dense(layers, hidden, heads, heads, ffn, 50272, 2048, tie=True, model_type="opt", arch="OPTForCausalLM",
                  dtype="float16", ffn_dim=ffn)
+
+
+def chatglm(layers, hidden, heads, groups, ffn, vocab, seq) -> dict:
+    # THUDM ChatGLM format: its own key names, custom configuration/modeling code (auto_map)
+    return {"architectures": ["ChatGLMModel"], "model_type": "chatglm", "num_layers": layers, "hidden_size": hidden,
+            "num_attention_heads": heads, "multi_query_attention": True, "multi_query_group_num": groups,
+            "kv_channels": hidden // heads, "ffn_hidden_size": ffn, "padded_vocab_size": vocab, "seq_length": seq,
+            "torch_dtype": "bfloat16",
+            "auto_map": {"AutoConfig": "configuration_chatglm.ChatGLMConfig",
+                         "AutoModel": "modeling_chatglm.ChatGLMForConditionalGeneration"}}
 
 
 LLAMA3_ROPE = {"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": 8192}
@@ -121,6 +131,8 @@ FAMILIES: list[Family] = [
                                 arch="MistralForCausalLM"), "mistralai/Mistral-7B-Instruct-v0.3"),
     Family(r"mistral-nemo", dense(40, 5120, 32, 8, 14336, 131072, 1024000, head_dim=128, model_type="mistral",
                                   arch="MistralForCausalLM"), "mistralai/Mistral-Nemo-Instruct-2407"),
+    Family(r"devstral-small", dense(40, 5120, 32, 8, 32768, 131072, 131072, head_dim=128, model_type="mistral",
+                                    arch="MistralForCausalLM"), "mistralai/Devstral-Small-2505"),
     Family(r"mistral-small", dense(40, 5120, 32, 8, 32768, 131072, 32768, head_dim=128, model_type="mistral",
                                    arch="MistralForCausalLM"), "mistralai/Mistral-Small-24B-Instruct-2501"),
     Family(r"mixtral-8x7b", dense(32, 4096, 32, 8, 14336, 32000, 32768, model_type="mixtral", arch="MixtralForCausalLM",
@@ -128,8 +140,29 @@ FAMILIES: list[Family] = [
     Family(r"mixtral-8x22b", dense(56, 6144, 48, 8, 16384, 32768, 65536, model_type="mixtral",
                                    arch="MixtralForCausalLM", num_local_experts=8, num_experts_per_tok=2),
            "mistralai/Mixtral-8x22B-v0.1"),
+    # LLaMA-1 33B ("30B"): huggyllama/llama-30b; WizardLM/Vicuna/Guanaco 33B fine-tunes keep its
+    # shape (cognitivecomputations/WizardLM-33B-V1.0-Uncensored: 52 heads, vocab 32001)
+    Family(r"(llama|wizardlm|vicuna|guanaco|alpaca)-(30|33)b", dense(60, 6656, 52, 52, 17920, 32000, 2048, dtype="float16"),
+           "huggyllama/llama-30b"),
+    # hfl/chinese-alpaca-2-7b / chinese-llama-2-7b: Llama-2-7B with a 55296-token vocabulary
+    Family(r"chinese-(llama|alpaca)-2-7b", dense(32, 4096, 32, 32, 11008, 55296, 4096, dtype="float16"),
+           "hfl/chinese-alpaca-2-7b"),
+    # Llama 4 Scout (multimodal wrapper, text_config numbers): meta-llama/Llama-4-Scout-17B-16E-Instruct
+    Family(r"llama-4-scout", {"architectures": ["Llama4ForConditionalGeneration"], "model_type": "llama4",
+                              "torch_dtype": "bfloat16",
+                              "text_config": dense(48, 5120, 40, 8, 8192, 202048, 10485760, head_dim=128,
+                                                   model_type="llama4_text", arch="Llama4ForCausalLM",
+                                                   num_local_experts=16, num_experts_per_tok=1,
+                                                   intermediate_size_mlp=16384, interleave_moe_layer_step=1,
+                                                   attention_chunk_size=8192)},
+           "meta-llama/Llama-4-Scout-17B-16E-Instruct"),
     # Qwen: Qwen/<name>/config.json
     Family(r"qwen1\.5-7b", qwen(32, 4096, 32, 32, 11008, 151936, 32768), "Qwen/Qwen1.5-7B-Chat"),
+    Family(r"qwen1\.5-32b", qwen(64, 5120, 40, 8, 27392, 152064, 32768), "Qwen/Qwen1.5-32B-Chat"),
+    Family(r"qwen2-57b-a14b", qwen(28, 3584, 28, 4, 18944, 151936, 32768, model_type="qwen2_moe",
+                                   arch="Qwen2MoeForCausalLM", num_experts=64, num_experts_per_tok=8,
+                                   moe_intermediate_size=2560, shared_expert_intermediate_size=20480,
+                                   decoder_sparse_step=1), "Qwen/Qwen2-57B-A14B-Instruct"),
     Family(r"qwen2(\.5)?-math-1\.5b", qwen(28, 1536, 12, 2, 8960, 151936, 4096, tie=True), "Qwen/Qwen2.5-Math-1.5B"),
     Family(r"qwen2(\.5)?-0\.5b", qwen(24, 896, 14, 2, 4864, 151936, 32768, tie=True), "Qwen/Qwen2.5-0.5B"),
     Family(r"qwen2(\.5)?-1\.5b", qwen(28, 1536, 12, 2, 8960, 151936, 32768, tie=True), "Qwen/Qwen2.5-1.5B"),
@@ -168,6 +201,16 @@ FAMILIES: list[Family] = [
     # Microsoft Phi: microsoft/<name>/config.json
     Family(r"phi-4", dense(40, 5120, 40, 10, 17920, 100352, 16384, model_type="phi3", arch="Phi3ForCausalLM"),
            "microsoft/phi-4"),
+    Family(r"phi-3-vision", dense(32, 3072, 32, 32, 8192, 32064, 131072, model_type="phi3_v", arch="Phi3VForCausalLM",
+                                  rope_scaling={"type": "su", "short_factor": [1.0] * 48, "long_factor": [1.0] * 48},
+                                  original_max_position_embeddings=4096,
+                                  auto_map={"AutoConfig": "configuration_phi3_v.Phi3VConfig",
+                                            "AutoModelForCausalLM": "modeling_phi3_v.Phi3VForCausalLM"}),
+           "microsoft/Phi-3-vision-128k-instruct (rope factors elided: 48 per list)"),
+    Family(r"phi-3-medium-4k", dense(40, 5120, 40, 10, 17920, 32064, 4096, model_type="phi3", arch="Phi3ForCausalLM"),
+           "microsoft/Phi-3-medium-4k-instruct"),
+    Family(r"phi-3-medium", dense(40, 5120, 40, 10, 17920, 32064, 131072, model_type="phi3", arch="Phi3ForCausalLM"),
+           "microsoft/Phi-3-medium-128k-instruct"),
     Family(r"phi-3-mini-4k", dense(32, 3072, 32, 32, 8192, 32064, 4096, model_type="phi3", arch="Phi3ForCausalLM",
                                    sliding_window=2047), "microsoft/Phi-3-mini-4k-instruct"),
     Family(r"phi-3(\.5)?-mini", dense(32, 3072, 32, 32, 8192, 32064, 131072, model_type="phi3", arch="Phi3ForCausalLM"),
@@ -177,6 +220,34 @@ FAMILIES: list[Family] = [
     Family(r"opt-1\.3b", opt(24, 2048, 32, 8192), "facebook/opt-1.3b"),
     Family(r"opt-6\.7b", opt(32, 4096, 32, 16384), "facebook/opt-6.7b"),
     Family(r"opt-13b", opt(40, 5120, 40, 20480), "facebook/opt-13b"),
+    # THUDM ChatGLM3 / GLM-4-9B (ChatGLM format): THUDM/<name>/config.json
+    Family(r"chatglm3-6b", chatglm(28, 4096, 32, 2, 13696, 65024, 8192), "THUDM/chatglm3-6b"),
+    Family(r"glm-4-9b", chatglm(40, 4096, 32, 2, 13696, 151552, 131072), "THUDM/glm-4-9b-chat"),
+    # Multimodal wrappers with custom code: OpenGVLab/InternVL2-8B (InternLM2 language model),
+    # openbmb/MiniCPM-V-2_6 (Qwen2-7B language model, SigLIP-400M vision tower: 1152 / 16 heads = 72)
+    Family(r"internvl2-8b", {"architectures": ["InternVLChatModel"], "model_type": "internvl_chat",
+                             "auto_map": {"AutoConfig": "configuration_internvl_chat.InternVLChatConfig",
+                                          "AutoModel": "modeling_internvl_chat.InternVLChatModel"},
+                             "llm_config": dense(32, 4096, 32, 8, 14336, 92553, 32768, model_type="internlm2",
+                                                 arch="InternLM2ForCausalLM"),
+                             "vision_config": {"hidden_size": 1024, "num_attention_heads": 16, "num_hidden_layers": 24},
+                             "torch_dtype": "bfloat16"}, "OpenGVLab/InternVL2-8B"),
+    Family(r"minicpm-v-2[._-]6", qwen(28, 3584, 28, 4, 18944, 151666, 32768, model_type="minicpmv", arch="MiniCPMV",
+                                      version="2.6", query_num=64,
+                                      vision_config={"hidden_size": 1152, "num_attention_heads": 16,
+                                                     "num_hidden_layers": 27, "intermediate_size": 4304,
+                                                     "patch_size": 14, "model_type": "siglip_vision_model"},
+                                      auto_map={"AutoConfig": "configuration_minicpm.MiniCPMVConfig",
+                                                "AutoModel": "modeling_minicpmv.MiniCPMV"}),
+           "openbmb/MiniCPM-V-2_6"),
+    # MiniMax-M2 (MoE, FP8 blocks as published): MiniMaxAI/MiniMax-M2
+    Family(r"minimax-m2", dense(62, 3072, 48, 8, 1536, 200064, 196608, head_dim=128, model_type="minimax_m2",
+                                arch="MiniMaxM2ForCausalLM", num_local_experts=256, num_experts_per_tok=8,
+                                quantization_config={"quant_method": "fp8", "fmt": "float8_e4m3fn",
+                                                     "activation_scheme": "dynamic", "weight_block_size": [128, 128]},
+                                auto_map={"AutoConfig": "configuration_minimax_m2.MiniMaxM2Config",
+                                          "AutoModelForCausalLM": "modeling_minimax_m2.MiniMaxM2ForCausalLM"}),
+           "MiniMaxAI/MiniMax-M2"),
     # Zhipu GLM-4.5 (MoE): zai-org/<name>/config.json
     Family(r"glm-4\.5-air", dense(46, 4096, 96, 8, 10944, 151552, 131072, head_dim=128, model_type="glm4_moe",
                                   arch="Glm4MoeForCausalLM", n_routed_experts=128, n_shared_experts=1,
@@ -187,6 +258,9 @@ FAMILIES: list[Family] = [
                                  num_experts_per_tok=8, moe_intermediate_size=1536, first_k_dense_replace=3),
            "zai-org/GLM-4.5"),
     # DeepSeek MLA: deepseek-ai/<name>/config.json
+    Family(r"deepseek-(coder-)?v2(?!-lite|\.5-lite)(-chat|-instruct|-0628)?$|deepseek-v2\.5$",
+           mla(60, 5120, 128, 12288, 102400, 163840, kv_lora=512, q_lora=1536, experts=160, shared=2, topk=6,
+               moe_inter=1536, first_dense=1), "deepseek-ai/DeepSeek-V2"),
     Family(r"deepseek-v2-lite|deepseek-coder-v2-lite",
            mla(27, 2048, 16, 10944, 102400, 163840, kv_lora=512, q_lora=None, experts=64, shared=2, topk=6,
                moe_inter=1408, first_dense=1), "deepseek-ai/DeepSeek-V2-Lite"),

@@ -10,6 +10,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 import bench_check as bench  # noqa: E402
+import modelzoo  # noqa: E402
 
 
 @pytest.mark.parametrize("row, version", [
@@ -63,9 +64,9 @@ def test_commands_from_docker_kwargs_and_fragments(tmp_path):
 
 
 def test_family_guess_takes_the_nearest_size_of_the_family():
-    assert bench.family_guess("Qwen1.5-32B") == "Qwen/Qwen2.5-32B"
+    assert bench.family_guess("Qwen1.5-14B") == "Qwen/Qwen2.5-14B"
     assert bench.family_guess("LLaMA-2-13B-chat").lower().startswith("meta-llama/llama-2-13b")
-    assert bench.family_guess("WizardLM-33B") is None
+    assert bench.family_guess("Falcon-40B") is None
 
 
 @pytest.mark.parametrize("flags, shm", [
@@ -76,3 +77,16 @@ def test_family_guess_takes_the_nearest_size_of_the_family():
 ])
 def test_container_shm_from_the_docker_line(flags, shm):
     assert bench.container_shm(flags) == shm
+
+
+@pytest.mark.parametrize("name, heads, kv", [
+    ("cognitivecomputations/WizardLM-33B-V1.0-Uncensored", 52, 52), ("Qwen/Qwen2-57B-A14B-Instruct", 28, 4),
+    ("deepseek-ai/DeepSeek-V2-Chat", 128, 128), ("microsoft/Phi-3-vision-128k-instruct", 32, 32)])
+def test_zoo_families_keep_their_published_head_counts(name, heads, kv):
+    cfg = modelzoo.config_for(name)
+    assert (cfg["num_attention_heads"], cfg["num_key_value_heads"]) == (heads, kv)
+
+
+def test_zoo_custom_code_families_name_their_code():
+    assert modelzoo.config_for("THUDM/chatglm3-6b")["auto_map"]["AutoConfig"].startswith("configuration_chatglm")
+    assert modelzoo.config_for("MiniMax-M2")["quantization_config"]["weight_block_size"] == [128, 128]
