@@ -87,3 +87,22 @@ def test_no_backend_because_of_the_kv_dtype_is_a_kv_cache_dtype_finding(tmp_path
     # DeepSeek-V3.2 sparse MLA on SM120: no backend whatever the KV dtype
     dsv32 = finding(run_checks(deployment(sparse_mla(tmp_path / "s"), cc=(12, 0), n=8, version="0.16.0")), "SP-ATTN-001")
     assert dsv32.category == "attention_backend"
+
+
+@pytest.mark.parametrize(
+    "version, cc, env, expected",
+    [("0.7.3", (9, 0), {"VLLM_USE_V1": "1"}, "error"),  # 0.7 V1: no FP8 KV path at all
+     ("0.7.3", (9, 0), {}, None),  # V0 runs it
+     ("0.8.5", (8, 6), {"VLLM_USE_V1": "1"}, "error"),  # not FA3: the oracle raises
+     ("0.8.5", (9, 0), {"VLLM_USE_V1": "1"}, None),  # FA3 on Hopper keeps it on V1
+     ("0.8.5", (8, 6), {}, None),  # falls back to V0 by itself
+     ("0.10.0", (8, 6), {"VLLM_USE_V1": "1"}, None)],  # outside the facts' range
+)
+def test_fp8_kv_cache_on_the_early_v1_engine(tmp_path, version, cc, env, expected):
+    path = llama_like(tmp_path / "m")
+    result = run_checks(deployment(path, cc=cc, n=1, version=version, memory=80 * GIB, env=env,
+                                   options={"kv_cache_dtype": "fp8"}))
+    found = [f for f in result.findings if f.code == "SP-KV-004"]
+    assert (found[0].severity if found else None) == expected
+    if found:
+        assert found[0].remedies[0].args == {"env": {"set": {}, "unset": ["VLLM_USE_V1"]}}

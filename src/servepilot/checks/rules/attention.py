@@ -219,3 +219,39 @@ def llamacpp_v_cache(dep, ctx) -> list[Finding]:
     return [Finding("SP-KV-003", "kv_cache_dtype", severity, "quantized V cache needs --flash-attn", detail, _evidence(res.kv_evidence),
                     (Remedy("flag", "--flash-attn on", "flash attention kernels (supported on most GPUs and the CPU)", {"set": {"flash_attn": "on"}, "unset": []}),
                      Remedy("flag", "--cache-type-v f16", "V cache twice the size of q8_0", {"set": {"cache_type_v": "f16"}, "unset": []})))]
+
+
+@rule(
+    "SP-KV-004", "kv_cache_dtype", "FP8 KV cache on vLLM's early V1 engine",
+    facts=("vLLM 0.7.x's opt-in V1 engine (VLLM_USE_V1=1) has no FP8 KV cache path.",
+           "vLLM 0.8-0.9 run an FP8 KV cache on V1 only through FlashAttention 3 (compute capability 9.x); elsewhere they fall back to V0, or raise 'VLLM_USE_V1=1 is not supported with --kv-cache-dtype' when VLLM_USE_V1=1 is set."),
+    sources=(KV_KNOWLEDGE, "vllm/engine/arg_utils.py@v0.8.5", "https://github.com/vllm-project/vllm/pull/14221"),
+    engines=("vllm",),
+)
+def v1_fp8_kv_cache(dep, ctx) -> list[Finding]:
+    from servepilot.engines import knowledge as kb
+
+    version = dep.engine_version or ctx.resolution.engine_version
+    kv = str(dep.launch.get("kv_cache_dtype") or "auto")
+    if version is None or not kv.startswith("fp8"):
+        return []
+    fact = kb.row_for(kb.load_file("vllm", "kv_cache").get("v1_fp8_kv_cache", []), version)
+    env = dep.launch.shell.env or {}
+    if fact is None or str(env.get("VLLM_USE_V1", "")).strip() not in ("1", "true", "True"):
+        return []  # V1 not asked for: 0.7 runs V0, 0.8-0.9 fall back to V0 by themselves
+    backend = str(env.get("VLLM_ATTENTION_BACKEND", "") or "")
+    cc = dep.cluster.gpus[0].compute_capability if dep.cluster.gpus else None
+    majors = fact.get("supported_cc_majors") or []
+    if majors and backend in ("", "FLASH_ATTN_VLLM_V1") and cc is not None and cc[0] in majors:
+        return []
+    if majors and cc is None and not backend:
+        severity, why = "warning", (f"vLLM {version} keeps it on V1 only with FlashAttention 3 on compute capability "
+                                    f"{'/'.join(f'{m}.x' for m in majors)}; the GPU is not known here.")
+    else:
+        severity, why = "error", (f"vLLM {version}'s V1 engine has no FP8 KV cache path for this setup"
+                                  + (f" (only FlashAttention 3 on compute capability {'/'.join(f'{m}.x' for m in majors)})." if majors else "."))
+    return [Finding("SP-KV-004", "kv_cache_dtype", severity, f"--kv-cache-dtype {kv} with VLLM_USE_V1=1 on vLLM {version}",
+                    why + " VLLM_USE_V1=1 forbids the fallback to the V0 engine.",
+                    (Evidence(f"VLLM_USE_V1=1, --kv-cache-dtype {kv}", "command line"), Evidence(f"V1 FP8 KV cache in vLLM {fact.versions}", fact.source)),
+                    (Remedy("env", "unset VLLM_USE_V1", "the V0 engine runs the FP8 KV cache", {"env": {"set": {}, "unset": ["VLLM_USE_V1"]}}),
+                     Remedy("flag", "--kv-cache-dtype auto", "a 16-bit KV cache, twice the memory per token", {"set": {"kv_cache_dtype": "auto"}, "unset": []})))]
