@@ -383,3 +383,11 @@ def test_shell_dash_c_is_parsed_inside_and_rendered_back():
 def test_running_a_script_points_to_command_file():
     with pytest.raises(CommandLineError, match="pass --command-file run.sh"):
         parse_command("bash run.sh")
+
+
+@pytest.mark.parametrize("value", ["[" * 100_000, "1" + "0" * 5000], ids=["deep", "huge-int"])
+def test_dotted_json_flag_python_cannot_decode_is_kept_as_text(value):
+    # `--hf-overrides.x=<value>`: json.loads raises RecursionError / a plain ValueError
+    # here, not JSONDecodeError; the word is kept as the string the engine would get.
+    launch = parse_command(f"vllm serve m --hf-overrides.x={value}", engine_version="0.16.0")
+    assert launch.options["hf_overrides"] == {"x": value}

@@ -244,3 +244,23 @@ def test_two_plain_checkpoints_get_distinct_default_overlays(tmp_path):
     db = plan_overlay(b, KV_SCHEME_PATCHES).execute()
     assert da != db
     assert read_manifest(db).original == str(b)
+
+
+@pytest.mark.parametrize("text", ["[" * 100_000, '{"n": 1' + "0" * 5000 + "}"], ids=["deep", "huge-int"])
+def test_patch_of_json_python_cannot_decode_is_one_checkpoint_error(checkpoint, text):
+    # Deep nesting raises RecursionError and a 5000-digit integer a plain ValueError, not
+    # JSONDecodeError: both must still be one typed error naming the file.
+    (checkpoint / "odd.json").write_text(text)
+    before = inventory(checkpoint)
+    with pytest.raises(CheckpointError, match="not valid JSON") as info:
+        plan_overlay(checkpoint, {"odd.json": [{"op": "remove", "path": "/a"}]})
+    assert info.value.path is not None and "odd.json" in str(info.value.path)
+    assert inventory(checkpoint) == before
+
+
+@pytest.mark.parametrize("text", ["[" * 100_000, '{"n": 1' + "0" * 5000 + "}"], ids=["deep", "huge-int"])
+def test_manifest_python_cannot_decode_is_an_overlay_error(checkpoint, text):
+    overlay = plan_overlay(checkpoint, KV_SCHEME_PATCHES).execute()
+    (overlay / MANIFEST_NAME).write_text(text)
+    with pytest.raises(OverlayError, match="manifest is unreadable"):
+        read_manifest(overlay)

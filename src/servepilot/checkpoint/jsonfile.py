@@ -43,6 +43,8 @@ def read_json_object(path: str | Path) -> dict:
         ) from None
     except RecursionError:
         raise CheckpointError("malformed JSON: nested too deeply", path=path) from None
+    except ValueError as exc:  # an integer of over 4300 digits (CPython's int_max_str_digits)
+        raise CheckpointError(f"malformed JSON: {exc}", path=path) from None
     if not isinstance(value, dict):
         raise CheckpointError(f"expected a JSON object, found {type(value).__name__}", path=path)
     return value

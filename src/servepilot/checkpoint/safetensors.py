@@ -112,6 +112,8 @@ def parse_header(blob: bytes, *, path: str | Path) -> dict:
         header = loads_without_gc(blob)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise HeaderError(f"header is not JSON: {exc}", path=path) from None
+    except ValueError as exc:  # an integer of over 4300 digits (CPython's int_max_str_digits)
+        raise HeaderError(f"header is not JSON: {exc}", path=path) from None
     except (RecursionError, MemoryError):
         raise HeaderError("header is not JSON: nested too deeply", path=path) from None
     if not isinstance(header, dict):

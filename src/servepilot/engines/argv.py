@@ -195,7 +195,7 @@ def _read_dotted(args, i, name, inline_value, vt: VersionTable, out: ParsedArgs)
     else:
         try:
             value = json.loads(raw)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not JSON; also 4300+ digit ints, deep nesting
             value = raw
     spec, _ = vt.lookup(base)
     if spec is None:

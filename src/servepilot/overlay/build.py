@@ -220,8 +220,8 @@ def _patch_file(tree: OriginalTree, rel: str, ops: list) -> PatchedOutput:
     try:
         text = raw.decode("utf-8")
         doc = json.loads(text)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CheckpointError(f"cannot patch: not valid JSON ({exc})", path=original.path) from exc
+    except (ValueError, RecursionError) as exc:  # also 4300+ digit integers and deep nesting
+        raise CheckpointError(f"cannot patch: not valid JSON ({str(exc)[:200]})", path=original.path) from None
     try:
         patched = jsonpatch.JsonPatch(ops).apply(doc)
     except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException, TypeError, ValueError, KeyError) as exc:

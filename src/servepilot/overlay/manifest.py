@@ -106,8 +106,8 @@ def read_manifest(overlay_dir: Path) -> Manifest:
         )
     try:
         data = json.loads(mpath.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise OverlayError(f"manifest is unreadable: {exc}", path=mpath) from exc
+    except (OSError, ValueError, RecursionError) as exc:  # ValueError: also 4300+ digit integers
+        raise OverlayError(f"manifest is unreadable: {str(exc)[:200]}", path=mpath) from None
     return _manifest_from_json(data, mpath)
 
 
