@@ -27,3 +27,9 @@ def test_config_stage_precedes_worker_model_and_memory_stages():
 def test_kv_budget_failure_precedes_the_max_model_len_check():
     # determine_available_memory raises before check_enough_kv_cache_memory compares max_model_len
     assert engine_stage("SP-MEM-003") < engine_stage("SP-MEM-002")
+
+
+def test_the_custom_code_review_note_sorts_after_launch_stages():
+    # SP-CODE-002 lists files to review; a Marlin fallback or a KV warning says more about the launch
+    assert engine_stage("SP-CODE-002") > max(engine_stage(c) for c in ("SP-QUANT-002", "SP-MEM-002", "SP-TMPL-001"))
+    assert engine_stage("SP-CODE-001") < engine_stage("SP-ARCH-001")

@@ -24,9 +24,11 @@ _SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 #   6. weight loading and KV profiling (SP-MEM-001 weights, SP-MEM-003 no KV budget left, then
 #      SP-MEM-002 one max_model_len request larger than the KV cache: check_enough_kv_cache_memory);
 #   7. binding the API port (SP-PORT), then serving (SP-TMPL: the first chat request).
+# SP-CODE-002 (the custom code --trust-remote-code will run) stops nothing and degrades nothing:
+# it is a review note, so it sorts after every finding that does, within its severity.
 _STAGES = ("SP-ARGS", "SP-KV-001", "SP-CODE", "SP-ARCH", "SP-LEN", "SP-TP", "SP-EP", "SP-QUANT-001", "SP-KV", "SP-GPU",
            "SP-CUDA", "SP-DTYPE", "SP-SHM", "SP-NCCL", "SP-ATTN", "SP-QUANT", "SP-MEM-001", "SP-MEM-003",
-           "SP-MEM-002", "SP-MEM", "SP-PORT", "SP-TMPL")
+           "SP-MEM-002", "SP-MEM", "SP-PORT", "SP-TMPL", "SP-CODE-002")
 
 
 def engine_stage(code: str) -> int:
