@@ -8,7 +8,9 @@ import pytest
 from conftest import write_gguf
 
 from servepilot.checkpoint.gguf_reader import read_gguf_file
+from servepilot.checkpoint.gguf_spec import spec_from_gguf
 from servepilot.checkpoint.inspect import inspect_path
+from servepilot.cli.main import main
 from servepilot.errors import BadInput, HeaderError
 
 
@@ -187,3 +189,15 @@ def test_long_arrays_are_skipped_with_their_length_kept(tmp_path):
     path.write_bytes(data[:cut])
     with pytest.raises(HeaderError, match="truncated"):
         read_gguf_file(path)
+
+
+@pytest.mark.parametrize("name", ["m-00001-of-00000.gguf", "m-00003-of-00002.gguf", "m-00000-of-00002.gguf"])
+def test_split_name_whose_part_number_is_impossible_is_one_header_error(tmp_path, name, capsys):
+    # "part 1 of 0" left the list of splits empty (IndexError); "part 3 of 2" read the
+    # other files and never the one named.
+    (path,) = write_gguf(tmp_path / "single.gguf")
+    path.rename(tmp_path / name)
+    with pytest.raises(HeaderError, match="part"):
+        spec_from_gguf(tmp_path / name)
+    assert main(["inspect", str(tmp_path / name)]) == 2
+    assert "Traceback" not in capsys.readouterr().err

@@ -169,7 +169,9 @@ def split_siblings(path: Path) -> tuple[list[Path], list[str]]:
     m = SPLIT_RE.match(path.name)
     if not m:
         return [path], []
-    n = int(m["n"])
+    i, n = int(m["i"]), int(m["n"])
+    if not 1 <= i <= n:
+        raise HeaderError(f"split file name says part {i} of {n}, which cannot be", path=path)
     found: list[Path] = []
     missing: list[str] = []
     for i in range(1, n + 1):
@@ -178,4 +180,6 @@ def split_siblings(path: Path) -> tuple[list[Path], list[str]]:
             found.append(p)
         else:
             missing.append(p.name)
+    if path not in found:  # named part that is not a regular file (a FIFO, a directory)
+        raise HeaderError("not a regular file", path=path)
     return found, missing
