@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -85,6 +85,8 @@ def chatglm(layers, hidden, heads, groups, ffn, vocab, seq) -> dict:
                          "AutoModel": "modeling_chatglm.ChatGLMForConditionalGeneration"}}
 
 
+# Published tokenizer_config.json files carry a Jinja chat template; its text matters to no check
+TEMPLATE_ELIDED = "{% for message in messages %}{{ message['content'] }}{% endfor %}"
 LLAMA3_ROPE = {"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": 8192}
 
 
@@ -93,6 +95,7 @@ class Family:
     pattern: str  # regex searched in the normalized (lower-case, bare, suffix-free) name
     config: dict | str  # the config.json, or the name of a checked-in examples/ directory
     origin: str  # whose config.json the numbers are
+    files: dict = field(default_factory=dict)  # other published files the checkpoint's checks read
 
 
 # First match wins: more specific patterns come first.
@@ -221,8 +224,13 @@ FAMILIES: list[Family] = [
     Family(r"opt-6\.7b", opt(32, 4096, 32, 16384), "facebook/opt-6.7b"),
     Family(r"opt-13b", opt(40, 5120, 40, 20480), "facebook/opt-13b"),
     # THUDM ChatGLM3 / GLM-4-9B (ChatGLM format): THUDM/<name>/config.json
-    Family(r"chatglm3-6b", chatglm(28, 4096, 32, 2, 13696, 65024, 8192), "THUDM/chatglm3-6b"),
-    Family(r"glm-4-9b", chatglm(40, 4096, 32, 2, 13696, 151552, 131072), "THUDM/glm-4-9b-chat"),
+    Family(r"chatglm3-6b", chatglm(28, 4096, 32, 2, 13696, 65024, 8192), "THUDM/chatglm3-6b",
+           {"tokenizer_config.json": {"auto_map": {"AutoTokenizer": ["tokenization_chatglm.ChatGLMTokenizer", None]},
+                                      "tokenizer_class": "ChatGLMTokenizer", "padding_side": "left",
+                                      "chat_template": TEMPLATE_ELIDED}}),
+    Family(r"glm-4-9b", chatglm(40, 4096, 32, 2, 13696, 151552, 131072), "THUDM/glm-4-9b-chat",
+           {"tokenizer_config.json": {"auto_map": {"AutoTokenizer": ["tokenization_chatglm.ChatGLM4Tokenizer", None]},
+                                      "tokenizer_class": "ChatGLM4Tokenizer", "chat_template": TEMPLATE_ELIDED}}),
     # Multimodal wrappers with custom code: OpenGVLab/InternVL2-8B (InternLM2 language model),
     # openbmb/MiniCPM-V-2_6 (Qwen2-7B language model, SigLIP-400M vision tower: 1152 / 16 heads = 72)
     Family(r"internvl2-8b", {"architectures": ["InternVLChatModel"], "model_type": "internvl_chat",
@@ -231,7 +239,10 @@ FAMILIES: list[Family] = [
                              "llm_config": dense(32, 4096, 32, 8, 14336, 92553, 32768, model_type="internlm2",
                                                  arch="InternLM2ForCausalLM"),
                              "vision_config": {"hidden_size": 1024, "num_attention_heads": 16, "num_hidden_layers": 24},
-                             "torch_dtype": "bfloat16"}, "OpenGVLab/InternVL2-8B"),
+                             "torch_dtype": "bfloat16"}, "OpenGVLab/InternVL2-8B",
+           {"tokenizer_config.json": {"auto_map": {"AutoTokenizer": ["tokenization_internlm2.InternLM2Tokenizer",
+                                                                    "tokenization_internlm2_fast.InternLM2TokenizerFast"]},
+                                      "tokenizer_class": "InternLM2Tokenizer", "chat_template": TEMPLATE_ELIDED}}),
     Family(r"minicpm-v-2[._-]6", qwen(28, 3584, 28, 4, 18944, 151666, 32768, model_type="minicpmv", arch="MiniCPMV",
                                       version="2.6", query_num=64,
                                       vision_config={"hidden_size": 1152, "num_attention_heads": 16,
@@ -392,6 +403,8 @@ def write_checkpoint(directory: str | Path, model_id: str) -> Path:
         return root
     cfg = config_for(model_id)
     (root / "config.json").write_text(json.dumps(cfg, indent=1))
+    for name, content in family.files.items():
+        (root / name).write_text(json.dumps(content, indent=1))
     quant = cfg.get("quantization_config") or {}
     if quant.get("quant_method") == "modelopt":
         # modelopt exports ship hf_quant_config.json; vLLM reads the algorithm from it.

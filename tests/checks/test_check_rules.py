@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 
 import pytest
@@ -278,3 +279,28 @@ def test_first_error_is_the_one_the_engine_hits_first(tmp_path):
     path = llama_like(tmp_path / "m", quant={"quant_method": "awq", "bits": 4, "group_size": 128}, max_pos=1_000_000)
     result = run_checks(deployment(path, cc=(7, 0), n=1, memory=16 * GIB))
     assert result.findings[0].code == "SP-QUANT-001"
+
+
+def _chatglm_like(root, tokenizer_class, auto_tokenizer):
+    path = llama_like(root, arch="ChatGLMModel", model_type="chatglm",
+                      auto_map={"AutoConfig": "configuration_chatglm.ChatGLMConfig"})
+    (path / "tokenizer_config.json").write_text(json.dumps({
+        "auto_map": {"AutoTokenizer": auto_tokenizer}, "tokenizer_class": tokenizer_class, "chat_template": "{{ x }}"}))
+    return path
+
+
+@pytest.mark.parametrize("tokenizer_class, auto_tokenizer, trusted, expected", [
+    ("ChatGLMTokenizer", ["tokenization_chatglm.ChatGLMTokenizer", None], False, True),  # only the checkpoint defines it
+    ("ChatGLMTokenizer", ["tokenization_chatglm.ChatGLMTokenizer", None], True, False),
+    ("PreTrainedTokenizerFast", ["tokenization_chatglm.ChatGLMTokenizer", None], False, False),  # a transformers class
+])
+def test_tokenizer_defined_by_checkpoint_code_needs_trust(tmp_path, tokenizer_class, auto_tokenizer, trusted, expected):
+    # vLLM reads model_type chatglm with its own config class, so only the tokenizer needs the flag
+    path = _chatglm_like(tmp_path / "m", tokenizer_class, auto_tokenizer)
+    options = {"trust_remote_code": True} if trusted else {}
+    result = run_checks(deployment(path, cc=(9, 0), n=1, version="0.16.0", memory=80 * GIB, options=options))
+    assert "SP-CODE-001" not in codes(result)
+    assert ("SP-CODE-003" in codes(result)) is expected
+    if expected:
+        f = finding(result, "SP-CODE-003")
+        assert f.severity == "error" and f.remedies[0].args == {"set": {"trust_remote_code": True}, "unset": []}

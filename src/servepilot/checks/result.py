@@ -15,7 +15,8 @@ _SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 #      derived max_model_len (SP-LEN);
 #   3. VllmConfig.__post_init__: verify_with_parallel_config (SP-TP, SP-EP) runs before
 #      _get_quantization_config (SP-QUANT-001, the minimum capability), then KV/cache settings
-#      (vllm/config/vllm.py@v0.16.0);
+#      (vllm/config/vllm.py@v0.16.0); then the tokenizer (SP-CODE-003), which the front end
+#      loads before it starts the engine core's workers (vllm/v1/engine/async_llm.py@v0.16.0);
 #   4. worker start: device and dtype (SP-GPU, SP-CUDA, SP-DTYPE), NCCL init (SP-SHM, SP-NCCL);
 #   5. model construction: each Attention layer selects its backend in __init__ (SP-ATTN), the
 #      quantized linear layers check their kernel shapes (SP-QUANT-00x); weights are allocated
@@ -26,7 +27,7 @@ _SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 #   7. binding the API port (SP-PORT), then serving (SP-TMPL: the first chat request).
 # SP-CODE-002 (the custom code --trust-remote-code will run) stops nothing and degrades nothing:
 # it is a review note, so it sorts after every finding that does, within its severity.
-_STAGES = ("SP-ARGS", "SP-KV-001", "SP-CODE", "SP-ARCH", "SP-LEN", "SP-TP", "SP-EP", "SP-QUANT-001", "SP-KV", "SP-GPU",
+_STAGES = ("SP-ARGS", "SP-KV-001", "SP-CODE", "SP-ARCH", "SP-LEN", "SP-TP", "SP-EP", "SP-QUANT-001", "SP-KV", "SP-CODE-003", "SP-GPU",
            "SP-CUDA", "SP-DTYPE", "SP-SHM", "SP-NCCL", "SP-ATTN", "SP-QUANT", "SP-MEM-001", "SP-MEM-003",
            "SP-MEM-002", "SP-MEM", "SP-PORT", "SP-TMPL", "SP-CODE-002")
 

@@ -252,3 +252,46 @@ def llamacpp_context(dep, ctx) -> list[Finding]:
                     f"llama.cpp starts but warns n_ctx ({want:,}) > n_ctx_train ({trained:,}): recent llama-server builds cap each slot at {trained:,} tokens, older ones run past it with unreliable output (no RoPE scaling is configured).",
                     (Evidence(f"context_length = {trained}", spec.path), Evidence(f"-c {want}", "command line")),
                     (Remedy("flag", f"-c {trained}", f"contexts longer than {trained:,} tokens are cut", {"set": {"ctx_size": trained}, "unset": []}),))]
+
+
+def tokenizer_code_classes(root) -> tuple[str | None, list[str]]:
+    """(tokenizer_class, the classes tokenizer_config.json's auto_map defines in checkpoint code)."""
+    import json
+    from pathlib import Path
+
+    path = Path(root) / "tokenizer_config.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except (OSError, ValueError):
+        return None, []
+    if not isinstance(data, dict):
+        return None, []
+    refs = ((data.get("auto_map") or {}) if isinstance(data.get("auto_map"), dict) else {}).get("AutoTokenizer") or []
+    refs = refs if isinstance(refs, list) else [refs]
+    classes = [r.rpartition(".")[2] for r in refs if isinstance(r, str) and "--" not in r]
+    return data.get("tokenizer_class"), classes
+
+
+@rule(
+    "SP-CODE-003", "remote_code", "A tokenizer only the checkpoint's own code defines",
+    facts=("transformers' AutoTokenizer needs trust_remote_code when tokenizer_config.json maps AutoTokenizer to the checkpoint's Python and its tokenizer_class is a class of that code, not of transformers: 'Loading X requires you to execute the tokenizer file in that repo'.",
+           "vLLM and SGLang load the tokenizer with the server's --trust-remote-code even when the engine has its own config class for the model (ChatGLM, InternVL)."),
+    sources=("transformers/models/auto/tokenization_auto.py@v4.57.1 (AutoTokenizer.from_pretrained: has_remote_code, has_local_code, resolve_trust_remote_code)",
+             "vllm/transformers_utils/tokenizer.py@v0.16.0 (get_tokenizer passes trust_remote_code)"),
+    engines=("vllm", "sglang"),
+)
+def tokenizer_remote_code(dep, ctx) -> list[Finding]:
+    spec = dep.spec
+    if spec is None or spec.format != "hf" or dep.launch.get("trust_remote_code") or dep.launch.get("tokenizer"):
+        return []
+    tokenizer_class, classes = tokenizer_code_classes(spec.path)
+    if not tokenizer_class or tokenizer_class not in classes:
+        return []
+    if any(f.code == "SP-CODE-001" for f in remote_code(dep, ctx)):
+        return []  # the config already needs the flag: one finding says it
+    return [Finding("SP-CODE-003", "remote_code", "error", "the checkpoint's tokenizer needs --trust-remote-code",
+                    f"tokenizer_config.json names tokenizer_class {tokenizer_class!r}, a class of the checkpoint's own Python (auto_map AutoTokenizer). "
+                    "The config may load through the engine's own class, but loading the tokenizer without --trust-remote-code fails: "
+                    f"'Loading {spec.path} requires you to execute the tokenizer file in that repo on your local machine'.",
+                    (Evidence(f"tokenizer_class = {tokenizer_class}; auto_map.AutoTokenizer defines {', '.join(classes)}", f"{spec.path}/tokenizer_config.json"),),
+                    (Remedy("flag", "--trust-remote-code", "runs the checkpoint's tokenizer code with the server's privileges: review it first", {"set": {"trust_remote_code": True}, "unset": []}),))]
