@@ -106,3 +106,22 @@ def test_fp8_kv_cache_on_the_early_v1_engine(tmp_path, version, cc, env, expecte
     assert (found[0].severity if found else None) == expected
     if found:
         assert found[0].remedies[0].args == {"env": {"set": {}, "unset": ["VLLM_USE_V1"]}}
+
+
+@pytest.mark.parametrize("version, cc, code", [
+    ("0.4.3", (8, 6), "SP-QUANT-001"),  # 0.4.3 asks for 89
+    ("0.6.4", (8, 6), "SP-QUANT-002"),  # 0.5.1-0.9: Marlin weight-only below 89
+    ("0.6.4", (7, 5), "SP-QUANT-001"),  # below 80: refused
+])
+def test_fp8_between_051_and_010_falls_back_to_marlin_on_ampere(tmp_path, version, cc, code):
+    path = llama_like(tmp_path / "m", quant=FP8)
+    result = run_checks(deployment(path, cc=cc, n=1, version=version, memory=80 * GIB))
+    assert code in codes(result)
+    if code == "SP-QUANT-002":
+        assert "SP-QUANT-001" not in codes(result)
+
+
+def test_fbgemm_fp8_in_053_runs_weight_only_on_ampere(tmp_path):
+    path = llama_like(tmp_path / "m", quant={"quant_method": "fbgemm_fp8", "activation_scale_ub": 1200.0})
+    result = run_checks(deployment(path, cc=(8, 6), n=1, version="0.5.3", memory=80 * GIB))
+    assert "SP-QUANT-001" not in codes(result) and "SP-QUANT-002" in codes(result)
