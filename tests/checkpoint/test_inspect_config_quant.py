@@ -188,3 +188,14 @@ def test_kv_normalization_keeps_raw(raw, dtype):
 def test_non_object_quantization_config_is_noted():
     q, kv, notes = read_quantization({"quantization_config": "fp8"}, None)
     assert q is None and kv is None and "not an object" in notes[0]
+
+
+@pytest.mark.parametrize("extra", [{}, {"hidden_size": 2}, {"hidden_size": "x"}], ids=["absent", "too-small", "not-int"])
+def test_attention_without_a_usable_head_size_is_unknown_not_zero(extra):
+    # head_dim 0 made the planner divide by a zero KV page size (ZeroDivisionError in
+    # planning/kv.py); an attention geometry without a head size is unknown, and says why.
+    cfg = {"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4, **extra}
+    reading = read_architecture(cfg)
+    assert reading.attention is None
+    assert any("head_dim" in n for n in reading.notes), reading.notes
+    assert not any("no usable num_hidden_layers" in n for n in reading.notes), reading.notes

@@ -139,7 +139,7 @@ def read_architecture(config: dict) -> ArchitectureReading:
                         ("max_position_embeddings", out.max_position_embeddings)):
         if value is None and name not in r.rejected:
             out.notes.append(f"{name}: not in config.json")
-    if out.attention is None:
+    if out.attention is None and not any(n.startswith("head_dim:") for n in out.notes):
         out.notes.append("attention: no usable num_hidden_layers and num_attention_heads in config.json")
     return out
 
@@ -157,7 +157,10 @@ def _attention(r: _Reader, family: Family | None, out: ArchitectureReading) -> A
         kv_heads = 1 if mq is True else heads
     head_dim = r.get_int("head_dim", minimum=1)
     if head_dim is None and out.hidden_size:
-        head_dim = out.hidden_size // heads
+        # transformers' default when config.json has no head_dim (LlamaAttention and most others)
+        head_dim = out.hidden_size // heads or None
+        if head_dim is None:
+            out.notes.append(f"head_dim: hidden_size {out.hidden_size} / {heads} heads leaves no head size")
 
     kv_lora = r.get_int("kv_lora_rank", minimum=1)
     mla = kv_lora is not None and family is not None and family.attention == "mla"
@@ -190,8 +193,11 @@ def _attention(r: _Reader, family: Family | None, out: ArchitectureReading) -> A
         if v is not None and v != head_dim:
             kwargs["v_head_dim"] = v
 
-    if head_dim is None:
-        out.notes.append("head_dim: neither head_dim nor hidden_size in config.json")
+    if head_dim is None and not mla:
+        # No head size, no KV size: the geometry is unknown (a 0 would plan a free KV cache).
+        out.notes.append("head_dim: neither head_dim nor a usable hidden_size in config.json: attention unknown")
+        return None
+    if head_dim is None:  # MLA: the KV latent is sized by kv_lora_rank + qk_rope_head_dim instead
         head_dim = 0
 
     layer_types, window = _layer_types(r, layers)
