@@ -32,3 +32,18 @@ def test_sleep_backs_off_when_quiet_and_resets_on_data(tmp_path):
     assert f.read_new() == "y\n"
     assert f.sleep_s == MIN_SLEEP_S
     f.close()
+
+
+def test_a_truncated_log_is_read_again_from_its_start(tmp_path):
+    # `logrotate copytruncate` (or an operator's `: > server.log`) empties the file the
+    # engine appends to: the follower must not wait at the old offset forever.
+    log = tmp_path / "server.log"
+    log.write_text("INFO loading weights\n" * 10)
+    f = LogFollower(log)
+    assert f.read_new().count("\n") == 10
+    with open(log, "r+") as fh:
+        fh.truncate(0)
+    with open(log, "a") as fh:
+        fh.write("ERROR CUDA out of memory\n")
+    assert f.read_new() == "ERROR CUDA out of memory\n"
+    f.close()

@@ -43,3 +43,27 @@ def test_record_round_trips(tmp_path):
     rundir.write_record(tmp_path, {"id": "x", "state": "ready"})
     assert rundir.read_record(tmp_path) == {"id": "x", "state": "ready"}
     assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_two_writers_of_the_record_at_once_never_fail(tmp_path):
+    # The supervisor records a failure while `servepilot stop` (another process) records
+    # the stop: with one shared temporary name, one writer's rename found the file gone.
+    import threading
+
+    errors = []
+
+    def writer(who):
+        try:
+            for i in range(300):
+                rundir.write_record(tmp_path, {"who": who, "i": i})
+        except Exception as exc:  # noqa: BLE001 - the test reports whatever escaped
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in ("supervisor", "stop")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert rundir.read_record(tmp_path)["i"] == 299
+    assert [p.name for p in tmp_path.iterdir()] == ["run.json"]  # no temporary left behind

@@ -37,6 +37,11 @@ class LogFollower:
                 self._fd = os.open(self.path, os.O_RDONLY)
             except FileNotFoundError:
                 return ""
+        if os.fstat(self._fd).st_size < self.offset:
+            # Truncated under us (logrotate copytruncate, `: > server.log`): the engine's
+            # O_APPEND writes now land from byte 0 again.
+            self.offset = 0
+            self._decoder.reset()
         parts = []
         while True:
             data = os.pread(self._fd, READ_SIZE, self.offset)

@@ -7,10 +7,12 @@ attempt can ever write into another's files.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import secrets
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -72,9 +74,17 @@ def open_log_exclusive(run_dir: Path) -> int:
 
 def write_record(run_dir: Path, record: dict[str, Any]) -> None:
     """Write run.json atomically (a reader in another shell never sees half a file)."""
-    tmp = run_dir / f".{RECORD_NAME}.tmp"
-    tmp.write_text(json.dumps(record, indent=2, default=str) + "\n")
-    os.replace(tmp, run_dir / RECORD_NAME)
+    # A temporary of its own per writer: the supervisor and a `stop` in another shell may
+    # write at the same moment, and a shared name let one rename the other's file away.
+    fd, tmp = tempfile.mkstemp(prefix=f".{RECORD_NAME}.", suffix=".tmp", dir=run_dir)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(json.dumps(record, indent=2, default=str) + "\n")
+        os.replace(tmp, run_dir / RECORD_NAME)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
 
 
 def read_record(run_dir: Path) -> dict[str, Any] | None:
