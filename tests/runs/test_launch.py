@@ -272,3 +272,31 @@ def test_a_failed_engine_leaves_no_orphaned_worker_behind(fake_cmd, tmp_path):
         assert "left" in out.reason
     finally:
         _finish(run)
+
+
+def test_an_error_right_after_the_start_stops_the_engine_it_started(fake_cmd, monkeypatch):
+    # Ctrl-C (or a locked history database) between the spawn and the record of its pid
+    # left an engine running that no record could name, so no `stop` could reach it.
+    spawned = []
+    real_spawn = process.spawn
+
+    def spawn_and_remember(*a, **kw):
+        proc, ident = real_spawn(*a, **kw)
+        spawned.append((proc, ident))
+        return proc, ident
+
+    real_update = store.update_run
+
+    def update_interrupted(db, run_id, **fields):
+        if "pid" in fields:
+            raise KeyboardInterrupt
+        return real_update(db, run_id, **fields)
+
+    monkeypatch.setattr(process, "spawn", spawn_and_remember)
+    monkeypatch.setattr(store, "update_run", update_interrupted)
+    plan = launch.prepare_launch(fake_cmd(), force=True)
+    with pytest.raises(KeyboardInterrupt):
+        launch.start_run(plan)
+    (proc, ident), = spawned
+    assert proc.wait(15) is not None
+    assert process.group_members(ident.pgid, not_before=ident.start_time) == []

@@ -166,11 +166,26 @@ def start_run(plan: LaunchPlan, *, name: str | None = None, cwd: str | Path | No
         finally:
             os.close(log_fd)  # the child holds its own copy; we read through the path
         record.update(pid=identity.pid, pid_start_time=identity.start_time, pgid=identity.pgid)
-        store.update_run(db, run_id, pid=identity.pid, pid_start_time=identity.start_time, pgid=identity.pgid)
+        try:
+            store.update_run(db, run_id, pid=identity.pid, pid_start_time=identity.start_time, pgid=identity.pgid)
+        except BaseException:
+            # Ctrl-C or a locked database before the pid is on record: no later `stop`
+            # could find this engine, so it must not outlive the failed start.
+            _stop_unrecorded(proc, identity)
+            raise
     finally:
         db.close()
     rundir.write_record(run_dir, record)
     return Run(run_id=run_id, run_dir=run_dir, identity=identity, plan=plan, record=record, proc=proc)
+
+
+def _stop_unrecorded(proc, identity: process.ProcessIdentity) -> None:
+    try:
+        process.stop_group(identity, grace_s=DEFAULT_STOP_GRACE_S)
+    except process.NotOurProcess:
+        pass
+    finally:
+        proc.poll()  # reap it if it is gone, so no zombie is left behind
 
 
 def _flags(argv: list[str]) -> dict[str, str]:
