@@ -107,7 +107,7 @@ def torch_arch(dep, ctx) -> list[Finding]:
 @rule(
     "SP-CUDA-003", "cuda_driver_arch", "The engine's prebuilt kernels do not cover this GPU",
     facts=("Engine wheels carry SASS for a list of architectures; a GPU runs SASS of its own major version at a lower or equal minor, nothing else: 'no kernel image is available for execution on the device'.",
-           "vLLM wheels: 7.0-9.0 before 0.9.0 (CUDA 12.4), 7.0-12.0 from 0.9.0 (CUDA 12.8); nothing below 7.0. sgl-kernel: sm_80 and newer only. llama.cpp builds named main/server (before July 2024): 5.2, 6.1, 7.0 by default."),
+           "vLLM wheels: 7.0-9.0 before 0.9.0 (CUDA 12.4), 7.0-12.0 from 0.9.0 (CUDA 12.8; sm_120 was reported missing from the prebuilt 0.9.x image and wheel); nothing below 7.0. sgl-kernel: sm_80 and newer only. llama.cpp builds named main/server (before July 2024): 5.2, 6.1, 7.0 by default."),
     sources=("servepilot/engines/vllm/knowledge/builds.yaml", "servepilot/engines/sglang/knowledge/builds.yaml", "servepilot/engines/llamacpp/knowledge/builds.yaml"),
 )
 def engine_build_archs(dep, ctx) -> list[Finding]:
@@ -123,6 +123,7 @@ def engine_build_archs(dep, ctx) -> list[Finding]:
             continue
         seen.add(g.cc_int)
         if runs_on(g.compute_capability, archs):
+            out += _reported_gap(dep, ctx, g, what)
             continue
         remedies = []
         upgrade = _upgrade_for(dep, g.compute_capability)
@@ -136,6 +137,24 @@ def engine_build_archs(dep, ctx) -> list[Finding]:
                            (Evidence(f"{what}: {', '.join(archs)}", source), Evidence(f"{g.name}: compute capability {g.cc_str}", f"cluster ({dep.cluster.source})")),
                            tuple(remedies)))
     return out
+
+
+def _reported_gap(dep, ctx, g, what) -> list[Finding]:
+    """A warning where the build lists the GPU's architecture but its users reported no kernel image."""
+    from servepilot.engines import knowledge as kb
+
+    version = _engine_version(dep, ctx)
+    if dep.engine != "vllm" or version is None:
+        return []
+    row = kb.row_for(kb.load_file("vllm", "builds")["wheels"], version)
+    if row is None or g.cc_str not in (row.get("reported_missing") or ()):
+        return []
+    return [Finding("SP-CUDA-003", "cuda_driver_arch", "warning", f"{what} was reported to have no kernels for sm_{g.cc_int} ({g.name})",
+                    f"{what} lists compute capability {g.cc_str} in its build, yet users of the prebuilt wheel and image of these releases "
+                    "report 'no kernel image is available for execution on the device' on such GPUs. A build from source with "
+                    f"TORCH_CUDA_ARCH_LIST={g.cc_str}, or a release outside {row.versions}, avoids the reported gap.",
+                    (Evidence(f"sm_{g.cc_int} failures reported for vLLM {row.versions}", str(row.get("reported_source"))),
+                     Evidence(f"{g.name}: compute capability {g.cc_str}", f"cluster ({dep.cluster.source})")), ())]
 
 
 def runs_on(cc: tuple[int, int], archs) -> bool:
@@ -183,7 +202,8 @@ def _upgrade_for(dep, cc) -> tuple[str, str] | None:
     if dep.engine != "vllm":
         return None
     for row in kb.load_file("vllm", "builds")["wheels"]:
-        if runs_on(cc, row["archs"]) and str(row["versions"]).startswith(">="):
+        reported = f"{cc[0]}.{cc[1]}" in (row.get("reported_missing") or ())
+        if runs_on(cc, row["archs"]) and not reported and str(row["versions"]).startswith(">="):
             return "vllm", str(row["versions"]).split(",")[0]
     return None
 
