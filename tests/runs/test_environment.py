@@ -70,3 +70,16 @@ def test_passwords_in_urls_are_redacted_in_argv_and_environment():
     diff = environment_diff({}, {"HTTPS_PROXY": "http://bob:pw123@proxy:3128", "NO_PROXY": "localhost"})
     assert "pw123" not in repr(diff)
     assert diff["HTTPS_PROXY"].endswith("@proxy:3128") and diff["NO_PROXY"] == "localhost"
+
+
+def test_secret_values_are_what_the_record_hides_and_scrub_removes_them():
+    from servepilot.runs.environment import scrub, secret_values
+
+    argv = ["vllm", "serve", "m", "--api-key", "sk-abcdef", "--hf-overrides", '{"hf_token": "hf_xyz123"}',
+            "--port", "8000"]
+    env = {"HF_TOKEN": "hf_envtok", "HTTPS_PROXY": "http://u:pw9876@proxy:1", "MODE": "fast"}
+    values = secret_values(argv, env)
+    assert {"sk-abcdef", "hf_xyz123", "hf_envtok", "pw9876"} <= values
+    assert "8000" not in values and "fast" not in values
+    text = {"excerpt": ["key sk-abcdef and hf_envtok", 3], "n": 1}
+    assert scrub(text, values) == {"excerpt": [f"key {REDACTED} and {REDACTED}", 3], "n": 1}

@@ -300,3 +300,23 @@ def test_an_error_right_after_the_start_stops_the_engine_it_started(fake_cmd, mo
     (proc, ident), = spawned
     assert proc.wait(15) is not None
     assert process.group_members(ident.pgid, not_before=ident.start_time) == []
+
+
+def test_a_secret_the_engine_echoes_into_its_log_stays_out_of_the_diagnosis_record(tmp_path):
+    # vLLM logs its non-default args at start-up, --api-key included; the failure excerpt
+    # triage keeps (run.json, the history) must not carry the key the record redacted.
+    code = ("import os, sys; key = sys.argv[sys.argv.index('--api-key') + 1]; "
+            "print(\"INFO non-default args: {'api_key': [%r]}\" % key); "
+            "print('ValueError:', key, os.environ['HF_TOKEN'], 'rejected', file=sys.stderr); sys.exit(1)")
+    cmd = f"HF_TOKEN=hf_LEAKME456 {shlex.quote(sys.executable)} -c {shlex.quote(code)} --api-key sk-LEAKME123"
+    plan = launch.prepare_launch([cmd], force=True)
+    run = launch.start_run(plan)
+    try:
+        out = launch.Supervisor(run, ready_timeout_s=30).wait_ready()
+        assert out.state == "failed"
+        assert "LEAKME" in (run.run_dir / "server.log").read_text()  # the engine's own log keeps it
+        assert "LEAKME" not in (run.run_dir / "run.json").read_text()
+        assert "LEAKME" not in json.dumps(_row(run.run_id), default=str)
+        assert "LEAKME" not in json.dumps(out.diagnosis, default=str)
+    finally:
+        _finish(run)

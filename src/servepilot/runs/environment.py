@@ -112,3 +112,52 @@ def redact_argv(argv: list[str] | tuple[str, ...]) -> list[str]:
                 continue
         out.append(_redact_word(word))
     return out
+
+
+# Shorter values are not scrubbed from text: "1" or "yes" would blank unrelated words.
+MIN_SCRUB_LEN = 4
+
+
+def secret_values(argv: list[str] | tuple[str, ...], env: Mapping[str, str]) -> set[str]:
+    """The secret strings themselves (what `redact_argv` and `redact` hide), so text the
+    engine echoes (its log, and triage's excerpts of it) can be scrubbed of them too."""
+    found = {v for k, v in env.items() if v and is_secret(k)}
+    for v in env.values():
+        found.update(m.group(0)[len(m.group("head")):] for m in URL_PASSWORD.finditer(v or ""))
+    for word, hidden in zip(argv, redact_argv(argv), strict=True):
+        if word == hidden:
+            continue
+        value = word.split("=", 1)[1] if word.startswith("-") and "=" in word else word
+        found.add(value)
+        found.update(m.group(0)[len(m.group("head")):] for m in URL_PASSWORD.finditer(value))
+        try:
+            found.update(_secret_leaves(json.loads(value.strip())))
+        except (ValueError, RecursionError):
+            pass
+    return {v for v in found if len(v) >= MIN_SCRUB_LEN}
+
+
+def _secret_leaves(obj: Any, under_secret: bool = False) -> set[str]:
+    if isinstance(obj, dict):
+        out: set[str] = set()
+        for k, v in obj.items():
+            out |= _secret_leaves(v, under_secret or is_secret(str(k)))
+        return out
+    if isinstance(obj, list):
+        return set().union(*(_secret_leaves(v, under_secret) for v in obj)) if obj else set()
+    return {str(obj)} if under_secret and obj is not None else set()
+
+
+def scrub(obj: Any, values: set[str]) -> Any:
+    """`obj` (JSON-like) with every occurrence of the secret `values` in its strings redacted."""
+    if not values:
+        return obj
+    if isinstance(obj, str):
+        for v in sorted(values, key=len, reverse=True):
+            obj = obj.replace(v, REDACTED)
+        return obj
+    if isinstance(obj, dict):
+        return {k: scrub(v, values) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [scrub(v, values) for v in obj]
+    return obj

@@ -226,6 +226,10 @@ class Supervisor:
         self.ready_timeout_s = ready_timeout_s
         self.tracker = PhaseTracker(run.plan.command.engine)
         self.follower = LogFollower(run.log_path)
+        # What the record redacts, to scrub from triage's excerpts of the log too (vLLM
+        # logs its non-default args, --api-key included).
+        cmd = run.plan.command
+        self._secrets = environment.secret_values(cmd.argv, {**os.environ, **cmd.env})
         self._exited = threading.Event()
         self._exit_code: int | None = None
         self._exit_time: float | None = None
@@ -352,7 +356,8 @@ class Supervisor:
             if leftovers:
                 stopped = process.stop_group(self.run.identity, grace_s=DEFAULT_STOP_GRACE_S)
                 reason += f"; stopped the {len(leftovers)} process(es) it left in its group ({stopped.detail})"
-        diagnosis = integration.triage_log(self.run.log_path, self.run.plan.command.engine)
+        diagnosis = environment.scrub(integration.triage_log(self.run.log_path, self.run.plan.command.engine),
+                                      self._secrets)
         category = (diagnosis.get("root_cause") or {}).get("category")
         state = "failed"
         recorded = finish(self.run.run_id, "failed", exit_code=code, category=category, diagnosis=diagnosis,
