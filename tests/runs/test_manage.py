@@ -80,3 +80,12 @@ def test_history_shows_what_changed_between_attempts():
     assert a3["changes"]["overlay"][1].startswith("/m/kimi-overlay")
     assert [a["state"] for a in groups["/m/kimi"]] == ["failed", "failed", "stopped"]
     assert [g["model"] for g in manage.history("/m/kimi-overlay")] == ["/m/kimi"]
+
+
+@pytest.mark.parametrize("ref", ["", "  ", "KIMI-20260101"])
+def test_an_empty_or_wrong_case_reference_names_no_run(ref):
+    # An empty prefix matched every run (`servepilot stop ""` stopped the only one), and
+    # SQLite's LIKE ignores ASCII case, so "KIMI-..." stopped the run "kimi-...".
+    _insert("kimi-20260101-000001-cccccc", name="kimi", state="failed")
+    with pytest.raises(BadInput):
+        manage.resolve_run(ref)

@@ -15,6 +15,8 @@ LIVE_STATES = store.LIVE_STATES
 
 def resolve_run(ref: str) -> dict[str, Any]:
     """The run named by its id, a unique id prefix, or its --name (the newest of that name)."""
+    if not ref.strip():
+        raise BadInput("no run given: an empty reference would match every run", hint="`servepilot ps` lists runs")
     db = store.connect()
     try:
         rows = store.find_runs(db, ref)

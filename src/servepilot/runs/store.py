@@ -253,7 +253,8 @@ def find_runs(db: sqlite3.Connection, ref: str) -> list[dict[str, Any]]:
         "SELECT * FROM runs WHERE id LIKE ? ESCAPE '\\' OR name = ? ORDER BY created_at",
         (like, ref),
     ).fetchall()
-    return [_decode(r) for r in rows]
+    # LIKE ignores ASCII case; run ids and names are case-sensitive.
+    return [_decode(r) for r in rows if r["id"].startswith(ref) or r["name"] == ref]
 
 
 # -- measurements -----------------------------------------------------------------------
