@@ -53,10 +53,13 @@ def probe(url: str, client=None) -> Probe:
         served: tuple[str, ...] = ()
         if models.status_code == 200:
             try:
-                served = tuple(str(m.get("id")) for m in models.json().get("data", []) if isinstance(m, dict))
-            except ValueError:
+                data = models.json().get("data", [])
+                served = tuple(str(m.get("id")) for m in data if isinstance(m, dict))
+            except (ValueError, AttributeError, TypeError):  # not JSON, or not the OpenAI shape
                 served = ()
-        ready = health.status_code == 200 or models.status_code == 200
+        # 401/403: a server started with --api-key answers, it just will not list its models
+        # to us (llama-cpp-python has no open /health to ask instead).
+        ready = health.status_code == 200 or models.status_code in (200, 401, 403)
         return Probe(ready, served, f"/health {health.status_code}, /v1/models {models.status_code}")
     finally:
         if own:
