@@ -5,7 +5,8 @@ from __future__ import annotations
 from checkfixtures import GIB, deployment, llama_like
 
 from servepilot.checks import run_checks
-from servepilot.checks.result import engine_stage
+from servepilot.checks.finding import Finding
+from servepilot.checks.result import engine_stage, finding_stage
 
 AWQ = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True, "version": "gemm"}
 
@@ -30,6 +31,9 @@ def test_kv_budget_failure_precedes_the_max_model_len_check():
 
 
 def test_the_custom_code_review_note_sorts_after_launch_stages():
-    # SP-CODE-002 lists files to review; a Marlin fallback or a KV warning says more about the launch
-    assert engine_stage("SP-CODE-002") > max(engine_stage(c) for c in ("SP-QUANT-002", "SP-MEM-002", "SP-TMPL-001"))
-    assert engine_stage("SP-CODE-001") < engine_stage("SP-ARCH-001")
+    # SP-CODE-002 as a warning lists files to review; a Marlin fallback or a KV warning says more
+    # about the launch. As an error (a file missing) it is the config import, before the architecture.
+    def stage(code, severity):
+        return finding_stage(Finding(code, "remote_code", severity, "t", "d", (), ()))
+    assert stage("SP-CODE-002", "warning") > max(engine_stage(c) for c in ("SP-QUANT-002", "SP-MEM-002", "SP-TMPL-001"))
+    assert stage("SP-CODE-002", "error") < engine_stage("SP-ARCH-001") < engine_stage("SP-KV-004")

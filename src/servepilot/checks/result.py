@@ -25,11 +25,20 @@ _SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 #   6. weight loading and KV profiling (SP-MEM-001 weights, SP-MEM-003 no KV budget left, then
 #      SP-MEM-002 one max_model_len request larger than the KV cache: check_enough_kv_cache_memory);
 #   7. binding the API port (SP-PORT), then serving (SP-TMPL: the first chat request).
-# SP-CODE-002 (the custom code --trust-remote-code will run) stops nothing and degrades nothing:
-# it is a review note, so it sorts after every finding that does, within its severity.
+# SP-CODE-002 as a warning (the custom code --trust-remote-code will run, all files present)
+# stops nothing and degrades nothing: a review note, so it sorts after every finding that does.
+# As an error (a file is missing) it is the config import failing, at the SP-CODE stage.
 _STAGES = ("SP-ARGS", "SP-KV-001", "SP-CODE", "SP-ARCH", "SP-LEN", "SP-TP", "SP-EP", "SP-QUANT-001", "SP-KV", "SP-CODE-003", "SP-GPU",
            "SP-CUDA", "SP-DTYPE", "SP-SHM", "SP-NCCL", "SP-ATTN", "SP-QUANT", "SP-MEM-001", "SP-MEM-003",
-           "SP-MEM-002", "SP-MEM", "SP-PORT", "SP-TMPL", "SP-CODE-002")
+           "SP-MEM-002", "SP-MEM", "SP-PORT", "SP-TMPL")
+_REVIEW_NOTES = ("SP-CODE-002",)
+
+
+def finding_stage(f: Finding) -> int:
+    """engine_stage of the finding's code; a review note that is not an error comes after all stages."""
+    if f.code in _REVIEW_NOTES and f.severity != "error":
+        return len(_STAGES)
+    return engine_stage(f.code)
 
 
 def engine_stage(code: str) -> int:
@@ -75,7 +84,7 @@ def run_checks(dep) -> CheckResult:
         if r.engines and dep.engine not in r.engines:
             continue
         findings.extend(r.func(dep, ctx) or ())
-    findings.sort(key=lambda f: (_SEVERITY_ORDER[f.severity], engine_stage(f.code), f.code))
+    findings.sort(key=lambda f: (_SEVERITY_ORDER[f.severity], finding_stage(f), f.code))
     resolution = ctx.resolution
     return CheckResult(
         verdict=verdict_of(findings),
