@@ -105,3 +105,31 @@ def test_command_file_launch_drops_the_scripts_redirections(fake_cmd, tmp_path, 
     assert not stray.exists()
     assert main(["stop", out["run_id"]]) == 0
     capsys.readouterr()
+
+
+def test_a_supervisor_that_fails_does_not_leave_its_engine_running(fake_cmd, monkeypatch, capsys):
+    # Any error inside supervision (not only Ctrl-C) used to end the CLI with the engine
+    # still running, recorded as starting, watched by nobody.
+    started = []
+    real_start = launch.start_run
+
+    def start_and_remember(*a, **kw):
+        run = real_start(*a, **kw)
+        started.append(run)
+        return run
+
+    def broken_wait(self):
+        raise RuntimeError("supervisor bug")
+
+    monkeypatch.setattr(launch, "start_run", start_and_remember)
+    monkeypatch.setattr(launch.Supervisor, "wait_ready", broken_wait)
+    with pytest.raises(RuntimeError):
+        main(["launch", "--force", "--", *fake_cmd()])
+    (run,) = started
+    assert run.proc.wait(15) is not None
+    assert process.group_members(run.identity.pgid, not_before=run.identity.start_time) == []
+    db = store.connect()
+    try:
+        assert store.get_run(db, run.run_id)["state"] == "failed"
+    finally:
+        db.close()

@@ -164,6 +164,12 @@ def launch(name, detach, force, ready_timeout, gpu, engine_version, command_file
         except KeyboardInterrupt:
             # Anywhere after the start (the progress lines included): the run's own group stops.
             return _interrupted(run, as_json)
+        except Exception as exc:
+            # A supervision that breaks must not leave its engine running, watched by nobody
+            # (a --detach run that was ready is the operator's to keep: it was asked for).
+            if not (detach and run.record.get("state") == "ready"):
+                _stop_after_error(run, exc)
+            raise
     finally:
         _restore_signals(previous)
 
@@ -254,6 +260,20 @@ def _interrupted(run, as_json) -> int:
     if as_json:
         emit_json(LAUNCH_SCHEMA, {"run_id": run.run_id, "state": "stopped", "reason": result.detail})
     return 130
+
+
+def _stop_after_error(run, exc: Exception) -> None:
+    from servepilot.runs import launch as runs_launch
+    from servepilot.runs import process
+
+    try:
+        result = process.stop_group(run.identity, grace_s=runs_launch.DEFAULT_STOP_GRACE_S)
+        detail = result.detail
+    except process.NotOurProcess as refused:
+        detail = refused.problem
+    runs_launch.finish(run.run_id, "failed", record=run.record, run_dir=run.run_dir,
+                       reason=f"servepilot's supervision failed ({type(exc).__name__}: {exc}); {detail}",
+                       diagnosis={"error": f"{type(exc).__name__}: {exc}"})
 
 
 @click.command()
