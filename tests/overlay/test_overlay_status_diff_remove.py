@@ -194,3 +194,23 @@ def test_a_patched_file_edited_after_planning_is_kept(built):
     result = plan.execute()
     assert (overlay / "config.json").read_text() == '{"hand": "edited"}'
     assert "config.json" in result.kept
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo"])
+def test_a_patched_original_replaced_by_a_directory_or_fifo_is_drift_not_a_crash_or_hang(built, kind):
+    # sha256 of the original's config.json: a directory raised IsADirectoryError, a FIFO
+    # blocked `overlay status` forever.
+    original, overlay = built
+    os.rename(original / "config.json", original / "config.json.moved")
+    if kind == "directory":
+        (original / "config.json").mkdir()
+    else:
+        os.mkfifo(original / "config.json")
+    assert ("config.json", "original", "changed") in drift_of(overlay)
+
+
+def test_a_patched_file_in_the_overlay_replaced_by_a_fifo_is_drift(built):
+    _, overlay = built
+    os.unlink(overlay / "config.json")
+    os.mkfifo(overlay / "config.json")
+    assert ("config.json", "overlay", "missing") in drift_of(overlay)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,8 +87,20 @@ def patches_hash(patches: dict[str, list]) -> str:
 
 
 def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
+    """sha256 of a regular file (links followed); OverlayError for anything else.
+
+    Opened non-blocking and checked with fstat before reading: a FIFO put where a JSON file
+    was would otherwise block forever, a directory raise IsADirectoryError.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise OverlayError(f"cannot read: {exc.strerror}", path=path) from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OverlayError("not a regular file", path=path)
+    with os.fdopen(fd, "rb") as fh:
+        h = hashlib.sha256()
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()

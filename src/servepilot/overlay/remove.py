@@ -117,7 +117,7 @@ def _open_parent(root_fd: int, rel: str) -> tuple[int | None, str]:
 
 def _sha256_at(dir_fd: int, name: str) -> str:
     h = hashlib.sha256()
-    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dir_fd)
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)  # a FIFO must not block
     with os.fdopen(fd, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)

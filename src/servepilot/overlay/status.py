@@ -10,6 +10,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from servepilot.overlay.errors import OverlayError
 from servepilot.overlay.manifest import Manifest, read_manifest, sha256_file
 from servepilot.overlay.paths import MANIFEST_NAME
 
@@ -63,7 +64,11 @@ def _original_drift(manifest: Manifest) -> list[Drift]:
         if not f.exists():
             out.append(Drift(p.path, "original", "missing", "patched file's original is gone"))
             continue
-        now = sha256_file(f)
+        try:
+            now = sha256_file(f)
+        except OverlayError as exc:
+            out.append(Drift(p.path, "original", "changed", exc.problem))
+            continue
         if now != p.original_sha256:
             out.append(
                 Drift(p.path, "original", "changed", f"sha256 was {p.original_sha256[:12]}…, now {now[:12]}…")
@@ -96,7 +101,7 @@ def _overlay_drift(manifest: Manifest, overlay_dir: Path) -> list[Drift]:
             out.append(Drift(link.path, "overlay", "changed", f"symlink now points at {os.readlink(o)}"))
     for p in manifest.patched:
         o = overlay_dir / p.path
-        if o.is_symlink() or not o.is_file():
+        if o.is_symlink() or not o.is_file():  # is_file: a FIFO or directory is not the file we wrote
             out.append(Drift(p.path, "overlay", "missing", "patched file removed or replaced by a link"))
         elif sha256_file(o) != p.overlay_sha256:
             out.append(Drift(p.path, "overlay", "changed", "patched file was edited inside the overlay"))
