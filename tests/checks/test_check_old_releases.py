@@ -40,11 +40,19 @@ def test_gemma3_before_080_is_not_served(tmp_path, version, status):
         assert found[0].remedies[0].args == {"upgrade": {"package": "vllm", "specifier": ">=0.8.0"}}
 
 
-def test_old_release_architecture_not_in_the_early_list_is_unknown_not_absent(tmp_path):
-    # Qwen2ForCausalLM is in every registry read; its first release is not recorded
-    path = llama_like(tmp_path / "m", arch="Qwen2ForCausalLM", model_type="qwen2")
-    f = finding(run_checks(deployment(path, cc=(9, 0), n=1, version="0.6.0", memory=80 * GIB)), "SP-ARCH-001")
-    assert f.severity == "info"
+@pytest.mark.parametrize("arch, model_type, version, expected", [
+    ("Qwen2ForCausalLM", "qwen2", "0.6.0", None),  # in the 0.4.3 registry already
+    ("Cohere2ForCausalLM", "cohere2", "0.6.5", "info"),  # absent in 0.6.4, present in 0.6.6: 0.6.5 unknown
+    ("Cohere2ForCausalLM", "cohere2", "0.6.4", "error"),
+    ("Glm4MoeForCausalLM", "glm4_moe", "0.9.2", "error"),  # in no old registry: absent up to 0.9.2
+    ("ChatGLMForConditionalGeneration", "chatglm", "0.7.3", "error"),  # dropped in 0.7.3, back in 0.8.5
+    ("ChatGLMForConditionalGeneration", "chatglm", "0.7.1", None),
+])
+def test_old_release_architectures_from_the_registries_read(tmp_path, arch, model_type, version, expected):
+    path = llama_like(tmp_path / "m", arch=arch, model_type=model_type)
+    found = [f for f in run_checks(deployment(path, cc=(9, 0), n=1, version=version, memory=80 * GIB)).findings
+             if f.code == "SP-ARCH-001"]
+    assert (found[0].severity if found else None) == expected
 
 
 def test_architecture_absent_from_every_registry_read_is_absent_in_old_releases_too(tmp_path):

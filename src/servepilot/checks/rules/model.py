@@ -19,12 +19,11 @@ def _arch_status(arch: str, version: str) -> tuple[str, str | None]:
     v = Version(kb.release_of(version))
     newest_read = Version(data["read"][-1])
     if v < Version(data["read"][0]):
-        # older than the first registry read: only the architectures whose first release is known
+        # older than the first registry read: the release notes' first release, else the old reads
         early = data["early"]["since"].get(arch)
         if early is not None:
             return ("native" if v >= Version(early) else "absent"), early
-        # in no release read at all: older registries (which mostly grew) lack it too
-        return ("absent" if row is None else "unknown"), None
+        return _old_read_status(data.get("early_reads") or {}, arch, v, known_later=row is not None)
     if row is None:
         return ("absent" if v <= newest_read else "unknown"), None
     since = Version(row["since"])
@@ -39,10 +38,39 @@ def _arch_status(arch: str, version: str) -> tuple[str, str | None]:
     return "unknown", row["since"]
 
 
+def _old_read_status(reads: dict, arch: str, v, *, known_later: bool) -> tuple[str, str | None]:
+    """Status on a release older than 0.10.0 from the registries read there (early_reads)."""
+    from packaging.version import Version
+
+    order = [Version(r) for r in reads.get("read") or ()]
+    if not order:
+        return ("absent" if not known_later else "unknown"), None
+    row = (reads.get("architectures") or {}).get(arch)
+    if row is None:
+        # in no old registry read: absent up to the newest old read; unknown past it
+        return ("absent" if v <= order[-1] else "unknown"), None
+    since = Version(row["since"])
+    if row.get("removed_in") and v >= Version(row["removed_in"]):
+        return "absent", row["since"]
+    if v < since:
+        if row.get("absent_in") and v <= Version(row["absent_in"]):
+            return "absent", row["since"]
+        return "unknown", row["since"]  # between two reads, or before the first one
+    for gap in row.get("absent_also_in") or ():
+        g = Version(gap)
+        before = max((r for r in order if r < g), default=None)
+        after = min((r for r in order if r > g), default=None)
+        if v == g:
+            return "absent", row["since"]
+        if (before is None or v > before) and (after is None or v < after):
+            return "unknown", row["since"]
+    return "native", row["since"]
+
+
 @rule(
     "SP-ARCH-001", "unsupported_arch", "Architecture not served by this engine version",
     facts=("vLLM serves the architectures in its model registry; others raise \"Model architectures [...] are not supported for now\" unless the Transformers backend can run the model.",
-           "servepilot knows the registry of each release it read (0.10.0 to 0.18.0), and for older releases the first one that served some common architectures (Qwen3 0.8.5, Gemma 3 0.8.0, ...)."),
+           "servepilot knows the registry of each release it read (0.4.3, 0.5.1, 0.5.3, 0.5.4, 0.6.4, 0.6.6, 0.7.0, 0.7.1, 0.7.3, 0.8.5, 0.9.2, and 0.10.0 to 0.18.0), and the first release that served some common architectures (Qwen3 0.8.5, Gemma 3 0.8.0, ...); a release between two reads is unknown for an architecture that appeared in between."),
     sources=(ARCH_KNOWLEDGE, "vllm/model_executor/models/registry.py@v0.18.0"),
     engines=("vllm",),
 )
