@@ -127,3 +127,27 @@ def test_default_ports():
     assert default_port("llama.cpp", "llama-server") == 8080
     assert default_port("llama.cpp", "python -m llama_cpp.server") == 8000
     assert default_port(None) is None
+
+
+def test_a_figure_that_is_not_a_number_is_ignored_not_raised():
+    # "[\d.]+" also matches "." and "1.2.3": float() raised ValueError out of the
+    # supervisor loop, ending the supervision of a healthy start.
+    t = PhaseTracker("vllm")
+    events = t.feed("INFO Model loading took 1.2.3 GiB and 5 s\nINFO Model loading took . GiB\n")
+    assert "weights_bytes" not in t.figures
+    assert t.phase == "weights" and any(e.kind == "phase" for e in events)
+    t.feed("INFO Model loading took 2.5 GiB\n")
+    assert t.figures["weights_bytes"] == int(2.5 * 2**30)
+
+
+def test_an_endless_line_keeps_a_bounded_tail():
+    # Output without any newline (a progress bar gone wrong, binary garbage) must not grow
+    # the kept tail without bound: every feed copied it whole (quadratic time, memory).
+    from servepilot.runs.phases import MAX_TAIL_CHARS
+
+    t = PhaseTracker("vllm")
+    for _ in range(200):
+        t.feed("x" * 10_000)
+    assert len(t._tail) <= MAX_TAIL_CHARS
+    t.feed(" Model loading took 3 GiB\n")
+    assert t.figures["weights_bytes"] == 3 * 2**30

@@ -103,6 +103,12 @@ def _convert(name: str, raw: str, units: dict) -> Any:
     return int(raw) if name in _INT_FIELDS else float(raw)
 
 
+# The longest unterminated line kept between chunks. Real log lines are under a few KiB
+# (vLLM's longest, the non-default args dump, is ~4 KiB); output without newlines beyond
+# this is not a line any rule reads, and keeping it all made every feed copy it again.
+MAX_TAIL_CHARS = 64 * 1024
+
+
 class PhaseTracker:
     """Feed it chunks of log text; it keeps the phase, shard progress, figures and fatal line."""
 
@@ -122,9 +128,9 @@ class PhaseTracker:
         # Keep an unterminated last line for the next chunk; tqdm ends records with \r.
         cut = max(text.rfind("\n"), text.rfind("\r"))
         if cut < 0:
-            self._tail = text
+            self._tail = text[-MAX_TAIL_CHARS:]
             return []
-        self._tail, text = text[cut + 1 :], text[: cut + 1]
+        self._tail, text = text[cut + 1 :][-MAX_TAIL_CHARS:], text[: cut + 1]
         self.lines_seen += text.count("\n")
         hits: list[tuple[int, int, Rule, re.Match, str]] = []
         for order, rule in enumerate(self.rules):
@@ -148,7 +154,14 @@ class PhaseTracker:
 
     def _apply(self, rule: Rule, match: re.Match, line: str) -> list[Event]:
         out: list[Event] = []
-        values = {k: _convert(k, v, rule.units) for k, v in match.groupdict().items() if v is not None}
+        values = {}
+        for k, v in match.groupdict().items():
+            if v is None:
+                continue
+            try:
+                values[k] = _convert(k, v, rule.units)
+            except ValueError:  # "1.2.3" or "." matched a [\d.]+ group: not a figure
+                continue
         if rule.fatal:
             if self.fatal_line is None:
                 self.fatal_line = line.strip()
