@@ -151,3 +151,17 @@ def test_an_endless_line_keeps_a_bounded_tail():
     assert len(t._tail) <= MAX_TAIL_CHARS
     t.feed(" Model loading took 3 GiB\n")
     assert t.figures["weights_bytes"] == 3 * 2**30
+
+
+def test_a_hostile_long_line_is_matched_in_linear_time():
+    # sglang's "max_total_num_tokens=<digits>.*?max_running_requests=" backtracked over
+    # every split of a long digit run: 6.5 s for one 40 KB line, in the supervisor loop.
+    import time
+
+    line = ("max_total_num_tokens=" + "1" * 20_000) * 2 + "\n"
+    started = time.perf_counter()
+    PhaseTracker("sglang").feed(line)
+    assert time.perf_counter() - started < 1.0
+    t = PhaseTracker("sglang")
+    t.feed("max_total_num_tokens=12345, chunked_prefill_size=8192, max_running_requests=64, context_len=32768\n")
+    assert (t.figures["kv_tokens"], t.figures["max_concurrency"], t.figures["max_model_len"]) == (12345, 64, 32768)

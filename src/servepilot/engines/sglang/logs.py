@@ -48,7 +48,8 @@ PHASES = (
     {
         "phase": "kv_cache",
         "needle": "max_total_num_tokens=",
-        "regex": r"max_total_num_tokens=(?P<kv_tokens>\d+).*?max_running_requests=(?P<max_concurrency>\d+).*?context_len=(?P<max_model_len>\d+)",
+        # possessive \d++: no backtracking into a long digit run before the lazy .*? (linear time)
+        "regex": r"max_total_num_tokens=(?P<kv_tokens>\d++).*?max_running_requests=(?P<max_concurrency>\d++).*?context_len=(?P<max_model_len>\d+)",
         "versions": ">=0.4",
         "source": "sglang/srt/managers/scheduler.py@v0.5.6",
     },
