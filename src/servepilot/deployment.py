@@ -105,6 +105,7 @@ def build_deployment(
 
 def _inspect_model(model: str | None, ssh_host: str | None, cwd: str | None):
     """(ModelSpec or None, notes) for the command's model path or Hugging Face id."""
+    import os
     from pathlib import Path
 
     from servepilot.errors import BadInput
@@ -115,7 +116,7 @@ def _inspect_model(model: str | None, ssh_host: str | None, cwd: str | None):
 
     if has_variable(model):
         return None, [f"model {model!r} is a shell variable the command does not set; not inspected"]
-    path = Path(model).expanduser()
+    path = Path(os.path.expanduser(model))  # Path.expanduser raises on ~nosuchuser
     if not path.is_absolute() and cwd:
         path = Path(cwd) / path
     from servepilot.checkpoint.hub import looks_like_model_id

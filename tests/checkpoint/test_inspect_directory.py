@@ -311,3 +311,17 @@ def test_estimate_bits_per_quantized_weight(tmp_path, qcfg, bits):
     est = estimate_params(spec)
     quantized = est.attention + est.dense_mlp
     assert spec.weights.total_bytes == int(quantized * bits / 8) + 2 * (est.total - quantized)
+
+
+def test_a_home_of_an_unknown_user_is_no_such_file_not_a_runtime_error(tmp_path, monkeypatch):
+    # Path.expanduser raises RuntimeError for "~nosuchuser/..."; the shell leaves it as is.
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(BadInput, match="no such file"):
+        inspect_path("~servepilot-no-such-user/model")
+
+
+def test_an_empty_path_is_refused_not_read_as_the_current_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write_json(tmp_path / "config.json", LLAMA_TINY)
+    with pytest.raises(BadInput, match="empty"):
+        inspect_path("")

@@ -8,6 +8,7 @@ cannot be read at all raises a typed error naming it.
 from __future__ import annotations
 
 import dataclasses
+import os
 import stat
 from pathlib import Path
 
@@ -29,7 +30,10 @@ SHOW_NAMES = 5
 
 def inspect_path(path: str | Path) -> ModelSpec:
     """A checkpoint directory, one .safetensors or .gguf file, a config.json, or an HF model id."""
-    p = Path(path).expanduser()
+    if not str(path).strip():
+        raise BadInput("empty checkpoint path", hint="give a checkpoint directory, a .safetensors or .gguf file, or a model id")
+    # os.path.expanduser leaves "~nosuchuser" as it is (as the shell does); Path's raises.
+    p = Path(os.path.expanduser(path))
     if not p.exists():
         from servepilot.checkpoint.hub import looks_like_model_id, resolve_model_id
 

@@ -243,7 +243,7 @@ def _patch_file(tree: OriginalTree, rel: str, ops: list) -> PatchedOutput:
 def _choose_dest(tree: OriginalTree, phash: str, dest: Path | str | None) -> tuple[Path, str]:
     root_real = tree.root.resolve()
     if dest is not None:
-        path = Path(os.path.abspath(Path(dest).expanduser()))
+        path = Path(os.path.abspath(os.path.expanduser(dest)))  # Path.expanduser raises on ~nosuchuser
         if is_within(path.resolve(), root_real):
             raise PathEscape("the overlay cannot live inside the original checkpoint", path=path)
         return path, "given"
