@@ -13,6 +13,7 @@ from servepilot.cli.main import main
 from servepilot.overlay import (
     MANIFEST_NAME,
     NotAnOverlay,
+    OverlayError,
     PathEscape,
     overlay_diff,
     overlay_status,
@@ -214,3 +215,30 @@ def test_a_patched_file_in_the_overlay_replaced_by_a_fifo_is_drift(built):
     os.unlink(overlay / "config.json")
     os.mkfifo(overlay / "config.json")
     assert ("config.json", "overlay", "missing") in drift_of(overlay)
+
+
+def test_remove_refuses_an_overlay_a_running_process_was_started_on(built, capsys):
+    # An engine started on the overlay (vllm serve <overlay>) reads its files for minutes;
+    # removing them under it fails the load, like removing a live process's files.
+    import subprocess
+    import sys
+
+    _, overlay = built
+    before = inventory(overlay)
+    engine = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "serve", str(overlay) + "/"])
+    try:
+        with pytest.raises(OverlayError, match=f"in use by pid {engine.pid}"):
+            plan_removal(overlay)
+        assert main(["overlay", "remove", str(overlay)]) == 2
+        assert inventory(overlay) == before
+    finally:
+        engine.kill()
+        engine.wait()
+    # A process naming a longer path that merely starts with the overlay's is not a user.
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", str(overlay) + "-other"])
+    try:
+        plan_removal(overlay).execute()
+        assert not overlay.exists()
+    finally:
+        other.kill()
+        other.wait()

@@ -97,6 +97,40 @@ class RemovalPlan:
             os.close(parent)
 
 
+def processes_using(overlay: Path) -> list[tuple[int, str]]:
+    """(pid, command line) of live processes started on the overlay: an argument naming it
+    or a path below it. Engines open the weights through its links, so an open file shows
+    the original's path, not the overlay's; the command line is where the overlay appears."""
+    import psutil
+
+    names = {str(overlay).rstrip("/"), str(overlay.resolve()).rstrip("/")}
+    me = os.getpid()
+    found = []
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            argv = p.info["cmdline"] or []
+        except psutil.Error:
+            continue
+        if p.info["pid"] == me:
+            continue
+        for arg in argv:
+            if any(_names_path(arg, n) for n in names):
+                found.append((p.info["pid"], " ".join(argv)))
+                break
+    return found
+
+
+def _names_path(arg: str, path: str) -> bool:
+    """True when `arg` mentions `path` itself or something below it (--model=PATH/x too)."""
+    start = arg.find(path)
+    while start >= 0:
+        end = start + len(path)
+        if end == len(arg) or arg[end] in "/\"'":
+            return True
+        start = arg.find(path, start + 1)
+    return False
+
+
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
 
 
@@ -132,6 +166,14 @@ def plan_removal(overlay_dir: Path) -> RemovalPlan:
     manifest = read_manifest(overlay)
     if is_within(overlay.resolve(), Path(manifest.original).resolve()):
         raise OverlayError("lies inside the original checkpoint named in its manifest; refusing", path=overlay)
+    users = processes_using(overlay)
+    if users:
+        pid, cmdline = users[0]
+        raise OverlayError(
+            f"in use by pid {pid} ({cmdline[:120]}){f' and {len(users) - 1} more' if len(users) > 1 else ''}; not removing it",
+            path=overlay,
+            hint="stop that process first (`servepilot stop RUN` for a servepilot run)",
+        )
     link_targets = {f.path: f.target for f in manifest.linked}
     written = {p.path: p.overlay_sha256 for p in manifest.patched}
     links: list[str] = []
