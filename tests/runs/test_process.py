@@ -5,6 +5,7 @@ import time
 import psutil
 import pytest
 
+from servepilot.errors import BadInput
 from servepilot.runs import process
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(600)"]
@@ -124,3 +125,20 @@ def test_a_group_made_by_job_control_in_another_session_is_not_ours(tmp_path):
         for p in members:
             p.kill()
             p.wait(5)
+
+
+def test_a_group_we_may_not_signal_is_a_typed_error(tmp_path, monkeypatch):
+    # An engine started by another user (sudo servepilot launch, then stop as oneself):
+    # killpg raises PermissionError, which escaped as a traceback.
+    proc, ident = _spawn(tmp_path, SLEEPER)
+    try:
+        def denied(pgid, sig):
+            raise PermissionError(1, "Operation not permitted")
+
+        monkeypatch.setattr(process.os, "killpg", denied)
+        with pytest.raises(BadInput, match="not permitted"):
+            process.stop_group(ident, grace_s=1)
+    finally:
+        monkeypatch.undo()
+        proc.kill()
+        _reap(proc)

@@ -183,6 +183,11 @@ def stop_group(identity: ProcessIdentity, grace_s: float = 10.0, poll_s: float =
         os.killpg(identity.pgid, signal.SIGTERM)
     except ProcessLookupError:
         return StopResult(False, False, (), "the group exited before it was signalled")
+    except PermissionError:
+        raise BadInput(
+            f"not permitted to signal process group {identity.pgid} (it runs as another user)",
+            hint="stop it as the user that launched it",
+        ) from None
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
         if not group_members(identity.pgid, not_before=identity.start_time):
@@ -190,8 +195,8 @@ def stop_group(identity: ProcessIdentity, grace_s: float = 10.0, poll_s: float =
         time.sleep(poll_s)
     try:
         os.killpg(identity.pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    except (ProcessLookupError, PermissionError):
+        pass  # gone; or a member changed its user meanwhile: reported below as a survivor
     # SIGKILL cannot be caught; the kernel needs a moment to tear the processes down.
     deadline = time.monotonic() + 5.0
     left: list[psutil.Process] = []
