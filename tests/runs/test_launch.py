@@ -320,3 +320,23 @@ def test_a_secret_the_engine_echoes_into_its_log_stays_out_of_the_diagnosis_reco
         assert "LEAKME" not in json.dumps(out.diagnosis, default=str)
     finally:
         _finish(run)
+
+
+def test_dropped_prefix_commands_are_shown_as_written(tmp_path):
+    # The shell layer keeps each prefix with its separator ("pkill -f x;", "cd /d &&");
+    # the note said "pkill -f x;;" and "cd /d &&;".
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    from servepilot.runs import integration
+
+    ckpt = tmp_path / "tiny"
+    ckpt.mkdir()
+    (ckpt / "config.json").write_text(json.dumps({
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 128,
+        "vocab_size": 100, "max_position_embeddings": 512, "torch_dtype": "bfloat16"}))
+    save_file({"model.embed_tokens.weight": np.zeros((100, 64), dtype=np.float16)}, str(ckpt / "model.safetensors"))
+    cmd = integration.build_launch_command([f"pkill -f nothing; cd {tmp_path} && vllm serve {ckpt}"],
+                                           "H100", "0.10.1", None)
+    assert cmd.dropped == ("pkill -f nothing;", f"cd {tmp_path} &&")

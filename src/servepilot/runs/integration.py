@@ -79,7 +79,8 @@ def build_launch_command(command: list[str], gpu: str | None, engine_version: st
     if shell.background:
         dropped.append("&")
     dropped.extend(f"; {c}" for c in shell.tail)
-    dropped.extend(f"{c};" for c in shell.prefix_commands)
+    # The shell layer keeps each prefix with its own separator ("pkill -f x;", "cd /d &&").
+    dropped.extend(c if c.rstrip().endswith((";", "&&", "||", "&")) else f"{c};" for c in shell.prefix_commands)
     gpus = tuple(
         {"index": g.index, "name": g.name, "key": g.key, "memory_bytes": g.memory_bytes}
         for g in dep.cluster.gpus
