@@ -58,9 +58,9 @@ def test_secrets_inside_json_flag_values_are_redacted():
 
 
 def test_a_json_value_that_cannot_be_read_is_kept_only_when_it_names_no_secret():
-    broken = '{"hf_token": "hf_SECRET",'  # truncated: cannot be parsed and re-written
+    broken = '{"hf_token": "hf_abc123",'  # truncated: cannot be parsed and re-written
     out = redact_argv(["vllm", "serve", "m", "--hf-overrides", broken, "--speculative-config", "{bad"])
-    assert "SECRET" not in " ".join(out)
+    assert "hf_abc123" not in " ".join(out)
     assert out[-1] == "{bad"
 
 
@@ -83,3 +83,23 @@ def test_secret_values_are_what_the_record_hides_and_scrub_removes_them():
     assert "8000" not in values and "fast" not in values
     text = {"excerpt": ["key sk-abcdef and hf_envtok", 3], "n": 1}
     assert scrub(text, values) == {"excerpt": [f"key {REDACTED} and {REDACTED}", 3], "n": 1}
+
+
+def test_tuning_flags_that_merely_contain_token_key_or_auth_are_kept():
+    # "TOKEN" in --max-num-batched-tokens, "AUTH" in --author, "KEY" in num_key_value_heads:
+    # redacting them hid the very flags history compares between attempts (and made triage
+    # scrub every "8192" from the diagnosis).
+    argv = ["vllm", "serve", "m", "--max-num-batched-tokens", "8192", "--tokenizer", "/models/tok",
+            "--tokenizer-mode", "slow", "--max-new-tokens", "512", "--ssl-keyfile", "/etc/k.pem",
+            "--hf-overrides", '{"num_key_value_heads": 8}', "--api-key", "sk-1", "--hf-token", "hf_2"]
+    out = redact_argv(argv)
+    for kept in ("8192", "/models/tok", "slow", "512", "/etc/k.pem"):
+        assert kept in out, kept
+    assert json.loads(out[out.index("--hf-overrides") + 1]) == {"num_key_value_heads": 8}
+    assert out[-3:] == [REDACTED, "--hf-token", REDACTED]
+    env = redact({"TOKENIZERS_PARALLELISM": "false", "KEYBOARD": "us", "MAX_TOKENS": "5",
+                  "GITHUB_TOKEN": "g", "APIKEY": "a", "PGPASSWORD": "p", "MYSQL_PWD": "m", "OAUTH": "o",
+                  "hfToken": "h", "AWS_SECRET_ACCESS_KEY": "s"})
+    assert env["TOKENIZERS_PARALLELISM"] == "false" and env["KEYBOARD"] == "us" and env["MAX_TOKENS"] == "5"
+    for name in ("GITHUB_TOKEN", "APIKEY", "PGPASSWORD", "MYSQL_PWD", "OAUTH", "hfToken", "AWS_SECRET_ACCESS_KEY"):
+        assert env[name] == REDACTED, name

@@ -10,14 +10,24 @@ from typing import Any
 REDACTED = "<redacted>"
 
 # Names that carry credentials by convention: HF_TOKEN, OPENAI_API_KEY, WANDB_API_KEY,
-# AWS_SECRET_ACCESS_KEY, DB_PASSWORD, GOOGLE_APPLICATION_CREDENTIALS, HTTP_AUTH...
-# Matched anywhere in the name, case-insensitively; KEY also catches harmless names such as
-# KEYBOARD, which costs only a redacted value in the record.
-SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
+# AWS_SECRET_ACCESS_KEY, DB_PASSWORD, PGPASSWORD, MYSQL_PWD, GOOGLE_APPLICATION_CREDENTIALS,
+# HTTP_AUTH, and flags such as --api-key and --hf-token. These words are unambiguous
+# anywhere in a name:
+SECRET_NAME = re.compile(r"SECRET|PASSWORD|PASSWD|CREDENTIAL|COOKIE", re.IGNORECASE)
+# TOKEN, KEY and AUTH are not: they are also in --max-num-batched-tokens, --tokenizer,
+# --author, num_key_value_heads, KEYBOARD, whose values history must keep to compare
+# attempts. They count as a whole word, or as the end of one (APIKEY, HFTOKEN, OAUTH).
+_SECRET_WORD_ENDINGS = ("TOKEN", "KEY", "AUTH")
+_SECRET_WORDS = {"AUTHORIZATION", "BEARER", "PWD", "PASS"}
+_WORD_SPLIT = re.compile(r"[^A-Za-z0-9]+")
+_CAMEL = re.compile(r"([a-z0-9])([A-Z])")
 
 
 def is_secret(name: str) -> bool:
-    return bool(SECRET_NAME.search(name))
+    if SECRET_NAME.search(name):
+        return True
+    words = _WORD_SPLIT.split(_CAMEL.sub(r"\1_\2", name).upper().replace("KEY_VALUE", "KV"))
+    return any(w.endswith(_SECRET_WORD_ENDINGS) or w in _SECRET_WORDS for w in words if w)
 
 
 # `scheme://user:password@host`: proxies (HTTPS_PROXY) and rendezvous addresses carry
@@ -48,7 +58,8 @@ def _redact_word(word: str) -> str:
         try:
             parsed = json.loads(stripped)
         except (ValueError, RecursionError):
-            return REDACTED if SECRET_NAME.search(word) else _redact_value(word)
+            names_secret = any(is_secret(w) for w in re.findall(r"[A-Za-z0-9_]+", word))
+            return REDACTED if names_secret else _redact_value(word)
         if isinstance(parsed, (dict, list)):
             return json.dumps(_redact_json(parsed))
     return _redact_value(word)
