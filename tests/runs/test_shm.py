@@ -103,3 +103,18 @@ def test_cli_lists_then_removes_with_yes(tmp_path, monkeypatch, capsys, all_proc
 
     out = json.loads(capsys.readouterr().out)
     assert out["removed"] == 1 and out["entries"][0]["removed"] and not leftover.exists()
+
+
+def test_a_file_recreated_under_the_same_name_after_the_scan_is_not_removed(tmp_path, all_processes_visible):
+    # Between `cleanup`'s scan and its unlink, a new engine may create a segment with the
+    # same name (NCCL and torch reuse name patterns): it is not the leftover that was judged.
+    target = tmp_path / "psm_reused"
+    target.write_bytes(b"old")
+    _age(target, 3600)
+    entries = shm.scan(tmp_path)
+    assert entries[0].status == "leftover"
+    target.unlink()
+    target.write_bytes(b"new engine's segment")
+    out = shm.remove_leftovers(entries, tmp_path)
+    assert not out[0].removed
+    assert target.read_bytes() == b"new engine's segment"

@@ -12,7 +12,7 @@ import fnmatch
 import os
 import stat
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 SHM_DIR = Path("/dev/shm")
@@ -42,6 +42,8 @@ class ShmEntry:
     holders: tuple[int, ...]  # pids that have it open or mapped
     status: str  # "leftover" | "in_use" | "too_new" | "unknown" (cannot see all processes)
     removed: bool = False
+    # (st_dev, st_ino, st_mtime_ns) as scanned: the file judged, not a namesake made since
+    identity: tuple = field(default=(), metadata={"json": False})
 
 
 def _scan_holders(dir_: Path) -> tuple[dict[str, set[int]], set[int]]:
@@ -105,7 +107,8 @@ def scan(shm_dir: Path = SHM_DIR, patterns: tuple[str, ...] = PATTERNS, now: flo
             status = "too_new"
         else:
             status = "leftover"
-        out.append(ShmEntry(entry.path, st.st_size, round(age, 1), holders, status))
+        out.append(ShmEntry(entry.path, st.st_size, round(age, 1), holders, status,
+                            identity=(st.st_dev, st.st_ino, st.st_mtime_ns)))
     return out
 
 
@@ -115,11 +118,20 @@ def remove_leftovers(entries: list[ShmEntry], shm_dir: Path = SHM_DIR) -> list[S
     held, _ = _scan_holders(shm_dir)
     out = []
     for e in entries:
-        if e.status == "leftover" and not held.get(e.path):
+        if e.status == "leftover" and not held.get(e.path) and _unchanged(e):
             try:
                 os.unlink(e.path)
-                e = ShmEntry(e.path, e.size, e.age_s, e.holders, e.status, removed=True)
+                e = replace(e, removed=True)
             except FileNotFoundError:
                 pass
         out.append(e)
     return out
+
+
+def _unchanged(e: ShmEntry) -> bool:
+    """Still the very file the scan judged (same inode, not written since)."""
+    try:
+        st = os.stat(e.path, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return stat.S_ISREG(st.st_mode) and (st.st_dev, st.st_ino, st.st_mtime_ns) == e.identity
