@@ -47,6 +47,9 @@ def build_deployment(
     from servepilot.hardware.catalog import cluster_from_flag
 
     split = split_command(command, command_file)
+    cd_notes: list[str] = []
+    if cwd is None:
+        cwd, cd_notes = working_directory(split.context.prefix_commands)
     flag_cluster = cluster_from_flag(gpu) if gpu else None  # a bad --gpu fails before any file is read
     found = detect_engine(split.argv)
     if found is None:  # split_command only returns engine commands; kept for safety
@@ -54,7 +57,7 @@ def build_deployment(
 
         raise CommandLineError(f"unknown engine program {split.argv[0]!r}")
     module, program, _ = found
-    notes: list[str] = list(split.notes)
+    notes: list[str] = list(split.notes) + cd_notes
     ssh_host = split.context.ssh_host
 
     version_source = None
@@ -99,8 +102,44 @@ def build_deployment(
     else:
         cluster = Cluster(source="none", notes=("GPU probe skipped and no --gpu given",))
 
-    extra = {"engine_version_source": version_source, "installed_engine_version": installed}
+    extra = {"engine_version_source": version_source, "installed_engine_version": installed, "cwd": cwd}
     return Deployment(launch=launch, cluster=cluster, spec=spec, notes=tuple(dict.fromkeys(notes)), extra=extra)
+
+
+def working_directory(prefix_commands: tuple[str, ...]) -> tuple[str | None, list[str]]:
+    """Where the command's own `cd DIR` prefixes (`cd /models && vllm serve ./kimi`, or a
+    script that cds first) leave it, from this process's directory; (None, []) without a cd.
+
+    A cd whose target is a shell variable or `-` is unknowable: (None, [note]). A target
+    that does not exist is BadInput: the engine could not start there.
+    """
+    import os
+    import shlex
+
+    from servepilot.errors import BadInput
+
+    here = os.getcwd()
+    moved = False
+    for text in prefix_commands:
+        body = text.strip()
+        for sep in ("&&", ";", "||"):
+            body = body.removesuffix(sep).strip()
+        try:
+            words = shlex.split(body)
+        except ValueError:
+            continue
+        if not words or words[0] != "cd":
+            continue
+        target = words[1] if len(words) > 1 else "~"
+        if "$" in target or target == "-" or len(words) > 2:
+            return None, [f"`{body}`: the directory it changes to is unknown here; relative paths are read from {here}"]
+        here = os.path.normpath(os.path.join(here, os.path.expanduser(target)))
+        moved = True
+        if not os.path.isdir(here):
+            raise BadInput("the command's `cd` goes to a directory that does not exist", path=here)
+    if not moved:
+        return None, []
+    return here, [f"the command runs in {here} (its `cd`)"]
 
 
 def _inspect_model(model: str | None, ssh_host: str | None, cwd: str | None):

@@ -323,8 +323,8 @@ def test_a_secret_the_engine_echoes_into_its_log_stays_out_of_the_diagnosis_reco
 
 
 def test_dropped_prefix_commands_are_shown_as_written(tmp_path):
-    # The shell layer keeps each prefix with its separator ("pkill -f x;", "cd /d &&");
-    # the note said "pkill -f x;;" and "cd /d &&;".
+    # The shell layer keeps each prefix with its separator ("pkill -f x;", "sleep 1 &&");
+    # the note said "pkill -f x;;" and "sleep 1 &&;" (a `cd` is honoured, not dropped).
     import numpy as np
     from safetensors.numpy import save_file
 
@@ -337,6 +337,48 @@ def test_dropped_prefix_commands_are_shown_as_written(tmp_path):
         "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 128,
         "vocab_size": 100, "max_position_embeddings": 512, "torch_dtype": "bfloat16"}))
     save_file({"model.embed_tokens.weight": np.zeros((100, 64), dtype=np.float16)}, str(ckpt / "model.safetensors"))
-    cmd = integration.build_launch_command([f"pkill -f nothing; cd {tmp_path} && vllm serve {ckpt}"],
+    cmd = integration.build_launch_command([f"pkill -f nothing; sleep 1 && vllm serve {ckpt}"],
                                            "H100", "0.10.1", None)
-    assert cmd.dropped == ("pkill -f nothing;", f"cd {tmp_path} &&")
+    assert cmd.dropped == ("pkill -f nothing;", "sleep 1 &&")
+
+
+def _tiny_checkpoint(root):
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    root.mkdir(parents=True)
+    (root / "config.json").write_text(json.dumps({
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 128,
+        "vocab_size": 100, "max_position_embeddings": 512, "torch_dtype": "bfloat16"}))
+    save_file({"model.embed_tokens.weight": np.zeros((100, 64), dtype=np.float16)}, str(root / "model.safetensors"))
+    return root
+
+
+def test_a_cd_before_the_engine_is_where_it_runs_and_where_check_reads_the_model(tmp_path, monkeypatch):
+    # `cd /models && vllm serve ./kimi` (or a script that cds first): servepilot dropped the
+    # cd, so check looked for ./kimi in the operator's directory and the engine started there.
+    _tiny_checkpoint(tmp_path / "models" / "tiny")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    plan = launch.prepare_launch([f"cd {tmp_path / 'models'} && vllm serve ./tiny --port 8123"], gpu="H100",
+                                 engine_version="0.10.1")
+    assert plan.command.cwd == str(tmp_path / "models")
+    assert plan.command.deployment.spec is not None
+    assert not any(d.startswith("cd ") for d in plan.command.dropped)
+    seen = {}
+
+    def fake_spawn(argv, *, env, cwd, log_fd):
+        seen["cwd"] = cwd
+        raise BadInput("not starting anything in this test")
+
+    monkeypatch.setattr(process, "spawn", fake_spawn)
+    with pytest.raises(BadInput):
+        launch.start_run(plan)
+    assert seen["cwd"] == str(tmp_path / "models")
+
+
+def test_a_cd_into_a_directory_that_does_not_exist_is_refused(tmp_path):
+    with pytest.raises(BadInput, match="cd"):
+        launch.prepare_launch([f"cd {tmp_path / 'nope'} && vllm serve ./tiny"], gpu="H100", engine_version="0.10.1")

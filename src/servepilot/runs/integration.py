@@ -50,6 +50,7 @@ class LaunchCommand:
     gpu_key: str | None = None
     deployment: Any = field(default=None, metadata={"json": False})
     notes: tuple[str, ...] = ()
+    cwd: str | None = None  # where the command's own `cd` prefix leaves it
 
 
 def build_launch_command(command: list[str], gpu: str | None, engine_version: str | None,
@@ -80,7 +81,13 @@ def build_launch_command(command: list[str], gpu: str | None, engine_version: st
         dropped.append("&")
     dropped.extend(f"; {c}" for c in shell.tail)
     # The shell layer keeps each prefix with its own separator ("pkill -f x;", "cd /d &&").
-    dropped.extend(c if c.rstrip().endswith((";", "&&", "||", "&")) else f"{c};" for c in shell.prefix_commands)
+    # A `cd` is not dropped: the run starts in the directory it leads to (dep.extra["cwd"]).
+    cwd = (dep.extra or {}).get("cwd")
+    dropped.extend(
+        c if c.rstrip().endswith((";", "&&", "||", "&")) else f"{c};"
+        for c in shell.prefix_commands
+        if not (cwd and c.split()[:1] == ["cd"])
+    )
     gpus = tuple(
         {"index": g.index, "name": g.name, "key": g.key, "memory_bytes": g.memory_bytes}
         for g in dep.cluster.gpus
@@ -105,6 +112,7 @@ def build_launch_command(command: list[str], gpu: str | None, engine_version: st
         gpu_key=gpu_key,
         deployment=dep,
         notes=tuple(dep.notes) + tuple(getattr(launch, "notes", ()) or ()),
+        cwd=cwd,
     )
 
 

@@ -108,7 +108,7 @@ def _command_text(cmd: integration.LaunchCommand, env_diff: dict[str, str | None
 def start_run(plan: LaunchPlan, *, name: str | None = None, cwd: str | Path | None = None) -> Run:
     """Create the run directory and history row, then start the engine in its own session."""
     cmd = plan.command
-    cwd = str(Path(cwd or os.getcwd()).resolve())
+    cwd = str(Path(cwd or getattr(cmd, "cwd", None) or os.getcwd()).resolve())
     parent_env = dict(os.environ)
     child_env = environment.run_environment(parent_env, cmd.env)
     env_diff = environment.environment_diff(parent_env, child_env)
