@@ -391,3 +391,15 @@ def test_dotted_json_flag_python_cannot_decode_is_kept_as_text(value):
     # here, not JSONDecodeError; the word is kept as the string the engine would get.
     launch = parse_command(f"vllm serve m --hf-overrides.x={value}", engine_version="0.16.0")
     assert launch.options["hf_overrides"] == {"x": value}
+
+
+@pytest.mark.parametrize("text", ["(cd /models && vllm serve ./m)", "( vllm serve m )"])
+def test_a_subshell_is_refused_not_read_with_its_parenthesis_in_the_model(text):
+    # "(cd /x && vllm serve m)" was read as the model "m)" and the program "(cd".
+    with pytest.raises(CommandLineError, match="subshell"):
+        parse_command(text)
+
+
+def test_command_substitution_is_still_a_word():
+    launch = parse_command("vllm serve m --tensor-parallel-size $(nproc)", engine_version="0.16.0")
+    assert launch.model == "m"

@@ -85,6 +85,13 @@ def tokenize(text: str) -> list[Token]:
             tokens.append(Token("op", op, i, i + len(op)))
             i += len(op)
             continue
+        if c == "(":
+            # A subshell or `( ... )` grouping: its words would be read with the parentheses
+            # in them (the model "m)" of "(cd /x && vllm serve m)").
+            raise ShellSyntaxError(
+                f"subshell ( ... ) grouping is not supported: {_excerpt(text, i)}",
+                hint="write the command without the parentheses (servepilot honours a leading `cd DIR &&`)",
+            )
         word, i, expandable = _read_word(text, i)
         tokens.append(Token("word", word[0], word[1], i, expandable))
     return tokens
