@@ -156,3 +156,14 @@ def test_sub_byte_dtypes_use_their_bit_width(tmp_path):
     p = _write(tmp_path, raw_safetensors(header, b"\0" * 8), "f4.safetensors")
     assert read_safetensors_summary(p).params_by_dtype == {"F4": 16}
     assert json.loads(json.dumps(st.DTYPE_BITS))["F6_E2M3"] == 6
+
+
+def test_a_negative_data_offset_is_named_as_such(tmp_path):
+    # [-8, 0] spans the right byte count; it was reported as overlapping a tensor named ''.
+    path = tmp_path / "neg.safetensors"
+    header = {"b": {"dtype": "F32", "shape": [2], "data_offsets": [-8, 0]},
+              "a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}
+    path.write_bytes(raw_safetensors(header, b"\0" * 8))
+    with pytest.raises(HeaderError, match="non-negative") as info:
+        read_safetensors_summary(path)
+    assert "'b'" in str(info.value)

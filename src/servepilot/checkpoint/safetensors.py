@@ -184,6 +184,7 @@ def summarize_header(header: dict, data_len: int, *, path: str | Path, strict_di
             or type(begin) is not int
             or type(end) is not int
             or n * bits != (end - begin) * 8
+            or begin < 0
             or (shape and min(shape) < 0)
             or (strict_dims and any(type(d) is not int for d in shape))
         ):
