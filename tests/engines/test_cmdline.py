@@ -403,3 +403,10 @@ def test_a_subshell_is_refused_not_read_with_its_parenthesis_in_the_model(text):
 def test_command_substitution_is_still_a_word():
     launch = parse_command("vllm serve m --tensor-parallel-size $(nproc)", engine_version="0.16.0")
     assert launch.model == "m"
+
+
+def test_deeply_nested_json_flag_value_is_a_rejected_value_not_a_crash():
+    from servepilot.engines.cmdline import parse_command
+
+    launch = parse_command(["vllm", "serve", "m", "--hf-overrides", "[" * 100_000], engine_version="0.16.0")
+    assert launch.rejected and "hf_overrides" in launch.rejected[0]

@@ -239,7 +239,7 @@ def convert_value(kind: str, raw: str, dest: str) -> tuple[object, str | None]:
                 return json.loads(stripped), None
             except json.JSONDecodeError:
                 return raw, None
-    except (ValueError, json.JSONDecodeError):
+    except (ValueError, RecursionError):  # JSONDecodeError is a ValueError; deep nesting recurses
         what = _KIND_WORDS.get(kind, f"a {kind} value")
         return raw, f"{dest} = {raw!r} is not {what}: the engine's parser rejects it at start-up"
     return raw, None

@@ -234,6 +234,10 @@ def capacity(
     int(max_concurrency × max_model_len) instead of blocks // groups × block_size.
     """
     page = block_size * bytes_per_token_per_layer
+    if page <= 0:
+        from servepilot.errors import BadInput
+
+        raise BadInput("the KV cache per token is 0 bytes: the attention geometry (head size) is unknown")
     use_hybrid = hybrid and generation == "v1"
     groups = kv_groups(types, use_hybrid, group_within_25pct)
     stages = pp_layer_ranges(len(types), len(available_per_stage))

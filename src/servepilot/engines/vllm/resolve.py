@@ -475,7 +475,7 @@ def _forced_backend(dep, version: str) -> tuple[str | None, str | None]:
 
         try:
             ac = json.loads(ac)
-        except ValueError:
+        except (ValueError, RecursionError):
             ac = None
     if isinstance(ac, dict) and ac.get("backend"):
         return str(ac["backend"]).upper(), "--attention-config"
@@ -612,7 +612,7 @@ def _hf_overrides(opts) -> dict:
 
         try:
             value = json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):
             return {}
     return value if isinstance(value, dict) else {}
 
