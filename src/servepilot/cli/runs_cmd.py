@@ -426,6 +426,8 @@ def cleanup(yes, as_json):
     """List engine shared-memory leftovers in /dev/shm whose processes are gone; --yes removes them.
 
     Entries still held by a process, or too new to judge, are listed and never removed.
+    Only processes this machine's PID namespace shows can be seen: inside a container that
+    shares /dev/shm with others (--ipc=host, a pod's memory volume), run it on the host.
 
     \b
     Examples:
