@@ -71,3 +71,13 @@ def test_missing_argument_is_one_line(capsys):
     assert main(["triage"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "LOG" in err[0]
+
+
+def test_every_engine_command_verb_reads_the_command_the_same_way():
+    # `--` may be left out: the engine's own flags must never be taken for servepilot's
+    from servepilot.cli.main import cli
+
+    for verb in ("check", "plan", "fix", "launch", "deployment"):
+        command = cli.get_command(None, verb)
+        assert command.context_settings.get("ignore_unknown_options") is True, verb
+        assert command.context_settings.get("allow_interspersed_args") is False, verb

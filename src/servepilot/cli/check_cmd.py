@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import click
 
-from servepilot.cli.common import JSON_OPTION, build_deployment_from_cli, deployment_options
+from servepilot.cli.common import (
+    ENGINE_COMMAND_SETTINGS,
+    JSON_OPTION,
+    build_deployment_from_cli,
+    deployment_options,
+)
 
 CHECK_SCHEMA = "servepilot.check/1"
 EXPLAIN_SCHEMA = "servepilot.explain/1"
@@ -12,7 +17,7 @@ _SEVERITY_STYLE = {"error": "red", "warning": "yellow", "info": "cyan"}
 _VERDICT_STYLE = {"fail": "red", "warn": "yellow", "pass": "green"}
 
 
-@click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.command(context_settings=ENGINE_COMMAND_SETTINGS)
 @deployment_options
 @JSON_OPTION
 def check(command, gpu, engine_version, command_file, as_json):

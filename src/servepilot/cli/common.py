@@ -6,6 +6,11 @@ import click
 
 JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 
+# Every verb that takes an engine command reads it the same way: servepilot's own options
+# first, then the command (after `--`, or from its first word on): the engine's flags are
+# never mistaken for servepilot's, and `--` may be left out.
+ENGINE_COMMAND_SETTINGS = {"ignore_unknown_options": True, "allow_interspersed_args": False}
+
 
 def deployment_options(f):
     """--gpu, --engine-version, --command-file and the trailing command after `--`."""

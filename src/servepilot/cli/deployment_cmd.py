@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import click
 
-from servepilot.cli.common import JSON_OPTION, build_deployment_from_cli, deployment_options
+from servepilot.cli.common import (
+    ENGINE_COMMAND_SETTINGS,
+    JSON_OPTION,
+    build_deployment_from_cli,
+    deployment_options,
+)
 
 SCHEMA = "servepilot.deployment/1"
 
@@ -21,7 +26,7 @@ KEY_OPTIONS = {
 }
 
 
-@click.command("deployment", context_settings={"ignore_unknown_options": True})
+@click.command("deployment", context_settings=ENGINE_COMMAND_SETTINGS)
 @deployment_options
 @JSON_OPTION
 def deployment(command, gpu, engine_version, command_file, as_json) -> int:

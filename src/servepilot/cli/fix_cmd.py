@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import click
 
-from servepilot.cli.common import JSON_OPTION, build_deployment_from_cli, deployment_options
+from servepilot.cli.common import (
+    ENGINE_COMMAND_SETTINGS,
+    JSON_OPTION,
+    build_deployment_from_cli,
+    deployment_options,
+)
 
 OVERLAY_DIR = click.argument("overlay_dir", type=click.Path(file_okay=False, path_type=str))
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(context_settings={"help_option_names": ["-h", "--help"], **ENGINE_COMMAND_SETTINGS})
 @click.option("--remedy", "remedy_number", type=int, metavar="N", help="Apply remedy N (1-based) of the chosen finding.")
 @click.option("--finding", "finding_code", metavar="CODE", help="Fix this finding instead of the first error.")
 @click.option("--write", "write_path", type=click.Path(dir_okay=False), help="Save the new command as a shell script.")

@@ -10,7 +10,12 @@ from __future__ import annotations
 
 import click
 
-from servepilot.cli.common import JSON_OPTION, build_deployment_from_cli, deployment_options
+from servepilot.cli.common import (
+    ENGINE_COMMAND_SETTINGS,
+    JSON_OPTION,
+    build_deployment_from_cli,
+    deployment_options,
+)
 
 SCHEMA = "servepilot.plan/1"
 BAR_WIDTH = 40
@@ -32,7 +37,7 @@ def _tp_sizes(values: tuple[str, ...]) -> tuple[int, ...]:
     return tuple(dict.fromkeys(out))
 
 
-@click.command("plan")
+@click.command("plan", context_settings=ENGINE_COMMAND_SETTINGS)
 @deployment_options
 @click.option("--tp", "tp_sizes", multiple=True, metavar="N[,N...]",
               help="Also plan these tensor-parallel sizes (--tp 4 --tp 8, or --tp 4,8).")

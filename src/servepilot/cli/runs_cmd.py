@@ -8,7 +8,7 @@ import time
 
 import click
 
-from servepilot.cli.common import JSON_OPTION, deployment_options
+from servepilot.cli.common import ENGINE_COMMAND_SETTINGS, JSON_OPTION, deployment_options
 from servepilot.cli.output import emit_json, human_bytes
 
 LAUNCH_SCHEMA = "servepilot.launch/1"
@@ -109,7 +109,7 @@ def _outcome_payload(run, outcome, plan) -> dict:
     }
 
 
-@click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.command(context_settings=ENGINE_COMMAND_SETTINGS)
 @click.option("--name", help="A name for the run (a prefix of its id; `stop NAME` works).")
 @click.option("--detach", is_flag=True, help="Return once the engine is ready; it keeps running.")
 @click.option("--force", is_flag=True, help="Launch even when check predicts a failure.")
