@@ -26,7 +26,14 @@ def triage(log, engine, since, as_json):
     """Find the root cause in an engine LOG (vLLM, SGLang, llama.cpp; any size).
 
     Exit 1 when a root cause is found, 0 for a healthy start or no error, 2 when the log
-    cannot be read.
+    cannot be read or is not text. A log that holds several launches is flagged stale and
+    only the last launch is diagnosed.
+
+    \b
+    Examples:
+      servepilot triage /tmp/vllm_kimi.log
+      servepilot triage --since "2026-02-10 12:09:00" /tmp/vllm_kimi.log   # ignore older lines
+      servepilot triage --engine sglang --json server.log
     """
     from servepilot.triage import triage_file
 
