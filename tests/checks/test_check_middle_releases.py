@@ -6,6 +6,8 @@ with the wrong boundary (or a range filled from the neighbours again) fails.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from checkfixtures import deployment, kimi_like, llama_like, sparse_mla
 
@@ -74,3 +76,16 @@ def test_flashinfer_floor_raised_to_80_in_024(tmp_path, version, backend):
 def test_kv_cache_dtype_values_per_release(tmp_path, version, value, valid):
     res = resolve(deployment(llama_like(tmp_path / "l"), cc=(10, 0), n=1, version=version, options={"kv_cache_dtype": value}))
     assert res.kv_valid == valid
+
+
+GPT_OSS = {"architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "hidden_size": 2880, "head_dim": 64,
+           "num_attention_heads": 64, "num_key_value_heads": 8}
+
+
+@pytest.mark.parametrize("version,backend", [("0.28.0", "TRITON_ATTN"), ("0.29.0", "FLASHINFER")])
+def test_gpt_oss_sinks_on_sm120_reach_flashinfer_from_029(tmp_path, version, backend):
+    path = llama_like(tmp_path / "oss", heads=64, kv_heads=8)
+    config = json.loads((path / "config.json").read_text())
+    (path / "config.json").write_text(json.dumps(dict(config, **GPT_OSS)))
+    res = resolve(deployment(path, cc=(12, 0), n=1, version=version))
+    assert res.has_sink and res.attention_backend == backend
