@@ -89,3 +89,11 @@ def test_gpt_oss_sinks_on_sm120_reach_flashinfer_from_029(tmp_path, version, bac
     (path / "config.json").write_text(json.dumps(dict(config, **GPT_OSS)))
     res = resolve(deployment(path, cc=(12, 0), n=1, version=version))
     assert res.has_sink and res.attention_backend == backend
+
+
+@pytest.mark.parametrize("version", ["0.18.0", "0.19.0"])
+def test_sparse_mla_on_sm100_is_not_refused_for_an_unvalidated_default_block(tmp_path, version):
+    # from 0.18 the selector validates only a user-given --block-size; the default 16 would
+    # rule out every sparse backend (FLASHMLA_SPARSE takes 64 only)
+    res = resolve(deployment(sparse_mla(tmp_path / "v32"), cc=(10, 0), version=version))
+    assert res.selection_error is None and res.attention_backend == "FLASHMLA_SPARSE"
