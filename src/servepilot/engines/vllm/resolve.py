@@ -82,7 +82,25 @@ def resolve(dep) -> Resolution:
     selection = _select_backend(dep, version, cc, base)
     facts.extend(selection.pop("facts"))
     extra_notes = selection.pop("notes_extra", ())
-    return dataclasses.replace(base, facts=tuple(facts), notes=base.notes + tuple(extra_notes), **selection)
+    resolved = dataclasses.replace(base, facts=tuple(facts), notes=base.notes + tuple(extra_notes), **selection)
+    return _sparse_kv_after_selection(resolved, version) if use_sparse else resolved
+
+
+def _sparse_kv_after_selection(res: Resolution, version: str) -> Resolution:
+    """0.18+: MLAAttention converts the KV dtype for the sparse backend it was given."""
+    row = kb.row_for(kb.load_file(ENGINE, "kv_cache")["sparse_mla_dtype_map"], version)
+    if row is None or res.attention_backend is None:
+        return res
+    kv = str(res.kv_cache_dtype)
+    for rule in row["after_selection"]:
+        if rule["backend"] != res.attention_backend:
+            continue
+        matches = kv.startswith("fp8") if rule["from"] == "fp8*" else kv in rule["from"]
+        if matches and kv != rule["to"]:
+            fact = Fact(f"{res.attention_backend} was chosen for sparse MLA: its layer converts {kv} -> {rule['to']}", row.source)
+            return dataclasses.replace(res, kv_cache_dtype=rule["to"], kv_cache_storage=_storage(rule["to"], res.model_dtype),
+                                       kv_evidence=res.kv_evidence + (fact,), facts=res.facts + (fact,))
+    return res
 
 
 def resolve_with(dep, *, kv_cache_dtype: str | None = None, engine_version: str | None = None, unset_env: tuple[str, ...] = ()) -> Resolution:
@@ -185,7 +203,7 @@ def resolve_kv_cache_dtype(dep, version: str, *, use_mla: bool, use_sparse: bool
         row = kb.row_for(kb.load_file(ENGINE, "kv_cache")["sparse_mla_dtype_map"], version)
         if row is not None:
             before = resolved
-            if resolved.startswith("fp8"):
+            if resolved.startswith("fp8") and row["fp8_to"]:
                 resolved = row["fp8_to"]
             elif resolved == "bfloat16":
                 resolved = row["bfloat16_to"]
@@ -249,31 +267,21 @@ def _select_backend(dep, version: str, cc: tuple[int, int], res: Resolution) -> 
     family = cc[0] * 10
     forced, forced_by = _forced_backend(dep, version)
 
-    block_size = dep.launch.options.get("block_size")
-    if block_size is None:
-        block_size = block_row["default"]
-        if res.use_mla and not forced:
-            if family == 90 and block_row["mla_hopper"]:
-                block_size = block_row["mla_hopper"]
-            elif family == 100 and not res.use_sparse:
-                if block_row["mla_family_100_flashinfer"] and qk_nope == 128:
-                    block_size = block_row["mla_family_100_flashinfer"]
-                    # vLLM 0.16-0.18 set attention_config.backend = FLASHINFER_MLA itself here
-                    forced, forced_by = "FLASHINFER_MLA", "vLLM's SM100 default (check_and_update_config)"
-                else:
-                    block_size = block_row["mla_family_100"]
-        elif res.use_mla and forced:
-            # a forced MLA backend gets its own block size (check_and_update_config)
-            block_size = {"FLASHMLA": block_row["mla_hopper"], "CUTLASS_MLA": block_row["mla_family_100"],
-                          "FLASHINFER_MLA": block_row["mla_family_100_flashinfer"] or block_size}.get(forced, block_size)
-    block_size = int(block_size)
-    facts.append(Fact(f"KV cache block size {block_size}", block_row.source))
+    given_block = dep.launch.options.get("block_size")
+    if block_row["from_backend"]:
+        # 0.18+: the chosen backend's preferred size, unless --block-size was given
+        block_size = int(given_block) if given_block is not None else None
+        if block_size is not None:
+            facts.append(Fact(f"KV cache block size {block_size} (--block-size: kept and validated)", block_row.source))
+    else:
+        block_size, forced, forced_by = _forced_mla_block_size(block_row, res, family, qk_nope, given_block, forced, forced_by)
+        facts.append(Fact(f"KV cache block size {block_size}", block_row.source))
 
     order = _priority_list(prio_row, res, cc)
     backends = attention["backends"]
     ctx = {
         "head_size": res.head_size, "dtype": res.model_dtype, "kv": res.kv_cache_dtype,
-        "block_size": block_size if mode_row["validates_block_size"] else None,
+        "block_size": block_size if mode_row["validates_block_size"] in (True, "when_given") else None,
         "use_mla": res.use_mla, "sink": res.has_sink, "sparse": res.use_sparse, "cc": cc,
         "qk_nope_head_dim": qk_nope,
     }
@@ -281,6 +289,55 @@ def _select_backend(dep, version: str, cc: tuple[int, int], res: Resolution) -> 
 
     if mode_row["mode"] == "legacy":
         return out | _legacy_select(backends, order, ctx, version, forced)
+    if block_size is None:
+        return _with_backend_block_size(_validated_select(out, backends, order, ctx, version, forced, res), block_row, backends, version)
+    return _validated_select(out, backends, order, ctx, version, forced, res)
+
+
+def _forced_mla_block_size(block_row, res: Resolution, family: int, qk_nope, given_block, forced, forced_by):
+    """0.10-0.17: check_and_update_config's MLA block size (and, 0.16-0.17, its SM100 forcing)."""
+    if given_block is not None:
+        return int(given_block), forced, forced_by
+    block_size = block_row["default"]
+    if res.use_mla and not forced:
+        if family == 90 and block_row["mla_hopper"]:
+            block_size = block_row["mla_hopper"]
+        elif family == 100 and not res.use_sparse:
+            if block_row["sm100_forces_flashinfer_mla"] and qk_nope == 128:
+                block_size = block_row["mla_family_100_flashinfer"]
+                forced, forced_by = "FLASHINFER_MLA", "vLLM's SM100 default (check_and_update_config)"
+            else:
+                block_size = block_row["mla_family_100"]
+    elif res.use_mla and forced:
+        # a forced MLA backend gets its own block size (check_and_update_config)
+        block_size = {"FLASHMLA": block_row["mla_hopper"], "CUTLASS_MLA": block_row["mla_family_100"],
+                      "FLASHINFER_MLA": block_row["mla_family_100_flashinfer"] or block_size}.get(forced, block_size)
+    return int(block_size), forced, forced_by
+
+
+def _with_backend_block_size(out: dict, block_row, backends, version: str) -> dict:
+    """0.18+ without --block-size: update_block_size_for_backend asks the chosen backend."""
+    chosen = out.get("attention_backend")
+    row = kb.row_for(backends.get(chosen, []), version) if chosen else None
+    if row is None:
+        out["block_size"] = int(block_row["default"])
+        why = f"no backend chosen: the default {block_row['default']}" if chosen is None else f"no facts for {chosen}: the default {block_row['default']}"
+        out["facts"].append(Fact(f"KV cache block size {block_row['default']} ({why})", block_row.source))
+        return out
+    out["block_size"] = preferred_block_size(row.get("block_sizes") or [], int(block_row["default"]))
+    out["facts"].append(Fact(f"KV cache block size {out['block_size']}: {chosen}'s preferred size (default {block_row['default']})", block_row.source))
+    return out
+
+
+def preferred_block_size(sizes: list, default: int) -> int:
+    """Backend.get_preferred_block_size: the default when the kernels take it, else their smallest."""
+    if not sizes or _block_ok(sizes, default):
+        return default
+    return min(s["multiple_of"] if isinstance(s, dict) else s for s in sizes)
+
+
+def _validated_select(out: dict, backends, order, ctx, version: str, forced, res: Resolution) -> dict:
+    facts = out["facts"]
 
     if forced:
         row = kb.row_for(backends.get(forced, []), version)
@@ -328,6 +385,10 @@ def _priority_list(prio_row, res: Resolution, cc) -> list[str]:
         return list(table["major_10"] if cc[0] == 10 else table["other"])
     table = prio_row["mla"]
     if cc[0] == 10:
+        # 0.19+: an fp8* KV cache puts FLASHINFER_MLA_SPARSE first, whatever the head count
+        fp8_order = prio_row.get("mla_major_10_fp8_kv")
+        if fp8_order and str(res.kv_cache_dtype).startswith("fp8"):
+            return list(fp8_order)
         few = prio_row.get("mla_major_10_few_heads")
         spec_heads = res.extra.get("num_heads")
         return list(few if few and spec_heads is not None and spec_heads <= 16 else table["major_10"])
