@@ -103,3 +103,12 @@ def test_sm120_sparse_backend_converts_auto_from_024(tmp_path):
     v024 = _resolve(tmp_path, SPARSE, cc=(12, 0), version="0.24.0", options=forced)
     assert v023.kv_cache_dtype == "auto"
     assert v024.kv_cache_dtype == "fp8_ds_mla" and v024.kv_cache_storage == "fp8_ds_mla"
+
+
+def test_017_forces_flashinfer_mla_and_adjusts_a_given_block_size(tmp_path):
+    given16 = _resolve(tmp_path, MLA, cc=(10, 0), version="0.17.0", options={"block_size": 16})
+    given32 = _resolve(tmp_path, MLA, cc=(10, 0), version="0.17.0", options={"block_size": 32})
+    assert given16.forced_backend == "FLASHINFER_MLA" and given16.block_size == 64
+    assert given32.forced_backend == "FLASHINFER_MLA" and given32.block_size == 32
+    # 0.18 keeps and validates the given 16, which FLASHINFER_MLA rejects
+    assert _resolve(tmp_path, MLA, cc=(10, 0), version="0.18.0", options={"block_size": 16}).forced_backend is None

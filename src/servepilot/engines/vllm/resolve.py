@@ -296,7 +296,8 @@ def _select_backend(dep, version: str, cc: tuple[int, int], res: Resolution) -> 
 
 def _forced_mla_block_size(block_row, res: Resolution, family: int, qk_nope, given_block, forced, forced_by):
     """0.10-0.17: check_and_update_config's MLA block size (and, 0.16-0.17, its SM100 forcing)."""
-    if given_block is not None:
+    adjusts_given = block_row.get("given_block_adjusted", False)
+    if given_block is not None and not adjusts_given:
         return int(given_block), forced, forced_by
     block_size = block_row["default"]
     if res.use_mla and not forced:
@@ -312,6 +313,11 @@ def _forced_mla_block_size(block_row, res: Resolution, family: int, qk_nope, giv
         # a forced MLA backend gets its own block size (check_and_update_config)
         block_size = {"FLASHMLA": block_row["mla_hopper"], "CUTLASS_MLA": block_row["mla_family_100"],
                       "FLASHINFER_MLA": block_row["mla_family_100_flashinfer"] or block_size}.get(forced, block_size)
+    if given_block is not None:
+        # keep the operator's size when the forced MLA kernel takes it (a multiple; 32 for FlashInfer MLA)
+        given = int(given_block)
+        takes_given = block_size == block_row["default"] or given % block_size == 0 or (forced == "FLASHINFER_MLA" and given == 32)
+        return (given if takes_given else int(block_size)), forced, forced_by
     return int(block_size), forced, forced_by
 
 
