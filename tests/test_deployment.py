@@ -17,17 +17,7 @@ if _spec.name not in sys.modules:
     sys.modules[_spec.name] = fake_nvml
     _spec.loader.exec_module(fake_nvml)
 
-STORY_SSH = """ssh root@10.1.230.174 'NCCL_PROTO=LL NCCL_P2P_LEVEL=SYS nohup /root/ml-env/bin/python3 -m vllm.entrypoints.openai.api_server \\
-    --model /shared/kimi-k2.5-nvfp4 \\
-    --tensor-parallel-size 8 \\
-    --tool-call-parser kimi_k2 \\
-    --reasoning-parser kimi_k2 \\
-    --trust-remote-code \\
-    --kv-cache-dtype auto \\
-    --port 8000 \\
-    --disable-log-requests \\
-    > /tmp/vllm_kimi2.log 2>&1 &
-echo "PID: $!"'"""
+from story_commands import STORY_SSH  # noqa: E402
 
 LLAMA_CONFIG = {
     "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
