@@ -177,26 +177,18 @@ def overlay_without_kv(dep):
     if spec is None:
         return None
     patches: dict[str, list[dict]] = {}
-    qc = (spec.config or {}).get("quantization_config")
-    if isinstance(qc, dict):
-        ops = [{"op": "remove", "path": f"/quantization_config/{k}"} for k in ("kv_cache_scheme", "kv_cache_quant_algo") if k in qc]
-        inner = qc.get("quantization")
-        if isinstance(inner, dict):
-            ops += [{"op": "remove", "path": f"/quantization_config/quantization/{k}"} for k in ("kv_cache_scheme", "kv_cache_quant_algo") if k in inner]
-        if ops:
-            patches["config.json"] = ops
+    ops = _kv_removals((spec.config or {}).get("quantization_config"), "/quantization_config")
+    if ops:
+        patches["config.json"] = ops
     new_decls = []
     for decl in (spec.quant.declarations if spec.quant else ()):
         raw = decl.raw
-        if decl.where == "hf_quant_config.json" and isinstance(raw, dict):
-            ops = [{"op": "remove", "path": f"/{k}"} for k in ("kv_cache_scheme", "kv_cache_quant_algo") if k in raw]
-            inner = raw.get("quantization")
-            if isinstance(inner, dict):
-                ops += [{"op": "remove", "path": f"/quantization/{k}"} for k in ("kv_cache_scheme", "kv_cache_quant_algo") if k in inner]
+        if decl.where == "hf_quant_config.json":
+            ops = _kv_removals(raw, "")
             if ops:
                 patches["hf_quant_config.json"] = ops
                 raw = _apply_removals(raw, ops)
-        new_decls.append(dataclasses.replace(decl, raw=raw, kv_cache=None) if hasattr(decl, "kv_cache") else dataclasses.replace(decl, raw=raw))
+        new_decls.append(dataclasses.replace(decl, raw=raw, kv_cache=None))
     if not patches:
         return None
     config = _apply_removals(spec.config or {}, patches.get("config.json", []))
@@ -215,12 +207,23 @@ def hf_overrides_without_kv(dep) -> dict | None:
                 break
     if not isinstance(qc, dict):
         return None
-    out = copy.deepcopy(qc)
-    for k in ("kv_cache_scheme", "kv_cache_quant_algo"):
-        out.pop(k, None)
-        if isinstance(out.get("quantization"), dict):
-            out["quantization"].pop(k, None)
-    return out
+    return _apply_removals(qc, _kv_removals(qc, ""))
+
+
+# The keys by which a ModelOpt export asks for a quantized KV cache: at the top of its quant
+# config (config.json quantization_config) or under "quantization" (hf_quant_config.json).
+KV_KEYS = ("kv_cache_scheme", "kv_cache_quant_algo")
+
+
+def _kv_removals(quant_config, prefix: str) -> list[dict]:
+    """RFC 6902 remove ops for every KV key of `quant_config`, whose JSON pointer is `prefix`."""
+    if not isinstance(quant_config, dict):
+        return []
+    ops = [{"op": "remove", "path": f"{prefix}/{k}"} for k in KV_KEYS if k in quant_config]
+    inner = quant_config.get("quantization")
+    if isinstance(inner, dict):
+        ops += [{"op": "remove", "path": f"{prefix}/quantization/{k}"} for k in KV_KEYS if k in inner]
+    return ops
 
 
 def _spec_with_config(spec, quant_config: dict):
