@@ -16,6 +16,8 @@ CATEGORIES: tuple[str, ...] = (
     "shm",
     "cuda_driver_arch",
     "cuda_graph",
+    # nodes of one multi-node deployment disagree: ranks, sizes, versions, checkpoint copies
+    "node_mismatch",
     "other",
 )
 

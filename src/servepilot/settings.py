@@ -28,3 +28,12 @@ def hf_cache_dir() -> Path | None:
     if os.environ.get("HF_HOME"):
         return Path(os.environ["HF_HOME"]).expanduser() / "hub"
     return None
+
+
+def probe_overrides_text() -> str | None:
+    """SERVEPILOT_PROBE_OVERRIDES: JSON merged over `servepilot probe`'s findings.
+
+    For what cannot be real on a test machine (Ray's single-machine cluster gives every
+    node this host's NICs and no NVML): the probe's output lists every key it took from here.
+    """
+    return os.environ.get("SERVEPILOT_PROBE_OVERRIDES") or None

@@ -8,7 +8,7 @@ from servepilot.cli.common import (
     ENGINE_COMMAND_SETTINGS,
     JSON_OPTION,
     build_deployment_from_cli,
-    deployment_options,
+    multinode_options,
 )
 
 CHECK_SCHEMA = "servepilot.check/1"
@@ -18,9 +18,9 @@ _VERDICT_STYLE = {"fail": "red", "warn": "yellow", "pass": "green"}
 
 
 @click.command(context_settings=ENGINE_COMMAND_SETTINGS)
-@deployment_options
+@multinode_options
 @JSON_OPTION
-def check(command, gpu, engine_version, command_file, as_json):
+def check(command, gpu, engine_version, command_file, nodes, ray_address, as_json):
     """Predict what the engine will do with CMD and whether the launch will fail.
 
     \b
@@ -28,9 +28,16 @@ def check(command, gpu, engine_version, command_file, as_json):
     Example:
       servepilot check --gpu rtx-pro-6000x8 --engine-version 0.16.0 -- \\
         vllm serve /models/kimi-k2.5-nvfp4 -tp 8 --trust-remote-code
+      servepilot check --gpu h200x8 --command-file node0.sh --command-file node1.sh
+      servepilot check --gpu h200x8 --nodes 2 -- vllm serve M -tp 8 -pp 2 --distributed-executor-backend ray
     """
     from servepilot.checks import run_checks
+    from servepilot.multinode.analysis import is_multinode
 
+    if is_multinode(command_file, nodes, ray_address):  # one command per node, or a Ray launch
+        from servepilot.cli.multinode_views import check_set
+
+        return check_set(command, command_file, nodes, ray_address, gpu, engine_version, as_json)
     dep = build_deployment_from_cli(command, gpu, engine_version, command_file)
     result = run_checks(dep)
     if as_json:

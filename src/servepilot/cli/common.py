@@ -12,13 +12,16 @@ JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print one JS
 ENGINE_COMMAND_SETTINGS = {"ignore_unknown_options": True, "allow_interspersed_args": False}
 
 
-def deployment_options(f):
+def deployment_options(f, per_node: bool = False):
     """--gpu, --engine-version, --command-file and the trailing command after `--`."""
     f = click.argument("command", nargs=-1, type=click.UNPROCESSED)(f)
     f = click.option(
         "--command-file",
         type=click.Path(dir_okay=False),
-        help="Read the engine command from a shell script instead of after `--`.",
+        multiple=per_node,
+        help=("Read the engine command from a shell script instead of after `--`; once per node, in node "
+              "order, for a multi-node deployment." if per_node else
+              "Read the engine command from a shell script instead of after `--`."),
     )(f)
     f = click.option(
         "--engine-version",
@@ -33,9 +36,29 @@ def deployment_options(f):
     return f
 
 
+def multinode_options(f):
+    """deployment_options with a repeatable --command-file (one per node), --nodes and
+    --ray-address: a command set that spans nodes (check, plan, deployment)."""
+    f = deployment_options(f, per_node=True)
+    f = click.option("--ray-address", metavar="HOST:PORT",
+                     help="A Ray cluster to read the nodes and their GPUs from (Ray launches).")(f)
+    f = click.option("--nodes", type=click.IntRange(min=1), metavar="N",
+                     help="Nodes a Ray-launched command spans (--distributed-executor-backend ray); "
+                     "or pods of one LeaderWorkerSet template.")(f)
+    return f
+
+
 def build_deployment_from_cli(command, gpu, engine_version, command_file):
     """Parse the command and probe or look up the GPUs (one library call)."""
     from servepilot.deployment import build_deployment
+
+    if isinstance(command_file, (tuple, list)):
+        if len(command_file) > 1:
+            from servepilot.errors import BadInput
+
+            raise BadInput("this verb takes one command; several --command-file (one per node) are read by "
+                           "check, plan, deployment and preflight")
+        command_file = command_file[0] if command_file else None
 
     return build_deployment(
         command=list(command),

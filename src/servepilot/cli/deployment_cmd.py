@@ -9,7 +9,7 @@ from servepilot.cli.common import (
     ENGINE_COMMAND_SETTINGS,
     JSON_OPTION,
     build_deployment_from_cli,
-    deployment_options,
+    multinode_options,
 )
 
 SCHEMA = "servepilot.deployment/1"
@@ -27,9 +27,9 @@ KEY_OPTIONS = {
 
 
 @click.command("deployment", context_settings=ENGINE_COMMAND_SETTINGS)
-@deployment_options
+@multinode_options
 @JSON_OPTION
-def deployment(command, gpu, engine_version, command_file, as_json) -> int:
+def deployment(command, gpu, engine_version, command_file, nodes, ray_address, as_json) -> int:
     """Show what servepilot understood: engine and version, model, parallelism, KV dtype,
     port, environment, log file, remote host, GPUs and flags it does not know.
 
@@ -39,6 +39,12 @@ def deployment(command, gpu, engine_version, command_file, as_json) -> int:
       servepilot deployment -- "NCCL_PROTO=LL nohup vllm serve /m --port 8001 > log 2>&1 &"
       servepilot deployment --command-file launch.sh --json
     """
+    from servepilot.multinode.analysis import is_multinode
+
+    if is_multinode(command_file, nodes, ray_address):  # world size, ranks per node, API node
+        from servepilot.cli.multinode_views import deployment_set
+
+        return deployment_set(command, command_file, nodes, ray_address, gpu, engine_version, as_json)
     d = build_deployment_from_cli(command, gpu, engine_version, command_file)
     if as_json:
         from servepilot.cli.output import emit_json

@@ -30,6 +30,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "history": ("servepilot.cli.runs_cmd", "history", "Attempts per model and what changed between them."),
     "cleanup": ("servepilot.cli.runs_cmd", "cleanup", "List (and with --yes remove) engine leftovers in /dev/shm."),
     "triage": ("servepilot.cli.triage_cmd", "triage", "Find the root cause in an engine log."),
+    "probe": ("servepilot.cli.probe_cmd", "probe", "Describe this node for a multi-node preflight (JSON)."),
+    "preflight": ("servepilot.cli.preflight_cmd", "preflight", "Probe every node of a multi-node deployment and compare with the plan."),
 }
 
 

@@ -14,7 +14,7 @@ from servepilot.cli.common import (
     ENGINE_COMMAND_SETTINGS,
     JSON_OPTION,
     build_deployment_from_cli,
-    deployment_options,
+    multinode_options,
 )
 
 SCHEMA = "servepilot.plan/1"
@@ -38,19 +38,24 @@ def _tp_sizes(values: tuple[str, ...]) -> tuple[int, ...]:
 
 
 @click.command("plan", context_settings=ENGINE_COMMAND_SETTINGS)
-@deployment_options
+@multinode_options
 @click.option("--tp", "tp_sizes", multiple=True, metavar="N[,N...]",
               help="Also plan these tensor-parallel sizes (--tp 4 --tp 8, or --tp 4,8).")
 @JSON_OPTION
-def plan(command, gpu, engine_version, command_file, tp_sizes, as_json) -> int:
+def plan(command, gpu, engine_version, command_file, nodes, ray_address, tp_sizes, as_json) -> int:
     """Per-GPU memory as the engine computes it: weights, runtime, KV budget, KV tokens.
 
     \b
     Example:
       servepilot plan --gpu h200x8 -- vllm serve /models/deepseek-v3 -tp 8 --max-model-len 65536
     """
+    from servepilot.multinode.analysis import is_multinode
     from servepilot.planning import plan_deployment
 
+    if is_multinode(command_file, nodes, ray_address):  # per-node stages, layers and experts
+        from servepilot.cli.multinode_views import plan_set
+
+        return plan_set(command, command_file, nodes, ray_address, gpu, engine_version, as_json)
     dep = build_deployment_from_cli(command, gpu, engine_version, command_file)
     result = plan_deployment(dep, tp_options=_tp_sizes(tp_sizes))
     if as_json:
