@@ -35,7 +35,8 @@ def preflight(merge_files, timeout_s, command, gpu, engine_version, command_file
     from servepilot.errors import BadInput
     from servepilot.multinode.analysis import analyze_command_set
 
-    files, command = _split_merge(merge_files, list(command))
+    files, command, late_json = _split_merge(merge_files, list(command))
+    as_json = as_json or late_json
     if not files and not ray_address:
         raise BadInput("preflight needs the nodes: --ray-address HOST:PORT, or --merge with probe files")
     if files and ray_address:
@@ -59,15 +60,20 @@ def preflight(merge_files, timeout_s, command, gpu, engine_version, command_file
     return report.exit_code
 
 
-def _split_merge(merge_files, command: list[str]) -> tuple[list[str], list[str]]:
-    """`--merge a.json b.json -- CMD`: click gives --merge one value; the other .json words
-    arrive at the front of the command."""
+def _split_merge(merge_files, command: list[str]) -> tuple[list[str], list[str], bool]:
+    """`--merge a.json b.json [--json] [-- CMD]`: click gives --merge one value; the other
+    .json words (and a --json after them) arrive at the front of the command."""
     files = list(merge_files)
-    while files and command and command[0].endswith(".json"):
-        files.append(command.pop(0))
+    late_json = False
+    while files and command and (command[0].endswith(".json") or command[0] == "--json"):
+        word = command.pop(0)
+        if word == "--json":
+            late_json = True
+        else:
+            files.append(word)
     if command and command[0] == "--":
         command.pop(0)
-    return files, command
+    return files, command, late_json
 
 
 def render(report) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from servepilot.deployment import Deployment
+from servepilot.errors import BadInput
 from servepilot.multinode.commandset import CommandSet, load_command_set
 from servepilot.multinode.findings import NodeFinding
 from servepilot.multinode.topology import Topology, derive
@@ -90,7 +91,17 @@ def analyze_command_set(
         notes.append("GPUs per node unknown: pass --gpu NAME[xN] (the GPUs of each node) to check the counts")
     topo = derive(cs, per_node, node_gpus)
     findings = tuple(check_command_set(cs, topo))
-    head = build_deployment(command=cs.head.text, engine_version=engine_version, probe=False)
+    try:
+        head = build_deployment(command=cs.head.text, engine_version=engine_version, probe=False)
+    except BadInput as exc:
+        if exc.problem != "model path does not exist":
+            raise
+        # The checkpoint lives on the nodes, not necessarily where the check runs (a login node).
+        from servepilot.hardware.cluster import Cluster
+
+        head = Deployment(launch=cs.head.launch, cluster=Cluster(source="none"), spec=None,
+                          notes=(f"model {cs.head.launch.model} is not on this machine: not inspected "
+                                 "(preflight looks for it on every node)",))
     if per_node_cluster is not None:
         total = per_node * max(1, topo.node_count)
         gpus = tuple(replace(per_node_cluster.gpus[i % per_node], index=i) for i in range(total))

@@ -170,9 +170,15 @@ def headless(cs: CommandSet, topo: Topology) -> list[NodeFinding]:
     out = []
     source = VLLM_MP if cs.shape == "vllm-mp" else VLLM_DP
     hybrid = any(n.args.hybrid_lb for n in cs.nodes)
-    for n, role in zip(cs.nodes, topo.nodes, strict=False):
+
+    def is_first(n, role) -> bool:
+        return (n.args.node_rank == 0) if cs.shape == "vllm-mp" else (role.dp_ranks[:1] == (0,))
+
+    pairs = list(zip(cs.nodes, topo.nodes, strict=False))
+    api_served = any(is_first(n, r) and not n.args.headless for n, r in pairs)
+    for n, role in pairs:
         a = n.args
-        first = (a.node_rank == 0) if cs.shape == "vllm-mp" else (role.dp_ranks[:1] == (0,))
+        first = is_first(n, role)
         if a.headless and a.hybrid_lb:
             out.append(node_finding(
                 "node.headless_hybrid_lb", "SP-NODE-008", severity="error", nodes=(n.name,),
@@ -189,7 +195,7 @@ def headless(cs: CommandSet, topo: Topology) -> list[NodeFinding]:
                 evidence=(flag_fact("vllm", "--headless"), ("others: the same command plus --node-rank k --headless",
                                                               source)),
                 remedies=(("flag", f"add --headless to {n.name}'s command", "none"),)))
-        elif a.headless and first:
+        elif a.headless and first and not api_served:
             out.append(node_finding(
                 "node.headless_on_api", "SP-NODE-010", severity="error", nodes=(n.name,),
                 title=f"{n.name} is node 0 but runs --headless",

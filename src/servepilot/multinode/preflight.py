@@ -92,7 +92,9 @@ def load_probe_file(path: str) -> dict:
     from servepilot.errors import not_utf8, unreadable_file
 
     try:
-        text = open(path, encoding="utf-8").read()  # noqa: SIM115 - read whole
+        from pathlib import Path
+
+        text = Path(path).read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise not_utf8(exc, "probe file", path) from None
     except OSError as exc:
