@@ -60,6 +60,7 @@ def probe_host(model: str | None = None, head: str | None = None, ports: tuple[i
         "overridden": sorted(overrides) + (["checkpoint_root"] if checkpoint_root else []),
     }
     _merge(out, overrides)
+    out["time"] = time.time()  # last: the preflight reads the clock offset against its receipt
     return out
 
 

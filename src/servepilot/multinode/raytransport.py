@@ -86,7 +86,6 @@ def probe_nodes(nodes: list[RayNode], *, model: str | None, head: str | None, po
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     task = ray.remote(num_cpus=0, max_retries=0)(_probe_task)
-    sent = time.time()
     deadline = time.monotonic() + timeout_s
     refs = {task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n.node_id, soft=False))
             .remote(model, head, list(ports)): n for n in nodes}
@@ -108,7 +107,9 @@ def probe_nodes(nodes: list[RayNode], *, model: str | None, head: str | None, po
             except Exception as exc:  # noqa: BLE001 - any task failure means the node is not usable
                 results[node.node_id] = _lost(name, node, str(exc).splitlines()[0][:300])
                 continue
-            offset = float(probe.get("time", got)) - (sent + got) / 2
+            # The node stamps its clock as it returns: against our receipt the error is only the
+            # way back (a worker's start-up, seconds on a loaded host, happens before the stamp).
+            offset = float(probe.get("time", got)) - got
             results[node.node_id] = NodeProbe(name, probe, node.node_id, node.address, node.gpus,
                                               clock_offset_s=offset)
     for ref in pending:
