@@ -10,7 +10,7 @@ SCHEMA = "servepilot.triage/1"
 
 
 @click.command("triage")
-@click.argument("log", type=click.Path(dir_okay=True, path_type=str))
+@click.argument("logs", metavar="LOG...", nargs=-1, required=True, type=click.Path(dir_okay=True, path_type=str))
 @click.option(
     "--engine",
     type=click.Choice(["vllm", "sglang", "llama.cpp"]),
@@ -22,7 +22,7 @@ SCHEMA = "servepilot.triage/1"
     help="Lines stamped before this time belong to an earlier run: ignore them (and say so).",
 )
 @JSON_OPTION
-def triage(log, engine, since, as_json):
+def triage(logs, engine, since, as_json):
     """Find the root cause in an engine LOG (vLLM, SGLang, llama.cpp; any size).
 
     Exit 1 when a root cause is found, 0 for a healthy start or no error, 2 when the log
@@ -34,7 +34,15 @@ def triage(log, engine, since, as_json):
       servepilot triage /tmp/vllm_kimi.log
       servepilot triage --since "2026-02-10 12:09:00" /tmp/vllm_kimi.log   # ignore older lines
       servepilot triage --engine sglang --json server.log
+      servepilot triage node0.log node1.log   # several nodes: merged by time
     """
+    from servepilot.cli.triage_nodes_view import is_multinode_logs
+
+    if is_multinode_logs(logs):  # several nodes' logs, or one with Ray's ip= prefixes
+        from servepilot.cli.triage_nodes_view import triage_nodes_cli
+
+        return triage_nodes_cli(list(logs), as_json)
+    log = logs[0]
     from servepilot.triage import triage_file
 
     diagnosis = triage_file(log, engine=engine, since=since)
