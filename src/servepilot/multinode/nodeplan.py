@@ -32,7 +32,8 @@ def plan_per_node(a: MultiNodeAnalysis, plan) -> tuple[NodeMemory, ...]:
     spec = a.head.spec
     topo = a.topology
     rows = plan.rows
-    stages = pp_layer_ranges(spec.num_layers, plan.pp) if spec is not None and spec.num_layers else []
+    layers = spec.attention.num_layers if spec is not None and spec.attention is not None else 0
+    stages = pp_layer_ranges(layers, plan.pp) if layers else []
     experts = spec.moe.num_experts if spec is not None and spec.is_moe else None
     ep_ranks = plan.tp * plan.dp if plan.expert_parallel else None
     out = []
