@@ -85,6 +85,9 @@ CASES = {
                                    {("node.count_mismatch", ("node0", "node1", "node2")),
                                     ("node.rank_invalid", ("node2",))}),
     "TP differs": ([_mp(0), _mp(1, "--headless", tp=4)], {"gpu": "h200x8"}, {("node.size_mismatch", ("node1",))}),
+    "native multi-node flags on vLLM 0.11 (before PR 23691)": (
+        [_mp(0), _mp(1, "--headless")], {"gpu": "h200x8", "engine_version": "0.11.0"},
+        {("node.flag_unavailable", ("node0", "node1"))}),
     "LWS one template for 2 pods (no --headless)": ([LWS_LEADER], {"nodes": 2, "gpu": "h200x8"},
                                                    {("node.headless_missing", ("node1",))}),
 }
@@ -98,6 +101,10 @@ def test_command_set_gives_exactly_the_expected_findings(tmp_path, name):
     else:
         a = analyze_command_set(command_files=_files(tmp_path, *commands), **options)
     got = {(f.check, f.nodes) for f in a.findings}
+    if options.get("engine_version") == "0.11.0":  # one finding per flag: --nnodes, --node-rank, --master-addr
+        assert sorted(f.finding.title for f in a.findings) == [
+            "vllm 0.11.0 has no --master-addr", "vllm 0.11.0 has no --nnodes", "vllm 0.11.0 has no --node-rank"]
+        assert a.command_set.shape == "vllm-mp"
     assert got == expected
     assert all(f.finding.category in ("node_mismatch",) for f in a.findings)
     assert all(f.finding.remedies and f.finding.evidence for f in a.findings)
@@ -141,3 +148,30 @@ def test_ray_command_without_node_count_is_bad_input(tmp_path):
     with pytest.raises(BadInput, match="--nodes N or --ray-address"):
         analyze_command_set(command_files=_files(tmp_path, f"vllm serve {M} --distributed-executor-backend ray"),
                             nodes=None)
+
+
+def test_ray_launch_on_vllm_018_says_ray_is_not_bundled():
+    a = analyze_command_set(f"vllm serve {M} -tp 8 -pp 2 --distributed-executor-backend ray".split(), nodes=2,
+                            gpu="h200x8", engine_version="0.18.0")
+    assert [(f.check, f.severity) for f in a.findings] == [("node.ray_not_bundled", "info")]
+    older = analyze_command_set(f"vllm serve {M} -tp 8 -pp 2 --distributed-executor-backend ray".split(), nodes=2,
+                                gpu="h200x8", engine_version="0.16.0")
+    assert older.findings == ()
+
+
+def test_check_and_deployment_cli_on_a_command_set(tmp_path, capsys):
+    import json
+
+    from servepilot.cli.main import main
+
+    files = _files(tmp_path, _mp(0), _mp(1))
+    args = ["--gpu", "h200x8", "--command-file", files[0], "--command-file", files[1], "--json"]
+    assert main(["check", *args]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["schema"] == "servepilot.check/1" and out["verdict"] == "fail"
+    assert out["findings"][0]["check"] == "node.headless_missing" and out["findings"][0]["category"] == "node_mismatch"
+    assert out["multinode"]["world_size"] == 16
+    assert main(["deployment", *args]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [n["serves_api"] for n in out["multinode"]["nodes"]] == [True, False]
+

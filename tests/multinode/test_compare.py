@@ -61,9 +61,13 @@ def _set(p, path, value):
     p[last] = value
 
 
-# class: (mutation of node1's probe, expected check, failure class)
+# class: (mutation of the probes, expected check, failure class[, node, node1 by default])
 CLASSES = {
     "ip_nic": (lambda ps: _set(ps[1], "env.VLLM_HOST_IP", "10.9.9.9"), "net.host_ip_not_local", "ip_nic"),
+    "rendezvous address not node 0 (sglang#2658)": (
+        lambda ps: (_set(ps[0], "interfaces/eth0/addresses", [{"family": "ipv4", "address": "10.0.0.9"}]),
+                    _set(ps[0], "env/VLLM_HOST_IP", "10.0.0.9")),
+        "net.head_not_node0", "ip_nic", "node0"),
     "rendezvous": (lambda ps: _set(ps[1], "env.NCCL_SOCKET_IFNAME", "ens5"), "nccl.ifname_missing",
                    "rendezvous_network"),
     "port": (lambda ps: _set(ps[1], "reach", [{"host": "10.0.0.1", "port": 29501, "state": "timeout"}]),
@@ -85,12 +89,13 @@ def test_consistent_probes_give_no_finding():
 
 @pytest.mark.parametrize("name", list(CLASSES))
 def test_each_failure_class_names_class_node_and_fix(name):
-    mutate, check, klass = CLASSES[name]
+    mutate, check, klass, *node = CLASSES[name]
+    node = node[0] if node else "node1"
     findings = _run(mutate)
-    assert [(f.check, f.nodes, f.failure_class) for f in findings] == [(check, ("node1",), klass)]
+    assert [(f.check, f.nodes, f.failure_class) for f in findings] == [(check, (node,), klass)]
     f = findings[0].finding
     assert f.remedies and f.remedies[0].change
-    assert "node1" in f.title or "node1" in f.detail or "node1" in f.remedies[0].change or check == "version.mismatch"
+    assert node in f.title or node in f.detail or node in f.remedies[0].change or check == "version.mismatch"
 
 
 def test_majority_decides_which_copy_is_odd():

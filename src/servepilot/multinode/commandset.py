@@ -66,6 +66,8 @@ class NodeCommand:
     launch: EngineLaunch
     args: NodeArgs
     text: str = ""  # the node's shell text as read (LeaderWorkerSet variables expanded)
+    # flags typed here that the given engine release does not have (other releases do)
+    too_new: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -192,7 +194,13 @@ def _parse(origin: str, text: str, index: int, engine_version: str | None) -> No
         where = origin if origin != "command" else None
         raise CommandLineError(exc.problem, path=exc.path or where, hint=exc.hint) from None
     launch = replace(launch, notes=tuple(split.notes) + launch.notes)
-    return NodeCommand(index, origin, launch, node_args(launch, origin), text)
+    args_launch, too_new = launch, ()
+    if engine_version and launch.unknown_flags:
+        # The multi-node shape comes from what was typed: read it with every release's flags,
+        # and keep apart the flags this release lacks (a finding says since when they exist).
+        args_launch = parse_argv(split.argv, split.context, engine_version=None)
+        too_new = tuple(f for f in launch.unknown_flags if f.split("=")[0] not in args_launch.unknown_flags)
+    return NodeCommand(index, origin, launch, node_args(args_launch, origin), text, too_new)
 
 
 def node_args(launch: EngineLaunch, origin: str = "command") -> NodeArgs:

@@ -108,6 +108,16 @@ def ip_nic(exp: Expectation, probes: list[NodeProbe]) -> list[NodeFinding]:
                 detail="a link-local source (169.254.x.x, fe80::) is rarely routable between nodes",
                 evidence=(("'socketStartConnect: Connect to 169.254.x.x failed'", TROUBLESHOOTING),),
                 remedies=(("env", "NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME set to the cluster NIC", "none"),)))
+    head0 = probes[0] if probes and probes[0].probe is not None else None
+    if head0 is not None and exp.head and _is_ip(exp.head) and exp.head not in _addresses(head0.probe):
+        out.append(node_finding(
+            "net.head_not_node0", "SP-PRE-014", severity="error", nodes=(head0.name,), failure_class="ip_nic",
+            category="nccl_distributed", title=f"the rendezvous address {exp.head} is not an address of {head0.name}",
+            detail=f"{head0.name} (rank 0) has {', '.join(sorted(_addresses(head0.probe))) or 'no address'}; every "
+                   "node dials the rendezvous address, and only rank 0 listens there",
+            evidence=(("--dist-init-addr must be rank 0's IP on every node", "https://github.com/sgl-project/sglang/issues/2658"),),
+            remedies=(("flag", f"the rendezvous flag (--master-addr, --data-parallel-address, --dist-init-addr) = "
+                               f"{head0.name}'s cluster IP on every node", "none"),)))
     for ip, names in seen.items():
         if len(names) > 1:
             out.append(node_finding(
@@ -117,6 +127,14 @@ def ip_nic(exp: Expectation, probes: list[NodeProbe]) -> list[NodeFinding]:
                 evidence=(("set VLLM_HOST_IP per node", SCALING),),
                 remedies=(("env", "VLLM_HOST_IP=<this node's own IP> on each node", "none"),)))
     return out
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _link_local(address: str) -> bool:

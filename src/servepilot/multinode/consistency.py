@@ -299,8 +299,55 @@ def host_ips(cs: CommandSet, topo: Topology) -> list[NodeFinding]:
         remedies=(("env", "VLLM_HOST_IP=<this node's cluster IP> on each node", "none"),))]
 
 
+def flag_releases(cs: CommandSet, topo: Topology) -> list[NodeFinding]:
+    """Flags a node's command uses that the given engine release does not have yet."""
+    out = []
+    by_flag: dict[str, list[str]] = {}
+    for n in cs.nodes:
+        for flag in n.too_new:
+            by_flag.setdefault(flag.split("=")[0], []).append(n.name)
+    version = cs.head.launch.engine_version
+    for flag, names in by_flag.items():
+        from servepilot.engines.flagtable import load_table
+
+        fact, source = flag_fact(cs.engine, flag)
+        since = " or ".join(load_table(cs.engine).versions_of(flag))
+        out.append(node_finding(
+            "node.flag_unavailable", "SP-NODE-016", severity="error", nodes=tuple(names),
+            title=f"{cs.engine} {version} has no {flag}",
+            detail=f"{flag} exists in {cs.engine} {since}; {cs.engine} {version} stops with 'unrecognized arguments'"
+                   + (" (native multi-node: vllm PR #23691)" if flag in ("--nnodes", "--node-rank", "--master-addr",
+                                                                        "--master-port", "-n", "-r") else ""),
+            evidence=((fact, source),),
+            remedies=(("upgrade", f"pip install '{cs.engine}{since.split(' or ')[-1].split(',')[0]}' on every node",
+                       "an upgrade of every node's image"),
+                      ("flag", "--distributed-executor-backend ray (one command on the head of a Ray cluster)",
+                       "a Ray cluster"))))
+    return out
+
+
+def ray_dependency(cs: CommandSet, topo: Topology) -> list[NodeFinding]:
+    """vLLM 0.18 stopped installing Ray (vllm PR #36170): a Ray launch needs it on every node."""
+    from servepilot.engines.knowledge import release_version
+
+    version = cs.head.launch.engine_version
+    if cs.engine != "vllm" or not cs.head.args.uses_ray or not version:
+        return []
+    if release_version(version) < release_version("0.18.0"):
+        return []
+    return [node_finding(
+        "node.ray_not_bundled", "SP-NODE-017", severity="info", nodes=(), failure_class="version",
+        title=f"vLLM {version} does not install Ray",
+        detail="from 0.18.0 Ray is no longer a default dependency of vLLM: every node needs the same Ray "
+               "installed next to vLLM",
+        evidence=(("Ray dropped from vLLM's default dependencies", "https://github.com/vllm-project/vllm/pull/36170"),),
+        remedies=(("upgrade", "pip install ray (the same version on every node), or the native multi-node "
+                              "launch (--nnodes/--node-rank)", "none"),))]
+
+
 RULES: tuple[Callable[[CommandSet, Topology], list[NodeFinding]], ...] = (
-    engine_and_model, sizes, rendezvous, node_ranks, headless, dp_ranks, gpu_count, host_ips,
+    engine_and_model, sizes, rendezvous, node_ranks, headless, dp_ranks, gpu_count, host_ips, flag_releases,
+    ray_dependency,
 )
 
 
