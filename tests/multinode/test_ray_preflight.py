@@ -123,6 +123,24 @@ def test_merge_of_probe_files_gives_the_ray_findings(cluster, tmp_path):
     assert _ids(merged) == _ids(via_ray)
 
 
+def test_preflight_and_check_cli_on_the_ray_cluster(cluster, capsys):
+    from servepilot.cli.main import main
+
+    cmd = ["--", "vllm", "serve", MODEL, "-tp", "8", "-pp", "2", "--distributed-executor-backend", "ray"]
+    assert main(["preflight", "--ray-address", cluster["address"], "--timeout", "60", "--json", *cmd]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["schema"] == "servepilot.preflight/1" and out["transport"] == "ray"
+    assert [n["status"] for n in out["nodes"]] == ["PASS", "FAIL", "FAIL"]
+    assert out["placement"] == {"feasible": False, "bundles": 16, "per_node": None,
+                                "gpus": {"node0": 0, "node1": 8, "node2": 4}}
+    # check reads the GPU nodes from the cluster: 8 + 4 GPUs for a 16-worker plan
+    assert main(["check", "--ray-address", cluster["address"], "--json", *cmd]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["multinode"]["node_count"] == 2
+    assert [(n["name"], n["ranks"]) for n in out["multinode"]["nodes"]] == [("node0", 8), ("node1", 4)]
+    assert [f["check"] for f in out["findings"] if "check" in f] == ["node.gpu_product"]
+
+
 def test_node_removed_after_discovery_is_unreachable_within_20s(cluster):
     from servepilot.multinode import raytransport as rt
     from servepilot.multinode.preflight import preflight_on_ray

@@ -249,13 +249,12 @@ def gpu_count(cs: CommandSet, topo: Topology) -> list[NodeFinding]:
                 "node.gpu_product", "SP-NODE-012", severity="error", nodes=tuple(r.name for r in topo.nodes),
                 failure_class="gpu_topology",
                 title=f"TP x PP x DP = {topo.world_size} GPUs, the nodes have {topo.total_gpus}",
-                detail=f"TP {topo.tp} x PP {topo.pp} x DP {topo.dp} = {topo.world_size} workers on {topo.node_count} "
-                       f"node(s) of {per_node} GPU(s).",
+                detail=f"TP {topo.tp} x PP {topo.pp} x DP {topo.dp} = {topo.world_size} workers on {topo.gpus_str}.",
                 evidence=(("'you must use all GPUs in the cluster' / placement waits forever",
                            "https://github.com/vllm-project/vllm/issues/6938"),),
-                remedies=(("flag", f"TP = GPUs per node ({per_node}), PP = number of nodes ({topo.node_count})",
-                           "pipeline stages add a hop per token"),
-                          ("hardware", f"{-(-topo.world_size // max(1, per_node))} nodes of {per_node} GPUs", "cost"))))
+                remedies=(("flag", f"TP = GPUs per node ({per_node or min(topo.node_gpus)}), PP = number of nodes "
+                                   f"({topo.node_count})", "pipeline stages add a hop per token"),
+                          ("hardware", f"{topo.world_size - topo.total_gpus} more GPU(s) in the cluster", "cost"))))
         elif topo.world_size < topo.total_gpus and cs.shape == "ray":
             out.append(node_finding(
                 "node.gpu_idle", "SP-NODE-013", severity="warning", nodes=(), failure_class="gpu_topology",

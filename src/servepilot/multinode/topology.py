@@ -38,6 +38,13 @@ class Topology:
     gpus_per_node: int | None  # from --gpu (each node), or a Ray cluster's nodes
     nodes: tuple[NodeRole, ...]
     notes: tuple[str, ...] = ()
+    node_gpus: tuple[int, ...] | None = None  # a Ray cluster's GPU nodes, which may differ
+
+    @property
+    def gpus_str(self) -> str:
+        if self.node_gpus:
+            return " + ".join(map(str, self.node_gpus)) + " GPUs"
+        return f"{self.node_count} node(s) of {self.gpus_per_node} GPU(s)"
 
     @property
     def api_nodes(self) -> tuple[str, ...]:
@@ -45,6 +52,8 @@ class Topology:
 
     @property
     def total_gpus(self) -> int | None:
+        if self.node_gpus:
+            return sum(self.node_gpus)
         return None if self.gpus_per_node is None else self.gpus_per_node * self.node_count
 
 
@@ -76,7 +85,8 @@ def derive(cs: CommandSet, gpus_per_node: int | None = None,
     else:  # single, replicas, mixed: each command is its own server
         roles = [NodeRole(node.index, node.name, 0, world_size(node.args, cs.engine), serves_api=not node.args.headless)
                  for node in cs.nodes]
-    return Topology(cs.shape, head.tp, head.pp, head.dp, world, n, gpus_per_node, tuple(roles), tuple(notes))
+    return Topology(cs.shape, head.tp, head.pp, head.dp, world, n, gpus_per_node, tuple(roles), tuple(notes),
+                    tuple(node_gpus) if node_gpus else None)
 
 
 def _ray_roles(world: int, n: int, gpus_per_node: int | None, node_gpus, head: NodeArgs, notes: list[str]):
