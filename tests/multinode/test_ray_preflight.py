@@ -133,6 +133,13 @@ def test_preflight_and_check_cli_on_the_ray_cluster(cluster, capsys):
     assert [n["status"] for n in out["nodes"]] == ["PASS", "FAIL", "FAIL"]
     assert out["placement"] == {"feasible": False, "bundles": 16, "per_node": None,
                                 "gpus": {"node0": 0, "node1": 8, "node2": 4}}
+    # the same from a fresh process: servepilot joins the cluster as a driver of its own
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_ADDRESS")}
+    run = subprocess.run([sys.executable, "-c", "from servepilot.cli.main import run; run()", "preflight",
+                          "--ray-address", cluster["address"], "--timeout", "60", *cmd], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 1, run.stderr[-2000:]
+    assert "placement.infeasible" in run.stdout and "node2   FAIL" in run.stdout
     # check reads the GPU nodes from the cluster: 8 + 4 GPUs for a 16-worker plan
     assert main(["check", "--ray-address", cluster["address"], "--json", *cmd]) == 1
     out = json.loads(capsys.readouterr().out)

@@ -140,6 +140,9 @@ def preflight_on_ray(a: MultiNodeAnalysis, address: str, timeout_s: float = DEFA
 
     probes = rt.probe_nodes(nodes, model=exp.model, head=exp.head, ports=exp.ports, timeout_s=timeout_s, during=place)
     notes = [f"Ray cluster at {address}: {len(nodes)} alive node(s)"]
+    if a.command_set.shape != "ray":
+        notes.append("node commands matched to Ray's nodes in order (the head first, then by address): "
+                     "use --merge with per-node probe files where that order is not the node ranks'")
     return build_report(a, probes, "ray", exp, placement or None, notes)
 
 
