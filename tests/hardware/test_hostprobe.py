@@ -70,3 +70,16 @@ def test_probe_cli_json_and_text(capsys, monkeypatch):
     assert json.loads(capsys.readouterr().out)["schema"] == "servepilot.probe/1"
     assert main(["probe"]) == 0
     assert "interfaces up" in capsys.readouterr().out
+
+
+def test_visible_gpus_follow_cuda_visible_devices(monkeypatch):
+    from servepilot.hardware.hostprobe import _visible
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")
+    assert _visible(8) == 4
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,9,1")  # CUDA stops at the first index with no device
+    assert _visible(8) == 1
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert _visible(8) == 0
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert _visible(8) is None

@@ -88,6 +88,15 @@ CASES = {
     "native multi-node flags on vLLM 0.11 (before PR 23691)": (
         [_mp(0), _mp(1, "--headless")], {"gpu": "h200x8", "engine_version": "0.11.0"},
         {("node.flag_unavailable", ("node0", "node1"))}),
+    "vllm external LB, one DP rank per server (data_parallel_deployment.md)": (
+        [f"vllm serve {M} -dp 2 --data-parallel-rank {k} --data-parallel-address {ADDR} --data-parallel-rpc-port 13345"
+         for k in range(2)], {"gpu": "h100x1"}, set()),
+    "Ray DP replica larger than a node without span": (
+        [f"vllm serve {M} -dp 2 -tp 16 --data-parallel-backend ray"], {"nodes": 4, "gpu": "h200x8"},
+        {("node.ray_dp_span", ())}),
+    "Ray DP replica spanning nodes with VLLM_RAY_DP_PACK_STRATEGY=span": (
+        [f"VLLM_RAY_DP_PACK_STRATEGY=span vllm serve {M} -dp 2 -tp 16 --data-parallel-backend ray"],
+        {"nodes": 4, "gpu": "h200x8"}, set()),
     "LWS one template for 2 pods (no --headless)": ([LWS_LEADER], {"nodes": 2, "gpu": "h200x8"},
                                                    {("node.headless_missing", ("node1",))}),
 }
@@ -97,7 +106,7 @@ CASES = {
 def test_command_set_gives_exactly_the_expected_findings(tmp_path, name):
     commands, options, expected = CASES[name]
     if len(commands) == 1 and "ray" in commands[0]:
-        a = analyze_command_set(commands[0].split(), **options)
+        a = analyze_command_set(commands[0], **options)
     else:
         a = analyze_command_set(command_files=_files(tmp_path, *commands), **options)
     got = {(f.check, f.nodes) for f in a.findings}

@@ -68,6 +68,12 @@ CLASSES = {
         lambda ps: (_set(ps[0], "interfaces/eth0/addresses", [{"family": "ipv4", "address": "10.0.0.9"}]),
                     _set(ps[0], "env/VLLM_HOST_IP", "10.0.0.9")),
         "net.head_not_node0", "ip_nic", "node0"),
+    "route through docker0": (
+        lambda ps: (_set(ps[1], "interfaces/docker0", {"up": True, "addresses": [{"family": "ipv4",
+                                                                                   "address": "172.17.0.2"}]}),
+                    _set(ps[1], "route/source_address", "172.17.0.2")),
+        "net.route_virtual_nic", "ip_nic"),
+    "CUDA_VISIBLE_DEVICES leaves 4 of 8": (lambda ps: _set(ps[1], "gpus/visible_count", 4), "gpu.count", "gpu_topology"),
     "rendezvous": (lambda ps: _set(ps[1], "env.NCCL_SOCKET_IFNAME", "ens5"), "nccl.ifname_missing",
                    "rendezvous_network"),
     "port": (lambda ps: _set(ps[1], "reach", [{"host": "10.0.0.1", "port": 29501, "state": "timeout"}]),

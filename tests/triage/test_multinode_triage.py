@@ -57,9 +57,11 @@ def test_ray_prefixed_log_merges_by_time_per_ip(tmp_path):
     log.write_text(
         "INFO 12-03 08:00:03 [llm_engine.py:1] driver up\n"
         "(RayWorkerWrapper pid=11, ip=10.0.0.2) INFO 12-03 08:00:01 [worker.py:1] worker up\n"
-        "(RayWorkerWrapper pid=12, ip=10.0.0.3) INFO 12-03 08:00:02 [worker.py:1] worker up\n", encoding="utf-8")
+        "(RayWorkerWrapper pid=12, ip=10.0.0.3) INFO 12-03 08:00:02 [worker.py:1] worker up\n"
+        "(raylet, ip=10.0.0.3) INFO 12-03 08:00:04 raylet line\n", encoding="utf-8")
     merged = merge_by_time(read_node_lines([str(log)]))
-    assert [x.node for x in merged] == ["10.0.0.2", "10.0.0.3", "driver"]
+    assert [x.node for x in merged] == ["10.0.0.2", "10.0.0.3", "driver", "10.0.0.3"]
+    assert merged[0].text.startswith("INFO 12-03 08:00:01")
 
 
 def test_one_node_still_loading_is_a_checkpoint_finding(tmp_path, capsys):
@@ -83,3 +85,14 @@ def test_healthy_logs_give_no_root_cause(tmp_path, capsys):
     b.write_text("INFO 12-03 08:00:01 [worker.py:1] ready\n", encoding="utf-8")
     assert main(["triage", str(a), str(b)]) == 0
     assert "no multi-node failure found" in capsys.readouterr().out
+
+
+def test_one_ray_log_of_two_ips_goes_to_multinode_triage(tmp_path, capsys):
+    log = tmp_path / "ray.log"
+    log.write_text(
+        "(RayWorkerWrapper pid=11, ip=10.0.0.2) INFO 12-03 08:00:01 [worker.py:1] worker up\n"
+        "(RayWorkerWrapper pid=12, ip=10.0.0.3) ERROR 12-03 08:00:02 [worker.py:9] RuntimeError: Version mismatch: "
+        "The cluster was started with: Ray: 2.43.0 Python: 3.11.10\n", encoding="utf-8")
+    assert main(["triage", str(log), "--json"]) == 1
+    rc = json.loads(capsys.readouterr().out)["root_cause"]
+    assert (rc["failure_class"], rc["node"]) == ("version", "10.0.0.3")

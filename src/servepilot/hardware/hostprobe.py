@@ -143,6 +143,7 @@ def _gpus() -> dict:
     r = read_nvml()
     return {
         "count": len(r.devices),
+        "visible_count": _visible(len(r.devices)),
         "driver_version": r.driver_version,
         "cuda_driver_version": r.cuda_driver_version,
         "devices": [{"index": d.index, "name": d.name, "memory_bytes": d.memory_total,
@@ -150,6 +151,21 @@ def _gpus() -> dict:
                     for d in r.devices],
         "error": r.error,
     }
+
+
+def _visible(count: int) -> int | None:
+    """GPUs left by CUDA_VISIBLE_DEVICES (None when unset): indices or UUIDs, comma-separated;
+    CUDA stops at the first entry that names no device."""
+    value = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if value is None:
+        return None
+    seen = 0
+    for entry in value.split(","):
+        entry = entry.strip()
+        if not entry or (entry.isdigit() and int(entry) >= count) or entry.startswith("-"):
+            break
+        seen += 1
+    return seen
 
 
 def _versions() -> dict:

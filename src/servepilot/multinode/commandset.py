@@ -42,6 +42,7 @@ class NodeArgs:
     dp: int
     dp_local: int | None = None  # vLLM --data-parallel-size-local
     dp_start: int | None = None  # vLLM --data-parallel-start-rank
+    dp_rank: int | None = None  # vLLM --data-parallel-rank: one DP rank per server (external LB)
     ep: int | None = None  # SGLang --ep-size (vLLM derives EP = TP x DP)
     expert_parallel: bool = False
     dp_attention: bool = False  # SGLang --enable-dp-attention
@@ -225,6 +226,7 @@ def node_args(launch: EngineLaunch, origin: str = "command") -> NodeArgs:
         return NodeArgs(
             tp=whole(dests["tp"]), pp=whole(dests["pp"]), dp=whole(dests["dp"]),
             dp_local=whole("data_parallel_size_local", None), dp_start=whole("data_parallel_start_rank", None),
+            dp_rank=whole("data_parallel_rank", None),
             expert_parallel=bool(o.get("enable_expert_parallel")),
             nnodes=whole("nnodes", None), node_rank=whole("node_rank", None),
             headless=bool(o.get("headless")), hybrid_lb=bool(o.get("data_parallel_hybrid_lb")),
@@ -248,7 +250,8 @@ def _shape(engine: str, nodes: list[NodeCommand]) -> str:
     args = [n.args for n in nodes]
     if any((a.nnodes or 1) > 1 or a.node_rank is not None for a in args):
         return "vllm-mp"
-    if any(a.dp_local is not None or a.dp_start is not None or a.headless or a.hybrid_lb for a in args):
+    if any(a.dp_local is not None or a.dp_start is not None or a.dp_rank is not None or a.headless or a.hybrid_lb
+           for a in args):
         return "vllm-dp"
     if any(a.uses_ray for a in args):
         return "ray"

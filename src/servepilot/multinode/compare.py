@@ -37,8 +37,10 @@ class NodeProbe:
 
     @property
     def gpu_count(self) -> int | None:
-        if self.probe and self.probe.get("gpus", {}).get("count"):
-            return int(self.probe["gpus"]["count"])
+        gpus = (self.probe or {}).get("gpus", {})
+        if gpus.get("count"):
+            visible = gpus.get("visible_count")
+            return int(visible if visible is not None else gpus["count"])
         if self.ray_gpus is not None:
             return int(self.ray_gpus)
         return 0 if self.probe else None
@@ -101,6 +103,16 @@ def ip_nic(exp: Expectation, probes: list[NodeProbe]) -> list[NodeFinding]:
                 remedies=(("env", "ray start --node-ip-address=$VLLM_HOST_IP on that node", "none"),)))
         route = p.probe.get("route") or {}
         src = route.get("source_address")
+        via = next((name for name, i in p.probe.get("interfaces", {}).items()
+                    if any(a["address"] == src for a in i.get("addresses", ()))), None)
+        if via and via.startswith(VIRTUAL_NICS):
+            out.append(node_finding(
+                "net.route_virtual_nic", "SP-PRE-015", severity="warning", nodes=(p.name,), failure_class="ip_nic",
+                category="nccl_distributed", title=f"{p.name} reaches the head through {via} ({src})",
+                detail="a container bridge or virtual NIC is not the cluster network; peers cannot dial it back",
+                evidence=(("warn on docker0 picks; set the interface explicitly", TROUBLESHOOTING),),
+                remedies=(("env", "NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME = the cluster NIC, VLLM_HOST_IP = its "
+                                  "address (containers: --network host)", "none"),)))
         if src and _link_local(src):
             out.append(node_finding(
                 "net.route_link_local", "SP-PRE-012", severity="warning", nodes=(p.name,), failure_class="ip_nic",
@@ -145,6 +157,7 @@ def _link_local(address: str) -> bool:
 
 
 IFNAME_VARS = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME")
+VIRTUAL_NICS = ("docker", "virbr", "veth", "cni", "flannel", "br-")
 
 
 def interfaces_named(value: str, interfaces: dict) -> tuple[list[str], list[str]]:

@@ -169,7 +169,7 @@ def headless(cs: CommandSet, topo: Topology) -> list[NodeFinding]:
         return []
     out = []
     source = VLLM_MP if cs.shape == "vllm-mp" else VLLM_DP
-    hybrid = any(n.args.hybrid_lb for n in cs.nodes)
+    hybrid = any(n.args.hybrid_lb or n.args.dp_rank is not None for n in cs.nodes)  # an API server per node
 
     def is_first(n, role) -> bool:
         return (n.args.node_rank == 0) if cs.shape == "vllm-mp" else (role.dp_ranks[:1] == (0,))
@@ -344,9 +344,26 @@ def ray_dependency(cs: CommandSet, topo: Topology) -> list[NodeFinding]:
                               "launch (--nnodes/--node-rank)", "none"),))]
 
 
+def ray_dp_span(cs: CommandSet, topo: Topology) -> list[NodeFinding]:
+    """A Ray DP replica larger than a node needs VLLM_RAY_DP_PACK_STRATEGY=span."""
+    a = cs.head.args
+    per_node = topo.gpus_per_node or (min(topo.node_gpus) if topo.node_gpus else None)
+    if cs.engine != "vllm" or a.dp_backend != "ray" or per_node is None or a.tp * a.pp <= per_node:
+        return []
+    if cs.head.launch.shell.env.get("VLLM_RAY_DP_PACK_STRATEGY") == "span":
+        return []
+    return [node_finding(
+        "node.ray_dp_span", "SP-NODE-018", severity="error", nodes=(), failure_class="gpu_topology",
+        title=f"a DP replica of TP x PP = {a.tp * a.pp} GPUs is larger than a node ({per_node} GPUs)",
+        detail="with --data-parallel-backend ray each replica is packed on one node unless told to span nodes",
+        evidence=(("VLLM_RAY_DP_PACK_STRATEGY=span when a replica spans nodes", VLLM_DP),),
+        remedies=(("env", "VLLM_RAY_DP_PACK_STRATEGY=span on the command", "replicas cross the node interconnect"),
+                  ("flag", f"TP x PP <= {per_node}", "smaller replicas")))]
+
+
 RULES: tuple[Callable[[CommandSet, Topology], list[NodeFinding]], ...] = (
     engine_and_model, sizes, rendezvous, node_ranks, headless, dp_ranks, gpu_count, host_ips, flag_releases,
-    ray_dependency,
+    ray_dependency, ray_dp_span,
 )
 
 

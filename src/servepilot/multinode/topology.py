@@ -111,9 +111,13 @@ def _dp_roles(cs: CommandSet, head: NodeArgs) -> list[NodeRole]:
     roles, next_start = [], 0
     for node in cs.nodes:
         a = node.args
-        local = a.dp_local if a.dp_local is not None else a.dp
-        start = a.dp_start if a.dp_start is not None else (0 if node.index == 0 else next_start)
+        if a.dp_rank is not None:  # external load balancing: this server is one DP rank
+            local, start = 1, a.dp_rank
+        else:
+            local = a.dp_local if a.dp_local is not None else a.dp
+            start = a.dp_start if a.dp_start is not None else (0 if node.index == 0 else next_start)
         next_start = start + local
         roles.append(NodeRole(node.index, node.name, start * per_replica, local * per_replica,
-                              serves_api=not a.headless, dp_ranks=tuple(range(start, start + local))))
+                              serves_api=not a.headless or a.dp_rank is not None,
+                              dp_ranks=tuple(range(start, start + local))))
     return roles

@@ -16,7 +16,9 @@ from pathlib import Path
 
 from servepilot.errors import BadInput
 
-RAY_PREFIX = re.compile(r"^\((?:(?P<actor>[\w.]+) )?pid=(?P<pid>\d+)(?:, ip=(?P<ip>[\w.:]+))?\)\s?")
+# "(RayWorkerWrapper pid=11, ip=10.0.0.2)", "(pid=11)", "(raylet, ip=10.0.0.2)"
+RAY_PREFIX = re.compile(r"^\((?=[^()]*\b(?:pid|ip)=)(?:[\w.]+[ ,]\s*)?(?:pid=(?P<pid>\d+))?,?\s*"
+                        r"(?:ip=(?P<ip>[\w.:]+))?\)\s?")
 # vLLM "INFO 12-03 08:00:01 [x.py:1]" (no year), Python logging "2026-12-03 08:00:01,123",
 # SGLang "[2026-12-03 08:00:01]".
 _STAMPS = (
