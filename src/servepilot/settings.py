@@ -21,6 +21,20 @@ def state_dir() -> Path:
     return Path(user_state_path("servepilot", appauthor=False))
 
 
+def cache_dir() -> Path:
+    """Where compiled copies of packaged data live: SERVEPILOT_CACHE, else under
+    SERVEPILOT_HOME when that is set, else the platform's user cache dir."""
+    explicit = os.environ.get("SERVEPILOT_CACHE")
+    if explicit:
+        return Path(explicit).expanduser()
+    home = os.environ.get("SERVEPILOT_HOME")
+    if home:
+        return Path(home).expanduser() / "cache"
+    from platformdirs import user_cache_path  # lazy: keeps CLI start-up fast
+
+    return Path(user_cache_path("servepilot", appauthor=False))
+
+
 def hf_cache_dir() -> Path | None:
     """Explicit Hugging Face cache override, if any (HF_HUB_CACHE / HF_HOME)."""
     if os.environ.get("HF_HUB_CACHE"):

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from typing import Any
 
 from servepilot.errors import BadInput
@@ -84,14 +83,13 @@ def version_in(version: str, specifier: str) -> bool:
 @lru_cache(maxsize=64)
 def load_file(engine: str, name: str) -> dict:
     """The parsed YAML of `servepilot/engines/<engine>/knowledge/<name>.yaml`, validated."""
-    import yaml  # lazy: keeps `servepilot --version` fast
+    from servepilot.datafile import load_yaml_resource
 
     package = f"servepilot.engines.{engine}.knowledge"
     try:
-        text = resources.files(package).joinpath(f"{name}.yaml").read_text(encoding="utf-8")
+        data = load_yaml_resource(package, f"{name}.yaml") or {}
     except (FileNotFoundError, ModuleNotFoundError):
         raise BadInput(f"no knowledge file {name}.yaml for engine {engine}") from None
-    data = yaml.safe_load(text) or {}
     _validate(data, f"{engine}/knowledge/{name}.yaml")
     return data
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from typing import Any
 
 
@@ -33,10 +32,9 @@ class Fact:
 
 @lru_cache(maxsize=8)
 def _load(engine: str) -> dict:
-    import yaml  # lazy: keeps `servepilot --version` fast
+    from servepilot.datafile import load_yaml_resource
 
-    text = resources.files("servepilot.planning.knowledge").joinpath(f"{engine}_memory.yaml").read_text("utf-8")
-    return yaml.safe_load(text) or {}
+    return load_yaml_resource("servepilot.planning.knowledge", f"{engine}_memory.yaml") or {}
 
 
 def release(version: str) -> str:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from importlib import resources
 
 from servepilot.categories import check_category
 
@@ -43,10 +42,9 @@ def parse_keyword_rows(rows: list) -> tuple[KeywordFamily, ...]:
 
 @functools.cache
 def load_keyword_families() -> tuple[KeywordFamily, ...]:
-    import yaml  # lazy: keeps `servepilot --version` fast
+    from servepilot.datafile import load_yaml_resource
 
-    text = resources.files("servepilot.triage").joinpath("keywords.yaml").read_text("utf-8")
-    return parse_keyword_rows(yaml.safe_load(text))
+    return parse_keyword_rows(load_yaml_resource("servepilot.triage", "keywords.yaml"))
 
 
 def guess_category(message: str, families: tuple[KeywordFamily, ...] | None = None) -> tuple[str, str] | None:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from importlib import resources
 
 from servepilot.categories import check_category
 from servepilot.checks.finding import REMEDY_KINDS
@@ -173,11 +172,9 @@ def parse_signature_rows(rows: list) -> tuple[Signature, ...]:
 @functools.cache
 def load_signatures() -> tuple[Signature, ...]:
     """The packaged signature table, parsed once per process."""
-    import yaml  # lazy: keeps `servepilot --version` fast
+    from servepilot.datafile import load_yaml_resource
 
-    text = resources.files("servepilot.triage").joinpath("signatures.yaml").read_text("utf-8")
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    return parse_signature_rows(yaml.load(text, Loader=loader))
+    return parse_signature_rows(load_yaml_resource("servepilot.triage", "signatures.yaml"))
 
 
 class _Interp(dict):
