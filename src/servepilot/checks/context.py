@@ -7,11 +7,10 @@ from functools import cached_property
 
 
 def resolver_for(engine: str):
-    """The resolve module of an engine subpackage (same module names in each)."""
-    import importlib
+    """The engine's resolve module, from the engine registry."""
+    from servepilot.engines.registry import engine_record
 
-    name = {"llama.cpp": "llamacpp"}.get(engine, engine)
-    return importlib.import_module(f"servepilot.engines.{name}.resolve")
+    return engine_record(engine).resolver
 
 
 @dataclass

@@ -1,34 +1,29 @@
-"""Parallel sizes of a launch under each engine's own option names."""
+"""Parallel sizes for rules: the launch's own reading (EngineLaunch, through the engine
+registry's option names), with an unreadable value counted as 1.
+
+The parse has already noted a value the engine rejects (`-tp abc`), and SP-ARGS reports it;
+the other rules go on with one rank rather than stop the check.
+"""
 
 from __future__ import annotations
 
-# EngineLaunch.options uses the engine's dest names: vLLM tensor_parallel_size,
-# SGLang ServerArgs tp_size / pp_size / dp_size (sglang/srt/server_args.py@v0.5.2).
-_NAMES = {
-    "tp": ("tensor_parallel_size", "tp_size"),
-    "pp": ("pipeline_parallel_size", "pp_size"),
-    "dp": ("data_parallel_size", "dp_size"),
-}
+from servepilot.errors import CommandLineError
 
 
-def _size(launch, kind: str) -> int:
-    for name in _NAMES[kind]:
-        value = launch.options.get(name)
-        if value not in (None, ""):
-            try:
-                return max(1, int(value))
-            except (TypeError, ValueError):
-                return 1
-    return 1
+def _size(launch, prop: str) -> int:
+    try:
+        return max(1, getattr(launch, prop))
+    except CommandLineError:
+        return 1
 
 
 def tp(launch) -> int:
-    return _size(launch, "tp")
+    return _size(launch, "tensor_parallel_size")
 
 
 def pp(launch) -> int:
-    return _size(launch, "pp")
+    return _size(launch, "pipeline_parallel_size")
 
 
 def dp(launch) -> int:
-    return _size(launch, "dp")
+    return _size(launch, "data_parallel_size")

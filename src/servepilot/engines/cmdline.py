@@ -26,11 +26,10 @@ from servepilot.errors import BadInput, CommandLineError, not_utf8, unreadable_f
 
 
 def _engine_modules() -> tuple[ModuleType, ...]:
-    from servepilot.engines.llamacpp import cmdline as llamacpp
-    from servepilot.engines.sglang import cmdline as sglang
-    from servepilot.engines.vllm import cmdline as vllm
+    """Each registered engine's command-line module, in the registry's order."""
+    from servepilot.engines.registry import ENGINES
 
-    return (vllm, sglang, llamacpp)
+    return tuple(e.cmdline for e in ENGINES)
 
 
 def detect_engine(argv: Sequence[str]) -> tuple[ModuleType, str, int] | None:

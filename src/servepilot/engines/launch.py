@@ -55,16 +55,43 @@ class EngineLaunch:
         return self.options.get(name, default)
 
     @property
+    def record(self):
+        """This engine's registry record (its option names, modules)."""
+        from servepilot.engines.registry import engine_record
+
+        return engine_record(self.engine)
+
+    @property
     def tensor_parallel_size(self) -> int:
-        return self._whole("tensor_parallel_size")
+        """TP under the engine's own option name (vLLM --tensor-parallel-size, SGLang --tp-size)."""
+        return self._whole(self.record.tp_options)
 
     @property
     def pipeline_parallel_size(self) -> int:
-        return self._whole("pipeline_parallel_size")
+        return self._whole(self.record.pp_options)
 
     @property
     def data_parallel_size(self) -> int:
-        return self._whole("data_parallel_size")
+        return self._whole(self.record.dp_options)
+
+    @property
+    def expert_parallel_size(self) -> int:
+        """EP ranks: SGLang's --ep-size; vLLM's --enable-expert-parallel spreads the experts over
+        TP x DP ranks (vllm/config/parallel.py@v0.16.0); 1 when expert parallelism is off."""
+        record = self.record
+        if record.ep_size_options:
+            return self._whole(record.ep_size_options)
+        if record.ep_switch and _truthy(self.options.get(record.ep_switch)):
+            return self.tensor_parallel_size * self.data_parallel_size
+        return 1
+
+    @property
+    def expert_parallel(self) -> bool:
+        """Whether the experts are spread over ranks (vLLM's switch, SGLang's ep_size > 1)."""
+        record = self.record
+        if record.ep_size_options:
+            return self._whole(record.ep_size_options) > 1
+        return bool(record.ep_switch and _truthy(self.options.get(record.ep_switch)))
 
     @property
     def port(self) -> int | None:
@@ -76,13 +103,23 @@ class EngineLaunch:
         except (TypeError, ValueError):
             return None
 
-    def _whole(self, dest: str) -> int:
-        """A parallel size as a number (1 when unset); CommandLineError for `-tp abc` or an
-        unset `${TP}`, which the engine's argparse rejects before it starts."""
-        value = self.options.get(dest)
+    def _whole(self, dests: tuple[str, ...]) -> int:
+        """A parallel size as a number (1 when unset or when the engine has no such option);
+        CommandLineError for `-tp abc` or an unset `${TP}`, which the engine's argparse
+        rejects before it starts."""
+        dest = next((d for d in dests if self.options.get(d) not in (None, "")), None)
+        if dest is None:
+            return 1
+        value = self.options[dest]
         try:
             return int(value or 1)
         except (TypeError, ValueError):
             from servepilot.errors import CommandLineError
 
             raise CommandLineError(f"{dest} = {value!r} is not a whole number", hint=f"{self.engine} needs a number here") from None
+
+
+def _truthy(value) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() not in ("", "0", "false", "no", "off")
+    return bool(value)

@@ -41,15 +41,7 @@ def plan_deployment(dep: Deployment, resolution=None, kv_cache_dtype: str | None
     notes: list[str] = list(dep.notes)
     if resolution is None:
         resolution = _try_resolve(dep, notes)
-    engine = dep.engine
-    if engine == "vllm":
-        planner = plan_vllm
-    elif engine == "sglang":
-        planner = plan_sglang
-    elif engine in ("llama.cpp", "llamacpp"):
-        planner = plan_llamacpp
-    else:
-        raise BadInput(f"engine {engine!r}: the planner knows vllm, sglang and llama.cpp")
+    planner = planner_for(dep.engine)
     dtype = _kv_dtype(dep, spec, resolution, kv_cache_dtype, notes)
     block = block_size or attr(resolution, "block_size")
     backend = attr(resolution, "attention_backend")
@@ -60,6 +52,21 @@ def plan_deployment(dep: Deployment, resolution=None, kv_cache_dtype: str | None
     alts = _alternatives(dep, spec, gpu, plan, planner, block, tp_options, backend)
     return replace(plan, alternatives=alts)
 
+
+
+# Each registered engine's budget (planning sits above engines/, so the registry cannot name
+# these; tests/test_engine_registry.py checks that every registered engine has one).
+PLANNERS = {"vllm": plan_vllm, "sglang": plan_sglang, "llama.cpp": plan_llamacpp}
+
+
+def planner_for(engine: str):
+    """The memory planner of an engine (any registered spelling); BadInput when unknown."""
+    from servepilot.engines.registry import engine_record
+
+    name = engine_record(engine).name
+    if name not in PLANNERS:
+        raise BadInput(f"engine {engine!r}: the planner knows {', '.join(PLANNERS)}")
+    return PLANNERS[name]
 
 
 def _try_resolve(dep: Deployment, notes: list[str]):

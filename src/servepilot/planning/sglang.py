@@ -19,10 +19,9 @@ def plan_sglang(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: lis
     launch = dep.launch
     version, assumed = engine_version(dep, "sglang")
     notes = list(notes)
-    tp = tp or int(as_int(option(launch, "tp_size", "tensor_parallel_size"), "--tp-size") or 1)
-    pp = int(as_int(option(launch, "pp_size"), "--pp-size") or 1)
-    dp = int(as_int(option(launch, "dp_size"), "--dp-size") or 1)
-    ep = (as_int(option(launch, "ep_size"), "--ep-size") or 1) > 1
+    tp = tp or launch.tensor_parallel_size
+    pp, dp = launch.pipeline_parallel_size, launch.data_parallel_size
+    ep = launch.expert_parallel
     mfs = as_float(option(launch, "mem_fraction_static"), "--mem-fraction-static")
     table = fact("sglang", "mem_fraction_static_by_tp", version)
     sources = [table.source]

@@ -40,7 +40,7 @@ def plan_vllm(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list[
         notes.append("VLLM_USE_V1=1: the V1 engine sizes the KV cache")
     tp = tp or launch.tensor_parallel_size
     pp, dp = launch.pipeline_parallel_size, launch.data_parallel_size
-    ep = as_bool(option(launch, "enable_expert_parallel"))
+    ep = launch.expert_parallel
     util = as_float(option(launch, "gpu_memory_utilization"), "--gpu-memory-utilization") or f("gpu_memory_utilization").value
     block = int(block or as_int(option(launch, "block_size"), "--block-size") or f("block_size").value)
     derived_len = derived_max_model_len(spec)

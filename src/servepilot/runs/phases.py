@@ -9,7 +9,6 @@ bench/bench_launch.py).
 
 from __future__ import annotations
 
-import importlib
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,11 +31,6 @@ _INT_FIELDS = {"kv_tokens", "max_model_len", "shard", "shards", "percent", "tp"}
 _TEXT_FIELDS = {"engine_version", "kv_cache_dtype"}
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
-_ENGINE_MODULES = {
-    "vllm": "servepilot.engines.vllm.logs",
-    "sglang": "servepilot.engines.sglang.logs",
-    "llama.cpp": "servepilot.engines.llamacpp.logs",
-}
 
 
 @dataclass(frozen=True)
@@ -61,10 +55,13 @@ class Event:
 
 def engine_rules(engine: str | None) -> tuple[Rule, ...]:
     """The rules for one engine, or for all engines when it is unknown (None)."""
-    names = [engine] if engine in _ENGINE_MODULES else list(_ENGINE_MODULES)
+    from servepilot.engines.registry import ENGINES, find_engine
+
+    one = find_engine(engine)
+    records = [one] if one is not None else list(ENGINES)
     rules: list[Rule] = []
-    for name in names:
-        mod = importlib.import_module(_ENGINE_MODULES[name])
+    for record in records:
+        mod = record.logs
         for row in mod.PHASES:
             rules.append(_rule(row, fatal=False))
         for row in mod.FATAL:
@@ -73,10 +70,12 @@ def engine_rules(engine: str | None) -> tuple[Rule, ...]:
 
 
 def default_port(engine: str | None, program: str | None = None) -> int | None:
-    mod_name = _ENGINE_MODULES.get(engine or "")
-    if not mod_name:
+    from servepilot.engines.registry import find_engine
+
+    record = find_engine(engine)
+    if record is None:
         return None
-    mod = importlib.import_module(mod_name)
+    mod = record.logs
     for marker, port in getattr(mod, "DEFAULT_PORT_BY_PROGRAM", {}).items():
         if program and marker in program:
             return port

@@ -27,10 +27,12 @@ _TAIL_BYTES = 64 << 10  # the last lines, for where a log without errors stopped
 def _check_engine(engine: str | None) -> str | None:
     if engine is None:
         return None
-    name = {"llamacpp": "llama.cpp", "llama-cpp": "llama.cpp"}.get(engine.lower(), engine.lower())
-    if name not in ENGINES:
+    from servepilot.engines.registry import find_engine
+
+    record = find_engine(engine)
+    if record is None:
         raise BadInput(f"unknown engine {engine!r}; expected one of {', '.join(ENGINES)}")
-    return name
+    return record.name
 
 
 # A log may carry a few garbled lines (a crashed writer, a binary blob echoed to the

@@ -28,10 +28,10 @@ from dataclasses import dataclass
 
 from servepilot.categories import check_category
 from servepilot.checks.finding import REMEDY_KINDS
+from servepilot.engines.registry import ENGINE_NAMES as ENGINES
 
 TIERS = ("cause", "generic", "echo")
 _DIGITS = re.compile(r"\d+")
-ENGINES = ("vllm", "sglang", "llama.cpp")
 
 
 @dataclass(frozen=True)
