@@ -351,7 +351,7 @@ def test_no_applicable_remedy_lists_the_options_and_exits_1(kimi, monkeypatch, c
     from servepilot.checks.result import CheckResult
 
     only_hardware = finding("SP-HW", "error", HARDWARE)
-    monkeypatch.setattr(checks, "run_checks", lambda dep: CheckResult("fail", (only_hardware,), {}))
+    monkeypatch.setattr(checks, "run_checks", lambda dep, measured=None: CheckResult("fail", (only_hardware,), {}))
     argv = ["fix", *TARGET, "--", *story_command(kimi)]
     assert main(argv) == 1
     out = capsys.readouterr().out

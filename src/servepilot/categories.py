@@ -21,6 +21,9 @@ CATEGORIES: tuple[str, ...] = (
     "other",
 )
 
+# The kinds of remedy a finding or a diagnosis offers (DESIGN.md); shared by checks and triage.
+REMEDY_KINDS: tuple[str, ...] = ("flag", "overlay", "upgrade", "hardware", "env")
+
 
 def check_category(category: str) -> str:
     """Return `category` unchanged, or raise if it is not one of the contract's words."""

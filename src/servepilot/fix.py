@@ -64,14 +64,17 @@ class FixPlan:
     def has_errors(self) -> bool:
         return any(o.severity == "error" for o in self.options)
 
-    def execute(self) -> FixResult:
-        """Build the overlay (if any) and re-check the new command."""
+    def execute(self, measurements=None) -> FixResult:
+        """Build the overlay (if any) and re-check the new command.
+
+        measurements: Deployment -> the launch history's figures (runs.store.measurement_for),
+        for the re-check's memory plan."""
         if self.chosen is None or self.new_command is None:
             raise BadInput("there is no applicable remedy to apply")
         overlay_path = self.overlay.execute() if self.overlay is not None else None
         # After an upgrade the command runs on the release the remedy names: check it there.
         version = upgrade_target(self.remedy) or self.engine_version
-        checked = recheck(self.new_command, gpu=self.gpu, engine_version=version)
+        checked = recheck(self.new_command, gpu=self.gpu, engine_version=version, measurements=measurements)
         return FixResult(
             applied=self.chosen,
             old_command=self.old_command,
@@ -145,7 +148,7 @@ def plan_fix(
     )
 
 
-def recheck(command: str, *, gpu: str | None, engine_version: str | None):
+def recheck(command: str, *, gpu: str | None, engine_version: str | None, measurements=None):
     """Check the new command as the operator would: from its rendered text, not our objects.
 
     Returns the CheckResult of `servepilot.checks.run_checks`.
@@ -154,7 +157,7 @@ def recheck(command: str, *, gpu: str | None, engine_version: str | None):
     from servepilot.deployment import build_deployment
 
     dep = build_deployment(command=command, gpu=gpu, engine_version=engine_version, command_file=None)
-    return run_checks(dep)
+    return run_checks(dep, measured=measurements(dep) if measurements else None)
 
 
 def check_script_path(path: str | Path) -> Path:

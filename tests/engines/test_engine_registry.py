@@ -40,7 +40,7 @@ def test_sglang_tp_is_read_under_sglangs_own_name(flag):
     assert launch.pipeline_parallel_size == 2
     assert sizes.tp(launch) == 4
     dep = build_deployment(cmd, gpu="h100x8", engine_version="0.5.6")
-    plan = plan_deployment(dep, use_measured=False)
+    plan = plan_deployment(dep)
     assert (plan.tp, plan.pp) == (4, 2)
     assert len(plan.rows) == 8
 

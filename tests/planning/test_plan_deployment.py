@@ -153,14 +153,17 @@ def test_measured_figures_replace_the_estimate(monkeypatch):
                 "kv_cache_dtype": None, "run_id": "r-1"}
 
     monkeypatch.setattr(store, "latest_measurement", fake_latest)
-    plan = plan_deployment(deployment(qwen2_7b(), {"tensor_parallel_size": 2}, gpu=gpus(2, **A100)))
+    # The caller (check / plan in the CLI) looks the figures up and hands them to the planner.
+    dep = deployment(qwen2_7b(), {"tensor_parallel_size": 2}, gpu=gpus(2, **A100))
+    plan = plan_deployment(dep, measured=store.measurement_for(dep))
     assert seen == {"model": "/models/qwen2-7b", "engine": "vllm", "gpu_key": "a100-80gb"}
     assert plan.measured["run_id"] == "r-1"
     assert plan.available_kv_bytes == 31 * GiB and plan.available_exact
     assert plan.weights_source == "measured"
     assert any("r-1" in n for n in plan.notes)
-    other_tp = plan_deployment(deployment(qwen2_7b(), {"tensor_parallel_size": 1}, gpu=gpus(2, **A100)))
-    assert other_tp.measured is None
+    other = deployment(qwen2_7b(), {"tensor_parallel_size": 1}, gpu=gpus(2, **A100))
+    assert plan_deployment(other, measured=store.measurement_for(other)).measured is None
+    assert plan_deployment(dep).measured is None  # nothing given: the planner reads no history
 
 
 def test_missing_model_or_gpu_is_bad_input():

@@ -6,11 +6,11 @@ Public: `run_checks(dep) -> CheckResult`, `rule` (the registering decorator).
 from __future__ import annotations
 
 
-def run_checks(dep):
+def run_checks(dep, measured: dict | None = None):
     """Run every rule over `dep` (a Deployment) and return a CheckResult."""
     from servepilot.checks.result import run_checks as _run
 
-    return _run(dep)
+    return _run(dep, measured=measured)
 
 
 def __getattr__(name):

@@ -17,6 +17,7 @@ def resolver_for(engine: str):
 class CheckContext:
     dep: object
     notes: list[str] = field(default_factory=list)
+    measured: dict | None = None  # the launch history's figures, given by the caller
 
     @cached_property
     def resolver(self):
@@ -36,7 +37,7 @@ class CheckContext:
         from servepilot.errors import ServepilotError
 
         try:
-            return plan_deployment(self.dep, resolution=self.resolution)
+            return plan_deployment(self.dep, resolution=self.resolution, measured=self.measured)
         except ServepilotError as exc:
             self.notes.append(f"memory plan not available: {exc.one_line()}")
             return None

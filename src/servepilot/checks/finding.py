@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from servepilot.categories import check_category
+from servepilot.categories import REMEDY_KINDS, check_category
 
-REMEDY_KINDS = ("flag", "overlay", "upgrade", "hardware", "env")
 SEVERITIES = ("error", "warning", "info")
 
 

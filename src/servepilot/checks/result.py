@@ -73,12 +73,14 @@ def verdict_of(findings) -> str:
     return "pass"
 
 
-def run_checks(dep) -> CheckResult:
-    """Run every registered rule that applies to `dep`'s engine; rank findings errors first."""
+def run_checks(dep, measured: dict | None = None) -> CheckResult:
+    """Run every registered rule that applies to `dep`'s engine; rank findings errors first.
+
+    measured: figures from earlier launches for the memory plan (runs.store.measurement_for)."""
     from servepilot.checks.context import CheckContext
     from servepilot.checks.registry import load_rules
 
-    ctx = CheckContext(dep)
+    ctx = CheckContext(dep, measured=measured)
     findings: list[Finding] = []
     for r in load_rules():
         if r.engines and dep.engine not in r.engines:

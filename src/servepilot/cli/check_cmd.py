@@ -33,13 +33,14 @@ def check(command, gpu, engine_version, command_file, nodes, ray_address, as_jso
     """
     from servepilot.checks import run_checks
     from servepilot.multinode.analysis import is_multinode
+    from servepilot.runs.store import measurement_for
 
     if is_multinode(command_file, nodes, ray_address):  # one command per node, or a Ray launch
         from servepilot.cli.multinode_views import check_set
 
         return check_set(command, command_file, nodes, ray_address, gpu, engine_version, as_json)
     dep = build_deployment_from_cli(command, gpu, engine_version, command_file)
-    result = run_checks(dep)
+    result = run_checks(dep, measured=measurement_for(dep))
     if as_json:
         from servepilot.cli.output import emit_json
 

@@ -37,11 +37,12 @@ def fix(remedy_number, finding_code, write_path, dest, replace, dry_run, gpu, en
     """
     from servepilot.checks import run_checks
     from servepilot.fix import check_script_path, plan_fix, write_script
+    from servepilot.runs.store import measurement_for
 
     if write_path:
         check_script_path(write_path)  # before anything is built: a bad --write changes nothing
     dep = build_deployment_from_cli(command, gpu, engine_version, command_file)
-    checked = run_checks(dep)
+    checked = run_checks(dep, measured=measurement_for(dep))
     plan = plan_fix(
         dep,
         checked.findings,
@@ -55,7 +56,7 @@ def fix(remedy_number, finding_code, write_path, dest, replace, dry_run, gpu, en
     if plan.chosen is None:
         _render_no_choice(plan, as_json)
         return 1 if plan.has_errors else 0
-    result = None if dry_run else plan.execute()
+    result = None if dry_run else plan.execute(measurement_for)
     written = None
     if result is not None and write_path:
         note = f"{plan.chosen.finding} remedy {plan.chosen.number} ({plan.chosen.change})"

@@ -51,13 +51,14 @@ def plan(command, gpu, engine_version, command_file, nodes, ray_address, tp_size
     """
     from servepilot.multinode.analysis import is_multinode
     from servepilot.planning import plan_deployment
+    from servepilot.runs.store import measurement_for
 
     if is_multinode(command_file, nodes, ray_address):  # per-node stages, layers and experts
         from servepilot.cli.multinode_views import plan_set
 
         return plan_set(command, command_file, nodes, ray_address, gpu, engine_version, as_json)
     dep = build_deployment_from_cli(command, gpu, engine_version, command_file)
-    result = plan_deployment(dep, tp_options=_tp_sizes(tp_sizes))
+    result = plan_deployment(dep, tp_options=_tp_sizes(tp_sizes), measured=measurement_for(dep))
     if as_json:
         from servepilot.cli.output import emit_json
 

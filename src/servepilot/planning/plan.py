@@ -26,12 +26,15 @@ __all__ = ["Alternative", "GpuRow", "MemoryPlan", "plan_deployment"]
 
 def plan_deployment(dep: Deployment, resolution=None, kv_cache_dtype: str | None = None,
                     block_size: int | None = None, tp_options: tuple[int, ...] = (),
-                    use_measured: bool = True) -> MemoryPlan:
+                    measured: dict | None = None) -> MemoryPlan:
     """Plan the memory of `dep` on its GPUs.
 
     kv_cache_dtype / block_size: explicit values win over `resolution` (what the check layer
     resolved), which wins over the command line and the engine defaults. tp_options: other
-    TP sizes to plan as alternatives. BadInput when the model or the GPUs are unknown.
+    TP sizes to plan as alternatives. measured: the launch history's figures for this model,
+    engine and GPU kind (runs.store.measurement_for), given by the caller: the planner does not
+    read the history itself; they are used when their TP and KV dtype match the plan's.
+    BadInput when the model or the GPUs are unknown.
     """
     spec = dep.spec
     if spec is None:
@@ -46,7 +49,7 @@ def plan_deployment(dep: Deployment, resolution=None, kv_cache_dtype: str | None
     block = block_size or attr(resolution, "block_size")
     backend = attr(resolution, "attention_backend")
     plan = planner(dep, spec, gpu, dtype=dtype, block=block, notes=notes, tp=None, backend=backend)
-    measured = _measured(dep, plan) if use_measured else None
+    measured = _matching(measured, plan)
     if measured is not None:
         plan = _apply_measured(dep, spec, gpu, plan, measured, dtype, block, backend)
     alts = _alternatives(dep, spec, gpu, plan, planner, block, tp_options, backend)
@@ -105,20 +108,8 @@ def _kv_dtype(dep: Deployment, spec: ModelSpec, resolution, explicit: str | None
     return "auto"
 
 
-def _measured(dep: Deployment, plan: MemoryPlan) -> dict | None:
-    """The launch history's figures for this model, engine and GPU kind, if any match."""
-    try:
-        from servepilot.runs.store import latest_measurement
-    except ImportError:
-        return None
-    gpu_key = dep.cluster.gpus[0].key if dep.cluster.gpus else None
-    model = dep.launch.model or (dep.spec.path if dep.spec else None)
-    if not model:
-        return None
-    try:
-        found = latest_measurement(model, dep.engine, gpu_key)
-    except Exception:  # a damaged history must not stop a plan
-        return None
+def _matching(found: dict | None, plan: MemoryPlan) -> dict | None:
+    """Measured figures that apply to this plan: the same TP and KV dtype (or unknown ones)."""
     if not found:
         return None
     if found.get("tp") not in (None, plan.tp):

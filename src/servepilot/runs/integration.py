@@ -207,7 +207,9 @@ def run_check(cmd: LaunchCommand, force: bool = False) -> tuple[Any, str | None]
     if run_checks is None:
         return None, "check is not available in this build; launching without a prediction"
     try:
-        return run_checks(cmd.deployment), None
+        from servepilot.runs.store import measurement_for
+
+        return run_checks(cmd.deployment, measured=measurement_for(cmd.deployment)), None
     except ServepilotError as exc:
         if not force:
             raise
@@ -224,7 +226,9 @@ def plan(cmd: LaunchCommand, check: Any = None) -> tuple[Any, str | None]:
     if plan_deployment is None:
         return None, "no memory plan: the planner is not available in this build"
     try:
-        return plan_deployment(cmd.deployment), None
+        from servepilot.runs.store import measurement_for
+
+        return plan_deployment(cmd.deployment, measured=measurement_for(cmd.deployment)), None
     except ServepilotError as exc:  # no prediction to compare with; the launch itself may still work
         return None, f"no memory plan: {exc.one_line()}"
 

@@ -284,6 +284,22 @@ def record_measurement(db: sqlite3.Connection, run_id: str, *, model: str | None
         )
 
 
+def measurement_for(dep) -> dict[str, Any] | None:
+    """The newest measured figures for a Deployment's model, engine and GPU kind, or None.
+
+    What `check` and `plan` hand the planner (planning does not read the history itself).
+    A damaged history reads as no measurement: it must not stop a plan.
+    """
+    gpu_key = dep.cluster.gpus[0].key if dep.cluster.gpus else None
+    model = dep.launch.model or (dep.spec.path if dep.spec else None)
+    if not model:
+        return None
+    try:
+        return latest_measurement(model, dep.engine, gpu_key)
+    except Exception:  # a damaged history must not stop a plan
+        return None
+
+
 def latest_measurement(model: str, engine: str, gpu_key: str | None) -> dict[str, Any] | None:
     """The newest figures an engine logged for this model, engine and GPU kind, or None.
 

@@ -26,8 +26,7 @@ import functools
 import re
 from dataclasses import dataclass
 
-from servepilot.categories import check_category
-from servepilot.checks.finding import REMEDY_KINDS
+from servepilot.categories import REMEDY_KINDS, check_category
 from servepilot.engines.registry import ENGINE_NAMES as ENGINES
 
 TIERS = ("cause", "generic", "echo")
@@ -38,7 +37,7 @@ _DIGITS = re.compile(r"\d+")
 class TriageRemedy:
     """One fix for a diagnosed failure; `check` names the servepilot check that covers it."""
 
-    kind: str  # flag | overlay | upgrade | hardware | env (checks/finding.py REMEDY_KINDS)
+    kind: str  # flag | overlay | upgrade | hardware | env (categories.REMEDY_KINDS)
     change: str
     tradeoff: str
     check: str | None = None  # e.g. "SP-KV-001"

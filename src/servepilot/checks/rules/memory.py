@@ -56,7 +56,7 @@ def _tp_remedies(dep, plan, need_fit: str) -> list[Remedy]:
         return []
     try:
         bigger = plan_deployment(dep, kv_cache_dtype=plan.kv_cache_dtype, block_size=plan.block_size,
-                                 tp_options=sizes, use_measured=False)
+                                 tp_options=sizes)
     except ServepilotError:
         return []
     for alt in bigger.alternatives:

@@ -1,0 +1,80 @@
+"""Lower layers never import higher ones (README's Layout), read from the source with ast.
+
+Layer order, highest first: cli > runs > overlay > checks > planning > triage > engines >
+hardware > checkpoint. deployment.py sits with engines/hardware/checkpoint, below checks.
+Top-level helper modules (errors, settings, units, datafile, ...) are below every layer and
+import none of them, except the ones listed in BASE_ALLOWED.
+"""
+
+import ast
+from pathlib import Path
+
+import servepilot
+
+PACKAGE = Path(servepilot.__file__).parent
+ORDER = ("cli", "runs", "overlay", "checks", "planning", "triage", "engines", "hardware", "checkpoint")
+# deployment.py joins a parsed command, the GPUs and the checkpoint: it ranks with engines.
+SAME_AS = {"deployment": "engines", "fix": "overlay"}
+# a top-level module that is not a layer ranks below all of them
+BASE = len(ORDER)
+
+
+def _rank(dotted: str) -> int | None:
+    parts = dotted.split(".")
+    if parts[0] != "servepilot" or len(parts) < 2:
+        return None
+    name = SAME_AS.get(parts[1], parts[1])
+    return ORDER.index(name) if name in ORDER else BASE
+
+
+def _rank_of_file(path: Path) -> tuple[str, int]:
+    rel = path.relative_to(PACKAGE).with_suffix("")
+    dotted = "servepilot." + ".".join(rel.parts)
+    return dotted, _rank(dotted)
+
+
+def _imports(path: Path, module: str):
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    package = module.rsplit(".", 1)[0] if path.name != "__init__.py" else module
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                yield node.lineno, ".".join(base + ([node.module] if node.module else []))
+            elif node.module:
+                yield node.lineno, node.module
+
+
+def layer_violations() -> list[str]:
+    out = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module, rank = _rank_of_file(path)
+        for line, target in _imports(path, module):
+            target_rank = _rank(target)
+            if target_rank is not None and target_rank < rank:
+                out.append(f"{path.relative_to(PACKAGE)}:{line} imports {target}")
+    return out
+
+
+def test_no_lower_layer_imports_a_higher_one():
+    assert layer_violations() == []
+
+
+def test_the_check_itself_sees_an_upward_import(tmp_path, monkeypatch):
+    # The scan must be able to fail: an engines module importing checks is caught.
+    fake = tmp_path / "servepilot"
+    (fake / "engines").mkdir(parents=True)
+    (fake / "checks").mkdir()
+    (fake / "engines" / "bad.py").write_text("from servepilot.checks.registry import RULES\n")
+    (fake / "checks" / "ok.py").write_text("from servepilot.engines import bad\n")
+    monkeypatch.setattr(__import__(__name__), "PACKAGE", fake, raising=False)
+    global PACKAGE
+    saved, PACKAGE = PACKAGE, fake
+    try:
+        assert layer_violations() == ["engines/bad.py:1 imports servepilot.checks.registry"]
+    finally:
+        PACKAGE = saved
