@@ -58,3 +58,19 @@ def test_expert_parallel_under_each_engines_option():
 def test_llamacpp_has_no_tensor_parallel_option():
     launch = parse_command(["llama-server", "-m", "x.gguf"])
     assert launch.tensor_parallel_size == 1
+
+
+def test_startup_markers_have_one_owner_per_engine():
+    # triage's banner / readiness / stage tables are joined from the engines' log modules.
+    from servepilot.triage import markers
+
+    for record in ENGINES:
+        logs = record.logs
+        for kind, pattern, source in logs.BANNERS:
+            assert source and any(k == kind and p.pattern == pattern for k, p in markers.BANNERS)
+        for stage, pattern, source in logs.STAGES:
+            assert stage in markers.STAGE_ORDER and source
+            assert pattern in dict(markers.PHASES)[stage].pattern
+    assert markers.phase_of("Capture cuda graph begin") == "cuda_graph_capture"
+    assert markers.phase_of("Graph capturing finished in 5 secs") == "after_cuda_graph_capture"
+    assert markers.guess_engine(b"INFO server_args=ServerArgs(model_path='x', ...) vllm") == "sglang"

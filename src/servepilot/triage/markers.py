@@ -1,16 +1,10 @@
-"""Start-up banners (one per launch) and readiness lines, per engine.
+"""Start-up banners (one per launch), readiness lines, engine hints and start-up stages.
 
-A banner that appears a second time from the same process name means a second launch wrote
-into the same log (the story's reused /tmp/vllm_kimi.log). Each text is what the engine
-prints; sources:
-  vLLM   "vLLM API server version %s"        vllm/entrypoints/openai/api_server.py@v0.16.0
-         "Initializing a V1 LLM engine (v%s) with config: %s"   vllm/v1/engine/core.py@v0.16.0
-         "Initializing an LLM engine (v%s) with config: %s"    vllm/engine/llm_engine.py@v0.6.3
-         "Starting vLLM API server %d on %s" vllm/entrypoints/openai/api_server.py@v0.16.0
-  SGLang "server_args=ServerArgs(...)"        sglang/srt/server_args.py (logged at launch)
-         "The server is fired up and ready to roll!"  sglang/srt/entrypoints/http_server.py
-  llama.cpp "build: %d (%s) with %s for %s"   common/common.cpp (common_params print)
-         "main: server is listening on %s"   tools/server/server.cpp
+The engine-specific texts are owned by each engine's log module (engines/<engine>/logs.py:
+BANNERS, READY, STAGES, LOG_HINT, with their sources), found through the engine registry;
+this module joins them into the tables triage reads. A banner that appears a second time from
+the same process name means a second launch wrote into the same log (the story's reused
+/tmp/vllm_kimi.log). Lines every engine's server shares stay here:
   uvicorn "Application startup complete." / "Uvicorn running on %s"  uvicorn/lifespan/on.py,
           uvicorn/server.py (vLLM, SGLang and llama-cpp-python serve through uvicorn)
 """
@@ -19,21 +13,22 @@ from __future__ import annotations
 
 import re
 
-BANNERS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("vllm_api_version", re.compile(r"vLLM API server version")),
-    ("vllm_engine_init", re.compile(r"Initializing an? (?:V1 )?LLM engine")),
-    ("vllm_api_start", re.compile(r"Starting vLLM API server")),
-    ("sglang_server_args", re.compile(r"server_args=ServerArgs\(")),
-    ("llamacpp_build", re.compile(r"^(?:main: )?build(?: =|:) \d+")),
+from servepilot.engines.registry import ENGINES
+
+
+def _engine_logs():
+    return [(record.name, record.logs) for record in ENGINES]
+
+
+BANNERS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (kind, re.compile(pattern)) for _, logs in _engine_logs() for kind, pattern, _source in logs.BANNERS
 )
 
-HEALTHY: tuple[re.Pattern[str], ...] = (
-    # vLLM logs this once the engine is up, right before uvicorn serves.
-    re.compile(r"Starting vLLM API server"),
+HEALTHY: tuple[re.Pattern[str], ...] = tuple(
+    re.compile(p) for _, logs in _engine_logs() for p in logs.READY
+) + (
     re.compile(r"Application startup complete"),
     re.compile(r"Uvicorn running on"),
-    re.compile(r"server is listening on"),
-    re.compile(r"The server is fired up"),
 )
 
 # A start-up that dies after its readiness line: SGLang serves first, then sends itself a
@@ -65,10 +60,10 @@ def is_unique_process_name(name: str) -> bool:
     return bool(_UNIQUE_NAME.search(name))
 
 
-ENGINE_HINTS: tuple[tuple[str, re.Pattern[bytes]], ...] = (
-    ("sglang", re.compile(rb"sglang|server_args=ServerArgs|The server is fired up")),
-    ("llama.cpp", re.compile(rb"llama_model_load|ggml_|llama_init|llama_context|main: build|\bsrv  ")),
-    ("vllm", re.compile(rb"vllm|vLLM|EngineCore|Worker_TP|VllmWorker")),
+# Checked in each engine's LOG_HINT_ORDER: vLLM's words appear in the others' logs too.
+ENGINE_HINTS: tuple[tuple[str, re.Pattern[bytes]], ...] = tuple(
+    (name, re.compile(logs.LOG_HINT))
+    for name, logs in sorted(_engine_logs(), key=lambda item: item[1].LOG_HINT_ORDER)
 )
 
 
@@ -125,20 +120,14 @@ def stall_phase(tail_messages: list[str]):
     return None
 
 
-# Start-up phases, from the engines' own progress lines, so that an error without telling
-# frames (a bare "CUDA out of memory") can be placed: the same OOM is `cuda_graph` during
-# graph capture and `oom_kv_cache` while the KV cache is profiled. Sources:
-#   "Capturing cudagraphs for decoding" vllm/worker/model_runner.py@v0.6.3;
-#   "Capturing CUDA graphs (...)" / "Graph capturing finished" vllm/v1/worker/gpu_model_runner.py@v0.10.0;
-#   "Capture cuda graph begin/end" sglang/srt/model_executor/cuda_graph_runner.py@v0.4.3;
-#   "Memory profiling takes" / "Available KV cache memory" vllm/v1/worker/gpu_worker.py@v0.10.0;
-#   "Loading weights took", "Loading safetensors checkpoint shards" vllm model_loader@v0.10.0;
-#   "Load weight begin", "Memory pool end" sglang/srt/model_executor/model_runner.py@v0.4.3.
-PHASES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("after_cuda_graph_capture", re.compile(r"Graph capturing finished|Capture cuda graph end")),
-    ("cuda_graph_capture", re.compile(r"Capturing (?:the model for )?(?:CUDA graphs?|cudagraphs?)|Capture cuda graph begin")),
-    ("kv_cache_profiling", re.compile(r"Memory profiling takes|Available KV cache memory|determine_available_memory|KV Cache is allocated|Memory pool (?:end|begin)|Init memory pool")),
-    ("weights_loading", re.compile(r"Loading (?:weights|model weights|safetensors checkpoint shards)|Load weight begin|Starting to load model")),
+# Start-up stages, from the engines' own progress lines (each engine's logs.STAGES), so that an
+# error without telling frames (a bare "CUDA out of memory") can be placed: the same OOM is
+# `cuda_graph` during graph capture and `oom_kv_cache` while the KV cache is profiled. Tested
+# in this order, latest stage first; one pattern per stage joins every engine's texts.
+STAGE_ORDER = ("after_cuda_graph_capture", "cuda_graph_capture", "kv_cache_profiling", "weights_loading")
+PHASES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (stage, re.compile("|".join(p for _, logs in _engine_logs() for name, p, _source in logs.STAGES if name == stage)))
+    for stage in STAGE_ORDER
 )
 
 

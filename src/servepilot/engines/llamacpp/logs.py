@@ -85,3 +85,12 @@ FATAL = (
         "source": "llama.cpp tools/server/server.cpp",
     },
 )
+
+# ---- start-up markers that triage reads (see engines/vllm/logs.py) ----
+BANNERS = (
+    ("llamacpp_build", r"^(?:main: )?build(?: =|:) \d+", "common/common.cpp (common_params print)"),
+)
+READY = (r"server is listening on",)  # tools/server/server.cpp "main: server is listening on %s"
+STAGES = ()
+LOG_HINT = rb"llama_model_load|ggml_|llama_init|llama_context|main: build|\bsrv  "
+LOG_HINT_ORDER = 2

@@ -90,3 +90,18 @@ FATAL = (
         "source": "torch/cuda/memory.py (torch>=2.1)",
     },
 )
+
+# ---- start-up markers that triage reads (see engines/vllm/logs.py) ----
+BANNERS = (
+    ("sglang_server_args", r"server_args=ServerArgs\(", "sglang/srt/server_args.py (logged at launch)"),
+)
+READY = (r"The server is fired up",)  # sglang/srt/entrypoints/http_server.py
+STAGES = (
+    ("after_cuda_graph_capture", r"Capture cuda graph end", "sglang/srt/model_executor/cuda_graph_runner.py@v0.4.3"),
+    ("cuda_graph_capture", r"Capture cuda graph begin", "sglang/srt/model_executor/cuda_graph_runner.py@v0.4.3"),
+    ("kv_cache_profiling", r"KV Cache is allocated|Memory pool (?:end|begin)|Init memory pool",
+     "sglang/srt/model_executor/model_runner.py@v0.4.3"),
+    ("weights_loading", r"Load weight begin", "sglang/srt/model_executor/model_runner.py@v0.4.3"),
+)
+LOG_HINT = rb"sglang|server_args=ServerArgs|The server is fired up"
+LOG_HINT_ORDER = 1

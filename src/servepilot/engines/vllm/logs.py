@@ -126,3 +126,28 @@ FATAL = (
         "source": "torch/cuda/memory.py (torch>=2.1)",
     },
 )
+
+# ---- start-up markers that triage reads (triage/markers.py builds its tables from these) ----
+# BANNERS: printed once per launch, so a second one from the same process name means a second
+# launch wrote into the same log. READY: the server is up. STAGES: progress lines that place a
+# bare error (the same OOM is `cuda_graph` during capture, `oom_kv_cache` while profiling).
+BANNERS = (
+    ("vllm_api_version", r"vLLM API server version", "vllm/entrypoints/openai/api_server.py@v0.16.0"),
+    ("vllm_engine_init", r"Initializing an? (?:V1 )?LLM engine",
+     "vllm/v1/engine/core.py@v0.16.0 (V1); vllm/engine/llm_engine.py@v0.6.3"),
+    ("vllm_api_start", r"Starting vLLM API server", "vllm/entrypoints/openai/api_server.py@v0.16.0"),
+)
+# vLLM logs this once the engine is up, right before uvicorn serves.
+READY = (r"Starting vLLM API server",)
+STAGES = (
+    ("after_cuda_graph_capture", r"Graph capturing finished", "vllm/v1/worker/gpu_model_runner.py@v0.10.0"),
+    ("cuda_graph_capture", r"Capturing (?:the model for )?(?:CUDA graphs?|cudagraphs?)",
+     "vllm/worker/model_runner.py@v0.6.3; vllm/v1/worker/gpu_model_runner.py@v0.10.0"),
+    ("kv_cache_profiling", r"Memory profiling takes|Available KV cache memory|determine_available_memory",
+     "vllm/v1/worker/gpu_worker.py@v0.10.0"),
+    ("weights_loading", r"Loading (?:weights|model weights|safetensors checkpoint shards)|Starting to load model",
+     "vllm model_loader@v0.10.0"),
+)
+# Words that say a log is vLLM's. Checked last: SGLang and llama-cpp-python logs mention vllm.
+LOG_HINT = rb"vllm|vLLM|EngineCore|Worker_TP|VllmWorker"
+LOG_HINT_ORDER = 3
