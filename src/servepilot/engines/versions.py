@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from importlib import metadata
-
 # Distribution that carries each engine's Python server. llama.cpp's own binaries
 # (llama-server) carry no package metadata; their version is only known from --engine-version.
 DISTRIBUTIONS = {
@@ -24,6 +22,8 @@ def installed_version(engine: str, program: str | None = None) -> str | None:
     dist = distribution_for(engine, program)
     if dist is None:
         return None
+    from importlib import metadata  # lazy: importing it costs ~60 ms (email parsing modules)
+
     try:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:

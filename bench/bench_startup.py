@@ -1,0 +1,76 @@
+"""Benchmark servepilot's start-up: `--version`, `check` on the README command, and `inspect`.
+
+Prints figures; it is not a test. Run: `python bench/bench_startup.py [--repeat N]`.
+
+Figures reported (targets from issue 11), each the median of N fresh processes:
+  --version     `servepilot --version`
+  check         `servepilot check` on the README's command (kimi-k2.5-nvfp4 example, TP 8,
+                RTX PRO 6000 x8, vLLM 0.16.0); the ratio check / --version should be <= 3
+  inspect       `servepilot inspect` of the 1 T-parameter skeleton of bench_inspect.py, against
+                the header-read floor (read + json.loads of its 119 headers); ratio <= 2
+The first check run fills the compiled-data cache (datafile.py); it is reported apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_inspect import floor_read_and_parse, write_skeleton  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+README_CHECK = ["check", "--gpu", "rtx-pro-6000x8", "--engine-version", "0.16.0", "--",
+                "vllm", "serve", str(ROOT / "examples" / "kimi-k2.5-nvfp4"),
+                "--tensor-parallel-size", "8", "--trust-remote-code", "--kv-cache-dtype", "auto"]
+
+
+def run_cli(args: list[str], env: dict, ok=(0, 1)) -> float:
+    """Wall time of one `servepilot ARGS` process, run as the console script runs it."""
+    exe = [sys.executable, "-c", "from servepilot.cli.main import run; run()"]
+    t0 = time.perf_counter()
+    out = subprocess.run(exe + args, capture_output=True, text=True, env=env)
+    dt = time.perf_counter() - t0
+    if out.returncode not in ok:
+        raise SystemExit(f"servepilot {' '.join(args[:3])} failed ({out.returncode}): {out.stderr.strip()}")
+    return dt
+
+
+def median_of(n: int, fn) -> float:
+    return statistics.median(fn() for _ in range(n))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=7, help="runs per figure; the median is shown")
+    args = ap.parse_args()
+    print(f"cores: {os.cpu_count()}, load average: {os.getloadavg()[0]:.1f}")
+    with tempfile.TemporaryDirectory() as tmp:
+        env = dict(os.environ, SERVEPILOT_HOME=str(Path(tmp) / "home"))
+        env.pop("SERVEPILOT_CACHE", None)
+        first = run_cli(README_CHECK, env)  # fills the compiled-data cache
+        version = median_of(args.repeat, lambda: run_cli(["--version"], env))
+        check = median_of(args.repeat, lambda: run_cli(README_CHECK, env))
+        print(f"--version          {version * 1000:7.0f} ms")
+        print(f"check (README)     {check * 1000:7.0f} ms   (first run, cache cold: {first * 1000:.0f} ms)")
+        print(f"check / --version  {check / version:7.2f} x   (target <= 3)")
+
+        skel = Path(tmp) / "skeleton"
+        skel.mkdir()
+        write_skeleton(skel)
+        run_cli(["inspect", str(skel), "--json"], env)  # warm the page cache
+        floor = median_of(args.repeat, lambda: floor_read_and_parse(skel))
+        inspect = median_of(args.repeat, lambda: run_cli(["inspect", str(skel), "--json"], env))
+        print(f"header-read floor  {floor * 1000:7.0f} ms")
+        print(f"inspect (1 T)      {inspect * 1000:7.0f} ms")
+        print(f"inspect / floor    {inspect / floor:7.2f} x   (target <= 2)")
+
+
+if __name__ == "__main__":
+    main()
