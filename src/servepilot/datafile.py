@@ -36,12 +36,14 @@ def load_yaml_resource(package: str, name: str) -> Any:
     cached = _cache_path(f"{package}.{name}", key)
     if cached is not None:
         try:
-            return marshal.loads(cached.read_bytes())
+            stored = marshal.loads(cached.read_bytes())
+            if isinstance(stored, tuple) and len(stored) == 2 and stored[0] == key:
+                return stored[1]
         except (OSError, ValueError, EOFError, TypeError):
             pass  # missing or damaged: parse again below
     data = parse_yaml(raw.decode("utf-8"))
     if cached is not None:
-        _write(cached, data)
+        _write(cached, key, data)
     return data
 
 
@@ -54,10 +56,11 @@ def _cache_path(stem: str, key: str) -> Path | None:
         return None
 
 
-def _write(path: Path, data: Any) -> None:
-    """Write the compiled copy atomically; any failure (read-only home, full disk) is ignored."""
+def _write(path: Path, key: str, data: Any) -> None:
+    """Write the compiled copy atomically; any failure (read-only home, full disk) is ignored.
+    The key is stored with the data, so a damaged or foreign file is never taken for it."""
     try:
-        blob = marshal.dumps(data)
+        blob = marshal.dumps((key, data))
     except ValueError:  # a value marshal cannot hold (YAML timestamps): keep parsing
         return
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")

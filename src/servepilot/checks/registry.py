@@ -78,7 +78,9 @@ def knowledge_rows(r: Rule, version: str) -> list[dict]:
 def _walk(node, file: str, path: str, version: str, out: list[dict]) -> None:
     from servepilot.engines import knowledge as kb
 
-    if isinstance(node, list) and node and all(isinstance(x, dict) and "versions" in x for x in node):
+    if isinstance(node, kb.KnowledgeFile):
+        node = dict(node.items())
+    if isinstance(node, (list, tuple)) and node and all(isinstance(x, kb.KnowledgeRow) for x in node):
         row = kb.row_for(node, version)
         if row is not None:
             facts = {k: v for k, v in row.data.items() if k not in ("versions", "source")}

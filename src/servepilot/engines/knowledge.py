@@ -18,19 +18,109 @@ from typing import Any
 from servepilot.errors import BadInput
 
 
-@dataclass(frozen=True)
-class Fact:
-    """One row of a fact file that holds for the version asked about."""
+class KnowledgeRow:
+    """One row of a fact file, typed by its section's schema (engines/<engine>/knowledge/schema.py).
 
-    data: dict
-    versions: str
-    source: str
+    Fields are attributes (`row.values`, `row.min_cc`); a field the schema declares but this
+    row leaves out reads as None, and a name the schema does not declare is an AttributeError
+    naming the section, so a misspelt field fails where it is written, not in a later check.
+    Rows built from plain dicts without a schema (tests, ad-hoc tables) accept any field.
+    """
+
+    __slots__ = ("data", "versions", "source", "_fields", "_where")
+
+    def __init__(self, data: dict, versions: str, source: str, fields: frozenset | None = None, where: str = ""):
+        self.data = data
+        self.versions = versions
+        self.source = source
+        self._fields = fields
+        self._where = where
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self._field(name, AttributeError)
+
+    def _field(self, name: str, error: type[Exception]) -> Any:
+        if name in self.data:
+            return self.data[name]
+        if self._fields is None or name in self._fields:
+            if self._fields is None and error is KeyError:
+                raise KeyError(name)
+            return None
+        raise error(f"{self._where} rows have no field {name!r} (schema: {', '.join(sorted(self._fields))})")
 
     def get(self, key: str, default: Any = None) -> Any:
-        return self.data.get(key, default)
+        if key in self.data:
+            return self.data[key]
+        self._field(key, AttributeError)  # a field the schema does not declare is an error
+        return default
 
     def __getitem__(self, key: str) -> Any:
-        return self.data[key]
+        return self._field(key, KeyError)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, KnowledgeRow) and (self.data, self.versions) == (other.data, other.versions)
+
+    def __hash__(self) -> int:
+        return hash((self.versions, self.source))
+
+    def __repr__(self) -> str:
+        return f"KnowledgeRow({self._where or 'row'}, versions={self.versions!r})"
+
+
+# ---- schemas: what each section of a fact file holds ----------------------------------------
+
+
+@dataclass(frozen=True)
+class Rows:
+    """A list of versioned rows (each with `versions` and `source`) with these fields."""
+
+    fields: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class KeyedRows:
+    """A mapping name -> list of versioned rows (backends by name, methods by name)."""
+
+    fields: tuple[str, ...]
+
+
+VALUE = "value"  # a plain value (a string, a list, a mapping of numbers), not rows
+
+
+class KnowledgeFile:
+    """A fact file, validated and typed: sections are attributes (`kv.valid_dtypes`).
+
+    Versioned sections are tuples of KnowledgeRow (keyed sections: dicts of them); plain
+    sections are the parsed values. `file["section"]` still works (the same checks)."""
+
+    def __init__(self, where: str, sections: dict):
+        self._where = where
+        self._sections = sections
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        try:
+            return self._sections[name]
+        except KeyError:
+            raise AttributeError(f"{self._where} has no section {name!r}") from None
+
+    def __getitem__(self, name: str) -> Any:
+        try:
+            return self._sections[name]
+        except KeyError:
+            raise KeyError(f"{self._where} has no section {name!r}") from None
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self._sections.get(name, default)
+
+    def items(self):
+        return self._sections.items()
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._sections
 
 
 @lru_cache(maxsize=256)
@@ -81,8 +171,9 @@ def version_in(version: str, specifier: str) -> bool:
 
 
 @lru_cache(maxsize=64)
-def load_file(engine: str, name: str) -> dict:
-    """The parsed YAML of `servepilot/engines/<engine>/knowledge/<name>.yaml`, validated."""
+def load_file(engine: str, name: str) -> KnowledgeFile:
+    """`servepilot/engines/<engine>/knowledge/<name>.yaml`, validated against its schema once
+    and typed (see KnowledgeFile); a data error is a ValueError naming the file and the row."""
     from servepilot.datafile import load_yaml_resource
 
     package = f"servepilot.engines.{engine}.knowledge"
@@ -90,22 +181,69 @@ def load_file(engine: str, name: str) -> dict:
         data = load_yaml_resource(package, f"{name}.yaml") or {}
     except (FileNotFoundError, ModuleNotFoundError):
         raise BadInput(f"no knowledge file {name}.yaml for engine {engine}") from None
-    _validate(data, f"{engine}/knowledge/{name}.yaml")
-    return data
+    return typed_file(data, _schema(engine, name), f"{engine}/knowledge/{name}.yaml")
+
+
+def _schema(engine: str, name: str) -> dict:
+    import importlib
+
+    schema = importlib.import_module(f"servepilot.engines.{engine}.knowledge.schema").SCHEMA
+    if name not in schema:
+        raise ValueError(f"{engine}/knowledge/{name}.yaml: no schema (add it to {engine}/knowledge/schema.py)")
+    return schema[name]
+
+
+def typed_file(data: Any, schema: dict, where: str) -> KnowledgeFile:
+    """Check `data` against `schema` (section -> Rows | KeyedRows | VALUE) and type its rows."""
+    if not isinstance(data, dict):
+        raise ValueError(f"{where}: expected a mapping of sections, not {type(data).__name__}")
+    sections: dict = {}
+    for key, value in data.items():
+        kind = schema.get(key)
+        if kind is None:
+            raise ValueError(f"{where}: unknown section {key!r} (known: {', '.join(schema)})")
+        if isinstance(kind, Rows):
+            sections[key] = _typed_rows(value, kind.fields, f"{where}:{key}")
+        elif isinstance(kind, KeyedRows):
+            if not isinstance(value, dict):
+                raise ValueError(f"{where}:{key}: expected a mapping of name -> rows")
+            sections[key] = {k: _typed_rows(v, kind.fields, f"{where}:{key}.{k}") for k, v in value.items()}
+        else:
+            _validate(value, f"{where}:{key}")
+            sections[key] = value
+    for key, kind in schema.items():  # a section the file leaves out reads as empty
+        if key not in sections and kind is not VALUE:
+            sections[key] = () if isinstance(kind, Rows) else {}
+    return KnowledgeFile(where, sections)
+
+
+def _typed_rows(rows: Any, fields: tuple[str, ...], where: str) -> tuple[KnowledgeRow, ...]:
+    if not isinstance(rows, list):
+        raise ValueError(f"{where}: expected a list of rows, not {type(rows).__name__}")
+    known = frozenset(fields)
+    out = []
+    for index, row in enumerate(rows):
+        here = f"{where}[{index}]"
+        if not isinstance(row, dict):
+            raise ValueError(f"{here}: a row must be a mapping")
+        if "versions" not in row:
+            raise ValueError(f"{here}: a row has no versions")
+        _validate(row, here)
+        extra = set(row) - known - {"versions", "source"}
+        if extra:
+            raise ValueError(f"{here}: unknown field {', '.join(sorted(map(str, extra)))} "
+                             f"(known: {', '.join(sorted(known))})")
+        out.append(KnowledgeRow(row, str(row["versions"]), str(row["source"]), known, where))
+    return tuple(out)
 
 
 def _validate(node: Any, where: str) -> None:
     """Every row that names `versions` must also name a `source`, and the specifier must parse."""
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
-
     if isinstance(node, dict):
         if "versions" in node:
             if not node.get("source"):
                 raise ValueError(f"{where}: a row with versions {node['versions']!r} has no source")
-            try:
-                SpecifierSet(str(node["versions"]))
-            except InvalidSpecifier as exc:
-                raise ValueError(f"{where}: bad version specifier {node['versions']!r}") from exc
+            _check_specifier(str(node["versions"]), where)
         for value in node.values():
             _validate(value, where)
     elif isinstance(node, list):
@@ -113,12 +251,28 @@ def _validate(node: Any, where: str) -> None:
             _validate(value, where)
 
 
-def rows_for(rows: list[dict], version: str) -> list[Fact]:
+@lru_cache(maxsize=512)
+def _check_specifier(text: str, where: str) -> None:
+    from packaging.specifiers import InvalidSpecifier
+
+    try:
+        _specifier(text)
+    except InvalidSpecifier as exc:
+        raise ValueError(f"{where}: bad version specifier {text!r}") from exc
+
+
+def _row(row: Any) -> KnowledgeRow:
+    if isinstance(row, KnowledgeRow):
+        return row
+    return KnowledgeRow(row, str(row["versions"]), str(row["source"]))
+
+
+def rows_for(rows, version: str) -> list[KnowledgeRow]:
     """Every row of `rows` whose `versions` holds for `version`, in file order."""
-    return [Fact(row, str(row["versions"]), str(row["source"])) for row in rows if version_in(version, str(row["versions"]))]
+    return [_row(row) for row in rows if version_in(version, str(row.versions if isinstance(row, KnowledgeRow) else row["versions"]))]
 
 
-def row_for(rows: list[dict], version: str) -> Fact | None:
+def row_for(rows, version: str) -> KnowledgeRow | None:
     """The first row of `rows` whose `versions` holds for `version`, or None."""
     found = rows_for(rows, version)
     return found[0] if found else None
@@ -127,7 +281,7 @@ def row_for(rows: list[dict], version: str) -> Fact | None:
 def known_range(engine: str) -> tuple[str, str]:
     """The oldest and newest engine release whose facts servepilot has read (engine.yaml)."""
     data = load_file(engine, "engine")
-    return str(data["oldest_known"]), str(data["newest_known"])
+    return str(data.oldest_known), str(data.newest_known)
 
 
 def is_known_version(engine: str, version: str) -> bool:

@@ -109,15 +109,15 @@ def soft_cap_backend(dep, ctx) -> list[Finding]:
         return []
     cfg = spec.text_config or spec.config or {}
     cap = next((cfg.get(k) for k in ("attn_logit_softcapping", "final_logit_softcapping") if cfg.get(k)), None)
-    row = kb.row_for(kb.load_file("vllm", "attention").get("logits_soft_cap", []), version)
+    row = kb.row_for(kb.load_file("vllm", "attention").logits_soft_cap, version)
     if cap is None or row is None:
         return []
     env_backend = str((dep.launch.shell.env or {}).get("VLLM_ATTENTION_BACKEND", "")).upper()
-    if env_backend == row["needs_backend"]:
+    if env_backend == row.needs_backend:
         return []
     cc = ctx.resolution.gpu_cc
-    if row.get("fa2_min_cc") is not None:
-        if cc is None or cc[0] * 10 + cc[1] >= row["fa2_min_cc"]:
+    if row.fa2_min_cc is not None:
+        if cc is None or cc[0] * 10 + cc[1] >= row.fa2_min_cc:
             return []
         why = f"compute capability {cc[0]}.{cc[1]} has no FlashAttention-2 (needs {row['fa2_min_cc'] / 10:.1f}), so vLLM {version} falls back to XFormers"
     else:
@@ -126,7 +126,7 @@ def soft_cap_backend(dep, ctx) -> list[Finding]:
                     f"The model caps attention logits; {why}. The engine will raise: {row['message']}",
                     (Evidence(f"logits soft-capping {cap}", f"{spec.path}/config.json"), Evidence(f"soft-capping needs {row['needs_backend']} in this release", row.source)),
                     (Remedy("env", f"VLLM_ATTENTION_BACKEND={row['needs_backend']} (pip install flashinfer)", "FlashInfer must be installed for this torch/CUDA",
-                            {"env": {"set": {"VLLM_ATTENTION_BACKEND": row["needs_backend"]}, "unset": []}}),
+                            {"env": {"set": {"VLLM_ATTENTION_BACKEND": row.needs_backend}, "unset": []}}),
                      Remedy("upgrade", "pip install 'vllm>=0.10.0'", "newer releases select a soft-capping backend themselves",
                             {"upgrade": {"package": "vllm", "specifier": ">=0.10.0"}})))]
 
@@ -147,15 +147,15 @@ def attention_env_ignored(dep, ctx) -> list[Finding]:
     res = ctx.resolution
     if not value or res.engine_version is None:
         return []
-    row = kb.row_for(kb.load_file("vllm", "attention")["forcing"], res.engine_version)
-    if row is None or (row["env_honoured"] and not row["env_deprecated"]):
+    row = kb.row_for(kb.load_file("vllm", "attention").forcing, res.engine_version)
+    if row is None or (row.env_honoured and not row.env_deprecated):
         return []
-    flag = row.get("flag") or "--attention-backend"
+    flag = row.flag or "--attention-backend"
     remedy = Remedy("flag", f"{flag} {value}", "the supported way to force a backend; still validated by the engine",
                     {"set": {"attention_backend": value}, "unset": []})
     unset = Remedy("env", "unset VLLM_ATTENTION_BACKEND", "no effect on the launch; removes a misleading setting",
                    {"env": {"set": {}, "unset": ["VLLM_ATTENTION_BACKEND"]}})
-    if row["env_honoured"]:
+    if row.env_honoured:
         return [Finding("SP-ATTN-002", "attention_backend", "warning", "VLLM_ATTENTION_BACKEND is deprecated",
                         f"vLLM {res.engine_version} still honours VLLM_ATTENTION_BACKEND={value} but warns; use {flag}.",
                         (Evidence(f"env honoured, deprecated in vLLM {res.engine_version}", row.source),), (remedy,))]
@@ -235,13 +235,13 @@ def v1_fp8_kv_cache(dep, ctx) -> list[Finding]:
     kv = str(dep.launch.get("kv_cache_dtype") or "auto")
     if version is None or not kv.startswith("fp8"):
         return []
-    fact = kb.row_for(kb.load_file("vllm", "kv_cache").get("v1_fp8_kv_cache", []), version)
+    fact = kb.row_for(kb.load_file("vllm", "kv_cache").v1_fp8_kv_cache, version)
     env = dep.launch.shell.env or {}
     if fact is None or str(env.get("VLLM_USE_V1", "")).strip() not in ("1", "true", "True"):
         return []  # V1 not asked for: 0.7 runs V0, 0.8-0.9 fall back to V0 by themselves
     backend = str(env.get("VLLM_ATTENTION_BACKEND", "") or "")
     cc = dep.cluster.gpus[0].compute_capability if dep.cluster.gpus else None
-    majors = fact.get("supported_cc_majors") or []
+    majors = fact.supported_cc_majors or []
     if majors and backend in ("", "FLASH_ATTN_VLLM_V1") and cc is not None and cc[0] in majors:
         return []
     if majors and cc is None and not backend:

@@ -146,14 +146,14 @@ def _reported_gap(dep, ctx, g, what) -> list[Finding]:
     version = _engine_version(dep, ctx)
     if dep.engine != "vllm" or version is None:
         return []
-    row = kb.row_for(kb.load_file("vllm", "builds")["wheels"], version)
-    if row is None or g.cc_str not in (row.get("reported_missing") or ()):
+    row = kb.row_for(kb.load_file("vllm", "builds").wheels, version)
+    if row is None or g.cc_str not in (row.reported_missing or ()):
         return []
     return [Finding("SP-CUDA-003", "cuda_driver_arch", "warning", f"{what} was reported to have no kernels for sm_{g.cc_int} ({g.name})",
                     f"{what} lists compute capability {g.cc_str} in its build, yet users of the prebuilt wheel and image of these releases "
                     "report 'no kernel image is available for execution on the device' on such GPUs. A build from source with "
                     f"TORCH_CUDA_ARCH_LIST={g.cc_str}, or a release outside {row.versions}, avoids the reported gap.",
-                    (Evidence(f"sm_{g.cc_int} failures reported for vLLM {row.versions}", str(row.get("reported_source"))),
+                    (Evidence(f"sm_{g.cc_int} failures reported for vLLM {row.versions}", str(row.reported_source)),
                      Evidence(f"{g.name}: compute capability {g.cc_str}", f"cluster ({dep.cluster.source})")), ())]
 
 
@@ -177,7 +177,7 @@ def _engine_archs(dep, ctx):
     from servepilot.engines.progname import basename
 
     if dep.engine == "llama.cpp":
-        row = kb.load_file("llamacpp", "builds")["old_programs"]
+        row = kb.load_file("llamacpp", "builds").old_programs
         program = basename(dep.launch.argv[0]) if dep.launch.argv else ""
         if program not in row["programs"]:
             return None
@@ -188,11 +188,11 @@ def _engine_archs(dep, ctx):
     name = {"vllm": "vllm", "sglang": "sglang"}.get(dep.engine)
     if name is None:
         return None
-    row = kb.row_for(kb.load_file(name, "builds")["wheels"], version)
+    row = kb.row_for(kb.load_file(name, "builds").wheels, version)
     if row is None:
         return None
     what = {"vllm": f"vLLM {version}'s wheel", "sglang": f"SGLang {version}'s sgl-kernel"}[name]
-    return tuple(row["archs"]), row.source, what
+    return tuple(row.archs), row.source, what
 
 
 def _upgrade_for(dep, cc) -> tuple[str, str] | None:
@@ -201,10 +201,10 @@ def _upgrade_for(dep, cc) -> tuple[str, str] | None:
 
     if dep.engine != "vllm":
         return None
-    for row in kb.load_file("vllm", "builds")["wheels"]:
-        reported = f"{cc[0]}.{cc[1]}" in (row.get("reported_missing") or ())
-        if runs_on(cc, row["archs"]) and not reported and str(row["versions"]).startswith(">="):
-            return "vllm", str(row["versions"]).split(",")[0]
+    for row in kb.load_file("vllm", "builds").wheels:
+        reported = f"{cc[0]}.{cc[1]}" in (row.reported_missing or ())
+        if runs_on(cc, row.archs) and not reported and str(row.versions).startswith(">="):
+            return "vllm", str(row.versions).split(",")[0]
     return None
 
 
@@ -276,14 +276,14 @@ def gpu_generation_flags(dep, ctx) -> list[Finding]:
     if res.gpu_cc is None or res.engine_version is None:
         return []
     out = []
-    for row in kb.rows_for(kb.load_file("vllm", "gpu_flags")["flags"], res.engine_version):
-        value = _option(dep.launch.options, row["option"])
-        if value is None or str(value).lower() != str(row["value"]).lower() or cc_ok(row["requires"], res.gpu_cc):
+    for row in kb.rows_for(kb.load_file("vllm", "gpu_flags").flags, res.engine_version):
+        value = _option(dep.launch.options, row.option)
+        if value is None or str(value).lower() != str(row.value).lower() or cc_ok(row.requires, res.gpu_cc):
             continue
         out.append(Finding("SP-GPU-002", "other", "error", f"{row['option']}={row['value']} needs another GPU generation",
                            f"Compute capability {res.gpu_cc[0]}.{res.gpu_cc[1]} is outside {row['requires']}: {row['message']}",
                            (Evidence(f"{row['option']} requires {row['requires']}", row.source),),
-                           (Remedy("flag", f"drop {row['option']}", "the engine's default for this GPU", {"set": {}, "unset": [row["option"]]}),)))
+                           (Remedy("flag", f"drop {row['option']}", "the engine's default for this GPU", {"set": {}, "unset": [row.option]}),)))
     return out
 
 

@@ -168,14 +168,14 @@ def _needs_remote_code(dep, ctx) -> bool:
 def _transformers_types() -> frozenset:
     from servepilot.engines import knowledge as kb
 
-    return frozenset(kb.load_file("vllm", "config_types")["transformers_configs"][0]["model_types"])
+    return frozenset(kb.load_file("vllm", "config_types").transformers_configs[0].model_types)
 
 
 def known_config_types(version: str) -> frozenset:
     from servepilot.engines import knowledge as kb
 
-    row = kb.row_for(kb.load_file("vllm", "config_types")["vllm_configs"], version)
-    return _transformers_types() | frozenset(row["model_types"] if row else ())
+    row = kb.row_for(kb.load_file("vllm", "config_types").vllm_configs, version)
+    return _transformers_types() | frozenset(row.model_types if row else ())
 
 
 def derived_max_len(spec) -> tuple[int | None, str]:

@@ -42,8 +42,8 @@ def quant_fallback(dep, ctx) -> list[Finding]:
     q = res.quant
     if q is None or not q.supported or not q.fallback:
         return []
-    speed = kb.row_for(kb.load_file("vllm", "quantization")["speed"], "0.18.0")  # hardware ratios, not engine facts
-    ratio = speed["fp4_over_bf16"] if "fp4" in q.method or "mxfp4" in q.method else speed["fp8_over_bf16"]
+    speed = kb.row_for(kb.load_file("vllm", "quantization").speed, "0.18.0")  # hardware ratios, not engine facts
+    ratio = speed.fp4_over_bf16 if "fp4" in q.method or "mxfp4" in q.method else speed.fp8_over_bf16
     parts = [f"linear: {q.linear}"] + ([f"MoE experts: {q.moe}"] if q.moe else [])
     findings = [Finding("SP-QUANT-002", "quantization_support", "warning", f"{q.method} runs weight-only (Marlin) on compute capability {res.gpu_cc[0]}.{res.gpu_cc[1]}",
                         f"No native {q.method} kernel for this GPU ({'; '.join(parts)}). The launch works and memory is unchanged, "

@@ -11,7 +11,7 @@ ENGINE = "llamacpp"
 
 
 def _row(name: str):
-    rows = kb.load_file(ENGINE, "kv_cache")[name]
+    rows = getattr(kb.load_file(ENGINE, "kv_cache"), name)
     return rows[0]  # llama.cpp build numbers are not PEP 440 versions; one row holds for all
 
 
@@ -20,13 +20,13 @@ def resolve(dep) -> Resolution:
     ctk = str(opts.get("cache_type_k") or "f16")
     ctv = str(opts.get("cache_type_v") or "f16")
     valid = _row("valid_dtypes")
-    values = tuple(valid["values"])
-    evidence = [Fact(f"--cache-type-k {ctk}, --cache-type-v {ctv}", valid["source"])]
+    values = tuple(valid.values)
+    evidence = [Fact(f"--cache-type-k {ctk}, --cache-type-v {ctv}", valid.source)]
     error = None
     notes = ["llama.cpp has no attention backend choice to resolve; GPU offload (-ngl) is read by the planner"]
     fa = str(opts.get("flash_attn", "")).lower()
     if ctv not in ("f16", "f32", "bf16"):
-        source = _row("quantized_v_needs_flash_attn")["source"]
+        source = _row("quantized_v_needs_flash_attn").source
         if fa in ("off", "false", "0", "disabled"):
             error = "V cache quantization requires flash_attn"
             evidence.append(Fact(f"quantized V cache ({ctv}) with flash attention off", source))

@@ -18,7 +18,7 @@ def resolve(dep) -> Resolution:
     notes = ["SGLang's attention backend choice is not modelled by servepilot"]
     version = dep.engine_version or DEFAULT_VERSION
     kb.parse_version(version)
-    read = kb.load_file(ENGINE, "engine")["read_releases"]
+    read = kb.load_file(ENGINE, "engine").read_releases
     if kb.release_of(version) not in read:
         notes.append(f"SGLang {version} itself was not read (read: {', '.join(read)}); facts whose ranges cover it are used, others are unknown")
     opts = dep.launch.options
@@ -26,8 +26,8 @@ def resolve(dep) -> Resolution:
     ccs = [g.compute_capability for g in dep.cluster.gpus if g.compute_capability]
     cc = min(ccs) if ccs else None
     requested = str(opts.get("kv_cache_dtype") or "auto")
-    row = kb.row_for(kb.load_file(ENGINE, "kv_cache")["valid_dtypes"], version)
-    valid_values = tuple(row["values"]) if row else ()
+    row = kb.row_for(kb.load_file(ENGINE, "kv_cache").valid_dtypes, version)
+    valid_values = tuple(row.values) if row else ()
     if row is None:
         notes.append(f"valid --kv-cache-dtype values of SGLang {version} are unknown to servepilot")
     model_dtype = (spec.dtype if spec is not None and spec.dtype != "float32" else "bfloat16") if spec is not None else None
@@ -74,15 +74,15 @@ def _quant(dep, version, cc) -> QuantKernels | None:
             method = "modelopt_fp4" if (spec.quant.quant_algo or "").upper() == "NVFP4" else "modelopt"
     if not method:
         return None
-    row = kb.row_for(kb.load_file(ENGINE, "quantization")["methods"].get(method, []), version)
+    row = kb.row_for(kb.load_file(ENGINE, "quantization").methods.get(method, []), version)
     if row is None:
         return QuantKernels(method=method)
     if cc is None:
-        return QuantKernels(method=method, min_cc=row["min_cc"], native_min_cc=row["native_min_cc"], source=row.source)
+        return QuantKernels(method=method, min_cc=row.min_cc, native_min_cc=row.native_min_cc, source=row.source)
     value = cc[0] * 10 + cc[1]
-    if value < row["min_cc"]:
-        return QuantKernels(method=method, min_cc=row["min_cc"], native_min_cc=row["native_min_cc"], supported=False, source=row.source,
+    if value < row.min_cc:
+        return QuantKernels(method=method, min_cc=row.min_cc, native_min_cc=row.native_min_cc, supported=False, source=row.source,
                             error=f"The quantization method {method} is not supported for the current GPU. Minimum capability: {row['min_cc']}. Current capability: {value}.")
-    fallback = value < row["native_min_cc"] and bool(row.get("fallback"))
-    return QuantKernels(method=method, min_cc=row["min_cc"], native_min_cc=row["native_min_cc"], linear=row.get("fallback") if fallback else "native",
+    fallback = value < row.native_min_cc and bool(row.fallback)
+    return QuantKernels(method=method, min_cc=row.min_cc, native_min_cc=row.native_min_cc, linear=row.fallback if fallback else "native",
                         fallback=fallback, source=row.source)

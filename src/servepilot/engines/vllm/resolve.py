@@ -29,7 +29,7 @@ def resolve(dep) -> Resolution:
         if not kb.is_known_version(ENGINE, version):
             oldest, newest = kb.known_range(ENGINE)
             notes.append(f"vLLM {version} is outside the releases servepilot has read ({oldest} to {newest}); the nearest facts are used")
-        elif kb.release_of(version) not in kb.load_file(ENGINE, "engine")["read_releases"]:
+        elif kb.release_of(version) not in kb.load_file(ENGINE, "engine").read_releases:
             notes.append(f"vLLM {kb.release_of(version)} itself was not read; facts of the releases around it are used")
     given = version  # as asked: rows older than the oldest read release are looked up with it first
     version = _clamp(version)
@@ -88,11 +88,11 @@ def resolve(dep) -> Resolution:
 
 def _sparse_kv_after_selection(res: Resolution, version: str) -> Resolution:
     """0.18+: MLAAttention converts the KV dtype for the sparse backend it was given."""
-    row = kb.row_for(kb.load_file(ENGINE, "kv_cache")["sparse_mla_dtype_map"], version)
+    row = kb.row_for(kb.load_file(ENGINE, "kv_cache").sparse_mla_dtype_map, version)
     if row is None or res.attention_backend is None:
         return res
     kv = str(res.kv_cache_dtype)
-    for rule in row["after_selection"]:
+    for rule in row.after_selection:
         if rule["backend"] != res.attention_backend:
             continue
         matches = kv.startswith("fp8") if rule["from"] == "fp8*" else kv in rule["from"]
@@ -166,8 +166,8 @@ def resolve_kv_cache_dtype(dep, version: str, *, use_mla: bool, use_sparse: bool
     requested = str(opts.get("kv_cache_dtype") or "auto")
     evidence: list[Fact] = []
     facts: list[Fact] = []
-    valid_row = kb.row_for(kb.load_file(ENGINE, "kv_cache")["valid_dtypes"], version)
-    valid_values = list(valid_row["values"]) if valid_row else []
+    valid_row = kb.row_for(kb.load_file(ENGINE, "kv_cache").valid_dtypes, version)
+    valid_values = list(valid_row.values) if valid_row else []
     out = {"requested": requested, "resolved": requested, "evidence": evidence, "facts": facts,
            "valid": True, "valid_values": valid_values, "non_mla_forced": None}
     if valid_row is not None:
@@ -181,18 +181,18 @@ def resolve_kv_cache_dtype(dep, version: str, *, use_mla: bool, use_sparse: bool
     method = _quant_method_of(cfg) if cfg else ""
     resolved = requested
     if requested == "auto":
-        rule = kb.row_for(kb.load_file(ENGINE, "kv_cache")["modelopt_auto"], version)
+        rule = kb.row_for(kb.load_file(ENGINE, "kv_cache").modelopt_auto, version)
         if cfg and method.startswith("modelopt") and rule is not None:
             algo, key = _modelopt_kv_value(cfg)
             if algo is None:
                 evidence.append(Fact(f"{cfg_where} declares no KV cache scheme: auto = model dtype", rule.source))
-            elif not rule["follows_checkpoint"]:
+            elif not rule.follows_checkpoint:
                 evidence.append(Fact(f"{cfg_where} {key} = {algo!r}, but vLLM {version} does not follow it: auto = model dtype", rule.source))
             else:
                 resolved = _map_modelopt_kv(algo, rule)
                 evidence.append(Fact(f"--kv-cache-dtype auto follows the ModelOpt checkpoint: {cfg_where} {key} = {_short(algo)} -> {resolved}", rule.source))
                 if cfg_where == "hf_quant_config.json":
-                    src = kb.row_for(kb.load_file(ENGINE, "kv_cache")["quant_config_source"], version)
+                    src = kb.row_for(kb.load_file(ENGINE, "kv_cache").quant_config_source, version)
                     evidence.append(Fact("config.json has no quantization_config, so vLLM reads hf_quant_config.json", src.source if src else ""))
         else:
             evidence.append(Fact("--kv-cache-dtype auto: the cache uses the model dtype", "vllm/utils/torch_utils.py@v0.16.0 (kv_cache_dtype_str_to_dtype)"))
@@ -200,19 +200,19 @@ def resolve_kv_cache_dtype(dep, version: str, *, use_mla: bool, use_sparse: bool
         evidence.append(Fact(f"--kv-cache-dtype {requested} given explicitly: it wins over the checkpoint", "vllm/utils/torch_utils.py@v0.16.0 (resolve_kv_cache_dtype_string returns a non-auto value unchanged)"))
 
     if use_sparse:
-        row = kb.row_for(kb.load_file(ENGINE, "kv_cache")["sparse_mla_dtype_map"], version)
+        row = kb.row_for(kb.load_file(ENGINE, "kv_cache").sparse_mla_dtype_map, version)
         if row is not None:
             before = resolved
-            if resolved.startswith("fp8") and row["fp8_to"]:
-                resolved = row["fp8_to"]
+            if resolved.startswith("fp8") and row.fp8_to:
+                resolved = row.fp8_to
             elif resolved == "bfloat16":
-                resolved = row["bfloat16_to"]
+                resolved = row.bfloat16_to
             if before != resolved:
                 evidence.append(Fact(f"sparse MLA (DeepSeek-V3.2 style) maps {before} -> {resolved}", row.source))
 
     if cfg and method == "compressed-tensors" and cfg.get("kv_cache_scheme") and not use_mla:
-        row = kb.row_for(kb.load_file(ENGINE, "kv_cache")["compressed_tensors_forces_fp8"], version)
-        if row is not None and ((requested == "auto" and row["forces_on_auto"]) or (requested != "auto" and row["forces_over_explicit"])):
+        row = kb.row_for(kb.load_file(ENGINE, "kv_cache").compressed_tensors_forces_fp8, version)
+        if row is not None and ((requested == "auto" and row.forces_on_auto) or (requested != "auto" and row.forces_over_explicit)):
             out["non_mla_forced"] = "fp8"
             evidence.append(Fact(f"compressed-tensors kv_cache_scheme in {cfg_where}: attention layers use fp8 whatever --kv-cache-dtype says", row.source))
             resolved = "fp8"
@@ -236,14 +236,14 @@ def _modelopt_kv_value(cfg: dict):
 
 def _map_modelopt_kv(algo, rule) -> str:
     if isinstance(algo, dict):
-        for d in rule["dict_rules"]:
+        for d in rule.dict_rules:
             if algo.get("dynamic") is d["dynamic"] and algo.get("num_bits") == d["num_bits"] and algo.get("type") == d["type"]:
                 algo = d["gives"]
                 break
         else:
             return "auto"  # the engine warns "Unknown kv_cache_quant_algo" and falls back
     if isinstance(algo, str):
-        return rule["string_map"].get(algo.lower(), "auto")
+        return rule.string_map.get(algo.lower(), "auto")
     return "auto"
 
 
@@ -258,9 +258,9 @@ def _short(value) -> str:
 
 def _select_backend(dep, version: str, cc: tuple[int, int], res: Resolution) -> dict:
     attention = kb.load_file(ENGINE, "attention")
-    mode_row = kb.row_for(attention["selection"], version)
-    prio_row = kb.row_for(attention["priorities"], version)
-    block_row = kb.row_for(attention["block_size"], version)
+    mode_row = kb.row_for(attention.selection, version)
+    prio_row = kb.row_for(attention.priorities, version)
+    block_row = kb.row_for(attention.block_size, version)
     facts = [Fact(f"selection mode {mode_row['mode']}", mode_row.source), Fact("backend priority order", prio_row.source)]
     spec = dep.spec
     qk_nope = spec.attention.qk_nope_head_dim if spec.attention else None
@@ -268,7 +268,7 @@ def _select_backend(dep, version: str, cc: tuple[int, int], res: Resolution) -> 
     forced, forced_by = _forced_backend(dep, version)
 
     given_block = dep.launch.options.get("block_size")
-    if block_row["from_backend"]:
+    if block_row.from_backend:
         # 0.18+: the chosen backend's preferred size, unless --block-size was given
         block_size = int(given_block) if given_block is not None else None
         if block_size is not None:
@@ -278,16 +278,16 @@ def _select_backend(dep, version: str, cc: tuple[int, int], res: Resolution) -> 
         facts.append(Fact(f"KV cache block size {block_size}", block_row.source))
 
     order = _priority_list(prio_row, res, cc)
-    backends = attention["backends"]
+    backends = attention.backends
     ctx = {
         "head_size": res.head_size, "dtype": res.model_dtype, "kv": res.kv_cache_dtype,
-        "block_size": block_size if mode_row["validates_block_size"] in (True, "when_given") else None,
+        "block_size": block_size if mode_row.validates_block_size in (True, "when_given") else None,
         "use_mla": res.use_mla, "sink": res.has_sink, "sparse": res.use_sparse, "cc": cc,
         "qk_nope_head_dim": qk_nope,
     }
-    out = {"selection_mode": mode_row["mode"], "block_size": block_size, "forced_backend": forced, "forced_by": forced_by, "facts": facts}
+    out = {"selection_mode": mode_row.mode, "block_size": block_size, "forced_backend": forced, "forced_by": forced_by, "facts": facts}
 
-    if mode_row["mode"] == "legacy":
+    if mode_row.mode == "legacy":
         return out | _legacy_select(backends, order, ctx, version, forced)
     if block_size is None:
         return _with_backend_block_size(_validated_select(out, backends, order, ctx, version, forced, res), block_row, backends, version)
@@ -299,24 +299,24 @@ def _forced_mla_block_size(block_row, res: Resolution, family: int, qk_nope, giv
     adjusts_given = block_row.get("given_block_adjusted", False)
     if given_block is not None and not adjusts_given:
         return int(given_block), forced, forced_by
-    block_size = block_row["default"]
+    block_size = block_row.default
     if res.use_mla and not forced:
-        if family == 90 and block_row["mla_hopper"]:
-            block_size = block_row["mla_hopper"]
+        if family == 90 and block_row.mla_hopper:
+            block_size = block_row.mla_hopper
         elif family == 100 and not res.use_sparse:
-            if block_row["sm100_forces_flashinfer_mla"] and qk_nope == 128:
-                block_size = block_row["mla_family_100_flashinfer"]
+            if block_row.sm100_forces_flashinfer_mla and qk_nope == 128:
+                block_size = block_row.mla_family_100_flashinfer
                 forced, forced_by = "FLASHINFER_MLA", "vLLM's SM100 default (check_and_update_config)"
             else:
-                block_size = block_row["mla_family_100"]
+                block_size = block_row.mla_family_100
     elif res.use_mla and forced:
         # a forced MLA backend gets its own block size (check_and_update_config)
-        block_size = {"FLASHMLA": block_row["mla_hopper"], "CUTLASS_MLA": block_row["mla_family_100"],
-                      "FLASHINFER_MLA": block_row["mla_family_100_flashinfer"] or block_size}.get(forced, block_size)
+        block_size = {"FLASHMLA": block_row.mla_hopper, "CUTLASS_MLA": block_row.mla_family_100,
+                      "FLASHINFER_MLA": block_row.mla_family_100_flashinfer or block_size}.get(forced, block_size)
     if given_block is not None:
         # keep the operator's size when the forced MLA kernel takes it (a multiple; 32 for FlashInfer MLA)
         given = int(given_block)
-        takes_given = block_size == block_row["default"] or given % block_size == 0 or (forced == "FLASHINFER_MLA" and given == 32)
+        takes_given = block_size == block_row.default or given % block_size == 0 or (forced == "FLASHINFER_MLA" and given == 32)
         return (given if takes_given else int(block_size)), forced, forced_by
     return int(block_size), forced, forced_by
 
@@ -326,11 +326,11 @@ def _with_backend_block_size(out: dict, block_row, backends, version: str) -> di
     chosen = out.get("attention_backend")
     row = kb.row_for(backends.get(chosen, []), version) if chosen else None
     if row is None:
-        out["block_size"] = int(block_row["default"])
+        out["block_size"] = int(block_row.default)
         why = f"no backend chosen: the default {block_row['default']}" if chosen is None else f"no facts for {chosen}: the default {block_row['default']}"
         out["facts"].append(Fact(f"KV cache block size {block_row['default']} ({why})", block_row.source))
         return out
-    out["block_size"] = preferred_block_size(row.get("block_sizes") or [], int(block_row["default"]))
+    out["block_size"] = preferred_block_size(row.block_sizes or [], int(block_row.default))
     out["facts"].append(Fact(f"KV cache block size {out['block_size']}: {chosen}'s preferred size (default {block_row['default']})", block_row.source))
     return out
 
@@ -387,22 +387,22 @@ def _validated_select(out: dict, backends, order, ctx, version: str, forced, res
 
 def _priority_list(prio_row, res: Resolution, cc) -> list[str]:
     if not res.use_mla:
-        table = prio_row["non_mla"]
+        table = prio_row.non_mla
         return list(table["major_10"] if cc[0] == 10 else table["other"])
-    table = prio_row["mla"]
+    table = prio_row.mla
     if cc[0] == 10:
         # 0.19+: an fp8* KV cache puts FLASHINFER_MLA_SPARSE first, whatever the head count
-        fp8_order = prio_row.get("mla_major_10_fp8_kv")
+        fp8_order = prio_row.mla_major_10_fp8_kv
         if fp8_order and str(res.kv_cache_dtype).startswith("fp8"):
             return list(fp8_order)
-        few = prio_row.get("mla_major_10_few_heads")
+        few = prio_row.mla_major_10_few_heads
         spec_heads = res.extra.get("num_heads")
         return list(few if few and spec_heads is not None and spec_heads <= 16 else table["major_10"])
     if cc[0] == 12 and table.get("major_12"):
         return list(table["major_12"])
     order = list(table["other"])
-    if res.use_sparse and prio_row.get("mla_sparse"):
-        order = list(prio_row["mla_sparse"]) + order
+    if res.use_sparse and prio_row.mla_sparse:
+        order = list(prio_row.mla_sparse) + order
     return order
 
 
@@ -448,12 +448,12 @@ def _impl_error(row, ctx) -> str | None:
     if row is None:
         return None
     kv = str(ctx["kv"])
-    if kv.startswith("fp8") and row.get("impl_rejects_fp8"):
-        return row["impl_rejects_fp8"]
+    if kv.startswith("fp8") and row.impl_rejects_fp8:
+        return row.impl_rejects_fp8
     cc_int = ctx["cc"][0] * 10 + ctx["cc"][1]
-    if kv.startswith("fp8") and row.get("fp8_min_cc") and cc_int < row["fp8_min_cc"]:
+    if kv.startswith("fp8") and row.fp8_min_cc and cc_int < row.fp8_min_cc:
         return f"ValueError: native FP8 (fp8e4nv) requires SM{row['fp8_min_cc']}+ (this GPU is SM{cc_int})"
-    if kv in ("fp8", "fp8_e4m3") and row.get("fp8_e4m3_min_cc") and cc_int < row["fp8_e4m3_min_cc"]:
+    if kv in ("fp8", "fp8_e4m3") and row.fp8_e4m3_min_cc and cc_int < row.fp8_e4m3_min_cc:
         return (f"triton.CompilationError: type fp8e4nv not supported in this architecture "
                 f"(the KV cache write kernel needs SM{row['fp8_e4m3_min_cc']}+; this GPU is SM{cc_int})")
     return None
@@ -466,37 +466,37 @@ def validate(row, ctx) -> list[str]:
     family = cc[0] * 10
     head = ctx["head_size"]
     if head is not None:
-        rule = row.get("head_size_rule")
-        sizes = row.get("head_sizes")
+        rule = row.head_size_rule
+        sizes = row.head_sizes
         if rule:
             ok = (head % rule.get("multiple_of", 1) == 0) and head <= rule.get("max", 10**6) and head >= rule.get("min", 0)
         else:
             ok = not sizes or head in sizes
         if not ok:
             reasons.append("head_size not supported")
-    dtypes = row.get("dtypes") or ["float16", "bfloat16"]
+    dtypes = row.dtypes or ["float16", "bfloat16"]
     if ctx["dtype"] and ctx["dtype"] not in dtypes:
         reasons.append("dtype not supported")
     kv = ctx["kv"]
     if kv is not None:
-        allowed = list(row.get("kv_cache_dtypes") or [])
-        if kv.startswith("fp8") and family in (row.get("fp8_kv_families") or []):
+        allowed = list(row.kv_cache_dtypes or [])
+        if kv.startswith("fp8") and family in (row.fp8_kv_families or []):
             allowed.append(kv)
         if allowed and kv not in allowed:
             reasons.append("kv_cache_dtype not supported")
-    if ctx["block_size"] is not None and not _block_ok(row.get("block_sizes") or [], ctx["block_size"]):
+    if ctx["block_size"] is not None and not _block_ok(row.block_sizes or [], ctx["block_size"]):
         reasons.append("block_size not supported")
-    if ctx["use_mla"] != bool(row.get("mla")):
+    if ctx["use_mla"] != bool(row.mla):
         reasons.append("MLA not supported" if ctx["use_mla"] else "non-MLA not supported")
     if ctx["sink"]:
-        sinks = row.get("sink_families")
+        sinks = row.sink_families
         if not (sinks == "any" or (isinstance(sinks, list) and family in sinks)):
             reasons.append("sink setting not supported")
-    if ctx["sparse"] != bool(row.get("sparse")):
+    if ctx["sparse"] != bool(row.sparse):
         reasons.append("sparse not supported" if ctx["sparse"] else "non-sparse not supported")
-    if not cc_ok(row.get("compute_capability") or {"any": True}, cc):
+    if not cc_ok(row.compute_capability or {"any": True}, cc):
         reasons.append("compute capability not supported")
-    for combo in row.get("combination") or []:
+    for combo in row.combination or []:
         if "when_sparse" in combo and combo["when_sparse"] != ctx["sparse"]:
             continue
         if combo.get("when_sink") and not ctx["sink"]:
@@ -547,8 +547,8 @@ def _forced_backend(dep, version: str) -> tuple[str | None, str | None]:
     if isinstance(ac, dict) and ac.get("backend"):
         return str(ac["backend"]).upper(), "--attention-config"
     env_name = (dep.launch.shell.env or {}).get("VLLM_ATTENTION_BACKEND")
-    row = kb.row_for(kb.load_file(ENGINE, "attention")["forcing"], version)
-    if env_name and row is not None and row["env_honoured"]:
+    row = kb.row_for(kb.load_file(ENGINE, "attention").forcing, version)
+    if env_name and row is not None and row.env_honoured:
         return env_name.upper().removesuffix("_VLLM_V1"), "VLLM_ATTENTION_BACKEND"
     return None, None
 
@@ -573,11 +573,11 @@ def engine_quant_method(dep, cc: tuple[int, int] | None, version: str) -> str | 
             method = "modelopt_fp4" if (spec.quant.quant_algo or "").upper() == "NVFP4" else "modelopt"
     else:
         return None
-    overrides = kb.row_for(kb.load_file(ENGINE, "quantization")["marlin_overrides"], version)
-    if overrides and method in overrides["map"] and cc is not None:
-        marlin = overrides["map"][method]
-        mrow = kb.row_for(kb.load_file(ENGINE, "quantization")["methods"].get(marlin, []), version)
-        if mrow and cc[0] * 10 + cc[1] >= mrow["min_cc"]:
+    overrides = kb.row_for(kb.load_file(ENGINE, "quantization").marlin_overrides, version)
+    if overrides and method in overrides.map and cc is not None:
+        marlin = overrides.map[method]
+        mrow = kb.row_for(kb.load_file(ENGINE, "quantization").methods.get(marlin, []), version)
+        if mrow and cc[0] * 10 + cc[1] >= mrow.min_cc:
             method = marlin
     return method or None
 
@@ -589,33 +589,33 @@ def resolve_quant(dep, version: str, cc: tuple[int, int] | None, *, given: str |
     method = engine_quant_method(dep, cc, version)
     if method is None:
         return None
-    rows = kb.load_file(ENGINE, "quantization")["methods"].get(method, [])
+    rows = kb.load_file(ENGINE, "quantization").methods.get(method, [])
     row = (kb.row_for(rows, given) if given else None) or kb.row_for(rows, version)
     if row is None:
         return QuantKernels(method=method, supported=True, linear=None, source="")
     if cc is None:
-        return QuantKernels(method=method, min_cc=row["min_cc"], native_min_cc=row.get("native_min_cc"), source=row.source)
+        return QuantKernels(method=method, min_cc=row.min_cc, native_min_cc=row.native_min_cc, source=row.source)
     value = cc[0] * 10 + cc[1]
-    if value < row["min_cc"]:
+    if value < row.min_cc:
         return QuantKernels(
-            method=method, min_cc=row["min_cc"], native_min_cc=row.get("native_min_cc"), supported=False, source=row.source,
+            method=method, min_cc=row.min_cc, native_min_cc=row.native_min_cc, supported=False, source=row.source,
             error=f"The quantization method {method} is not supported for the current GPU. Minimum capability: {row['min_cc']}. Current capability: {value}.",
         )
-    native_min = row.get("native_min_cc")
+    native_min = row.native_min_cc
     if method == "compressed-tensors":
         scheme = (dep.spec.quant.quant_algo or "").lower() if dep.spec and dep.spec.quant else ""
-        native_min = next((v for k, v in row["scheme_native_min_cc"].items() if k in scheme), None)
-    families = row.get("native_families")
+        native_min = next((v for k, v in row.scheme_native_min_cc.items() if k in scheme), None)
+    families = row.native_families
     native = (native_min is None or value >= native_min) and (not families or cc[0] * 10 in families)
-    linear = "native" if native else row.get("fallback")
+    linear = "native" if native else row.fallback
     moe = None
     if dep.spec is not None and dep.spec.is_moe:
-        moe_families = row.get("moe_native_families")
+        moe_families = row.moe_native_families
         moe_native = native if moe_families is None else cc[0] * 10 in moe_families
-        moe = "native" if moe_native else (row.get("fallback") or "unsupported")
+        moe = "native" if moe_native else (row.fallback or "unsupported")
         native = native and moe_native
-    return QuantKernels(method=method, min_cc=row["min_cc"], native_min_cc=native_min, linear=linear, moe=moe,
-                        fallback=not native and bool(row.get("fallback")), supported=True, source=row.source)
+    return QuantKernels(method=method, min_cc=row.min_cc, native_min_cc=native_min, linear=linear, moe=moe,
+                        fallback=not native and bool(row.fallback), supported=True, source=row.source)
 
 
 # --- model facts ----------------------------------------------------------------------------

@@ -1,0 +1,58 @@
+"""The fields of each section of vLLM's fact files; knowledge.load_file checks rows against
+them once at load. A new field in a YAML row is declared here (a misspelt one is an error
+naming the file and the row). `versions` and `source` are on every row and not listed."""
+
+from servepilot.engines.knowledge import VALUE, KeyedRows, Rows
+
+SCHEMA = {
+    "architectures": {
+        "read": VALUE,
+        "source": VALUE,
+        "early": VALUE,
+        "architectures": VALUE,
+        "early_reads": VALUE,
+    },
+    "attention": {
+        "selection": Rows(("mode", "validates_block_size")),
+        "forcing": Rows(("env_deprecated", "env_honoured", "flag", "config_flag")),
+        "block_size": Rows(("default", "from_backend", "sm100_forces_flashinfer_mla", "given_block_adjusted",
+                            "mla_family_100", "mla_family_100_flashinfer", "mla_hopper")),
+        "priorities": Rows(("mla", "non_mla", "mla_major_10_few_heads", "mla_major_10_fp8_kv", "mla_sparse")),
+        "backends": KeyedRows(("block_sizes", "combination", "compute_capability", "kv_cache_dtypes", "mla",
+                               "sparse", "dtypes", "fp8_e4m3_min_cc", "fp8_min_cc", "fp8_kv_families", "head_size_rule",
+                               "head_sizes", "impl_rejects_fp8", "sink_families")),
+        "logits_soft_cap": Rows(("message", "needs_backend", "fa2_min_cc")),
+    },
+    "builds": {
+        "wheels": Rows(("archs", "cuda", "reported_missing", "reported_source")),
+    },
+    "config_types": {
+        "vllm_configs": Rows(("model_types",)),
+        "transformers_configs": Rows(("model_types",)),
+    },
+    "engine": {
+        "oldest_known": VALUE,
+        "newest_known": VALUE,
+        "read_releases": VALUE,
+        "hf_overrides": Rows(("flag", "replaces_whole_dict")),
+    },
+    "gpu_flags": {
+        "flags": Rows(("message", "option", "requires", "value")),
+    },
+    "kv_cache": {
+        "valid_dtypes": Rows(("values",)),
+        "modelopt_auto": Rows(("follows_checkpoint", "dict_rules", "string_map")),
+        "quant_config_source": Rows(("hf_quant_config_only_without_config_json",)),
+        "compressed_tensors_forces_fp8": Rows(("forces_on_auto", "forces_over_explicit")),
+        "sparse_mla_dtype_map": Rows(("after_selection", "bfloat16_to", "fp8_to")),
+        "dtype_bytes": VALUE,
+        "fp8_ds_mla_bytes_per_token_layer": VALUE,
+        "v1_fp8_kv_cache": Rows(("supported_cc_majors", "v1_default")),
+    },
+    "quantization": {
+        "methods": KeyedRows(("fallback", "min_cc", "fallback_constraints", "moe_native_families",
+                              "native_families", "native_min_cc", "scheme_native_min_cc")),
+        "marlin_overrides": Rows(("map",)),
+        "speed": Rows(("fp4_over_bf16", "fp8_over_bf16")),
+    },
+}
