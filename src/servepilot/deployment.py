@@ -25,6 +25,33 @@ class Deployment:
     def engine_version(self) -> str | None:
         return self.launch.engine_version
 
+    JSON_SCHEMA = "servepilot.deployment/1"
+
+    def to_json(self) -> dict:
+        """The JSON object of docs/json/deployment.md (the "schema" key is added by the CLI)."""
+        from servepilot.engines.cmdline import render_command
+        from servepilot.jsonable import to_jsonable
+
+        launch = self.launch
+        cluster = to_jsonable(self.cluster)
+        cluster["count"] = self.cluster.count
+        return to_jsonable({
+            "engine": launch.engine,
+            "engine_version": launch.engine_version,
+            "engine_version_source": self.extra.get("engine_version_source"),
+            "program": launch.program,
+            "model": launch.model,
+            "options": launch.options,
+            "explicit": sorted(launch.explicit),
+            "unknown_flags": list(launch.unknown_flags),
+            "config_file": launch.config_file,
+            "shell": launch.shell,
+            "command": render_command(launch),
+            "spec": self.spec,
+            "cluster": cluster,
+            "notes": list(self.notes),
+        })
+
 
 def build_deployment(
     command: list[str] | str | None = None,

@@ -64,6 +64,40 @@ class FixPlan:
     def has_errors(self) -> bool:
         return any(o.severity == "error" for o in self.options)
 
+    JSON_SCHEMA = "servepilot.fix/1"
+
+    def to_json(self, result: FixResult | None = None, *, written: str | None = None, dry_run: bool = False) -> dict:
+        """The JSON object of docs/json/fix.md (after "schema"), for this plan and, once it
+        ran, its result; `written`: where --write put the script."""
+        from servepilot.jsonable import to_jsonable
+
+        overlay = None
+        if self.overlay is not None:
+            overlay = {
+                "path": str(self.overlay.dest),
+                "action": self.overlay.action,
+                "placement": self.overlay.placement,
+                "original": str(self.overlay.original),
+                "patched": [p.path for p in self.overlay.patched],
+                "link_count": self.overlay.link_count,
+                "built": result is not None,
+                "leftovers": list(self.overlay.leftovers),
+            }
+        return to_jsonable({
+            "applied": self.chosen,
+            "remedy": self.remedy,
+            "dry_run": dry_run,
+            "old_command": self.old_command,
+            "new_command": self.new_command,
+            "overlay": overlay,
+            "pip_command": self.pip_command,
+            "new_verdict": result.new_verdict if result else None,
+            "new_findings": result.new_findings if result else [],
+            "new_resolved": result.new_resolved if result else {},
+            "written": written,
+            "options": self.options,
+        })
+
     def execute(self, measurements=None) -> FixResult:
         """Build the overlay (if any) and re-check the new command.
 

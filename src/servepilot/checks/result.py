@@ -59,6 +59,20 @@ class CheckResult:
     notes: tuple[str, ...] = ()
     resolution: object = field(default=None, metadata={"json": False})
 
+    JSON_SCHEMA = "servepilot.check/1"
+
+    def to_json(self) -> dict:
+        """The JSON object of docs/json/check.md, without the "schema" key (the CLI adds it)."""
+        from servepilot.jsonable import to_jsonable
+
+        return to_jsonable({
+            "verdict": self.verdict,
+            "findings": list(self.findings),
+            "resolved": self.resolved,
+            "plan": self.plan,
+            "notes": list(self.notes),
+        })
+
     @property
     def errors(self) -> tuple[Finding, ...]:
         return tuple(f for f in self.findings if f.severity == "error")

@@ -11,7 +11,6 @@ from servepilot.cli.common import (
     multinode_options,
 )
 
-CHECK_SCHEMA = "servepilot.check/1"
 EXPLAIN_SCHEMA = "servepilot.explain/1"
 _SEVERITY_STYLE = {"error": "red", "warning": "yellow", "info": "cyan"}
 _VERDICT_STYLE = {"fail": "red", "warn": "yellow", "pass": "green"}
@@ -44,21 +43,10 @@ def check(command, gpu, engine_version, command_file, nodes, ray_address, as_jso
     if as_json:
         from servepilot.cli.output import emit_json
 
-        emit_json(CHECK_SCHEMA, payload(result))
+        emit_json(result.JSON_SCHEMA, result.to_json())
     else:
         render(result)
     return 1 if result.verdict == "fail" else 0
-
-
-def payload(result) -> dict:
-    """The JSON object of docs/json/check.md, without the schema key."""
-    return {
-        "verdict": result.verdict,
-        "findings": list(result.findings),
-        "resolved": result.resolved,
-        "plan": result.plan,
-        "notes": list(result.notes),
-    }
 
 
 def render(result) -> None:

@@ -12,8 +12,6 @@ from servepilot.cli.common import (
     multinode_options,
 )
 
-SCHEMA = "servepilot.deployment/1"
-
 # Options shown in the text view (when the command or its defaults set them), in this order.
 KEY_OPTIONS = {
     "vllm": ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "enable_expert_parallel",
@@ -49,41 +47,10 @@ def deployment(command, gpu, engine_version, command_file, nodes, ray_address, a
     if as_json:
         from servepilot.cli.output import emit_json
 
-        emit_json(SCHEMA, payload(d))
+        emit_json(d.JSON_SCHEMA, d.to_json())
     else:
         render_text(d)
     return 0
-
-
-def payload(d) -> dict:
-    """The JSON object of docs/json/deployment.md (the "schema" key is added by emit_json)."""
-    from servepilot.engines.cmdline import render_command
-
-    launch = d.launch
-    return {
-        "engine": launch.engine,
-        "engine_version": launch.engine_version,
-        "engine_version_source": d.extra.get("engine_version_source"),
-        "program": launch.program,
-        "model": launch.model,
-        "options": launch.options,
-        "explicit": sorted(launch.explicit),
-        "unknown_flags": list(launch.unknown_flags),
-        "config_file": launch.config_file,
-        "shell": launch.shell,
-        "command": render_command(launch),
-        "spec": d.spec,
-        "cluster": _cluster_payload(d.cluster),
-        "notes": list(d.notes),
-    }
-
-
-def _cluster_payload(cluster) -> dict:
-    from servepilot.jsonable import to_jsonable
-
-    out = to_jsonable(cluster)
-    out["count"] = cluster.count
-    return out
 
 
 def _spec_line(spec) -> str:

@@ -61,43 +61,14 @@ def fix(remedy_number, finding_code, write_path, dest, replace, dry_run, gpu, en
     if result is not None and write_path:
         note = f"{plan.chosen.finding} remedy {plan.chosen.number} ({plan.chosen.change})"
         written = str(write_script(write_path, result.new_command, note=note))
-    payload = _fix_payload(plan, result, written, dry_run)
+    payload = plan.to_json(result, written=written, dry_run=dry_run)
     if as_json:
         from servepilot.cli.output import emit_json
 
-        emit_json("servepilot.fix/1", payload)
+        emit_json(plan.JSON_SCHEMA, payload)
     else:
         _render_fix(plan, payload)
     return 1 if payload["new_verdict"] == "fail" else 0
-
-
-def _fix_payload(plan, result, written, dry_run) -> dict:
-    overlay = None
-    if plan.overlay is not None:
-        overlay = {
-            "path": str(plan.overlay.dest),
-            "action": plan.overlay.action,
-            "placement": plan.overlay.placement,
-            "original": str(plan.overlay.original),
-            "patched": [p.path for p in plan.overlay.patched],
-            "link_count": plan.overlay.link_count,
-            "built": result is not None,
-            "leftovers": list(plan.overlay.leftovers),
-        }
-    return {
-        "applied": _as_dict(plan.chosen),
-        "remedy": _as_dict(plan.remedy),
-        "dry_run": dry_run,
-        "old_command": plan.old_command,
-        "new_command": plan.new_command,
-        "overlay": overlay,
-        "pip_command": plan.pip_command,
-        "new_verdict": result.new_verdict if result else None,
-        "new_findings": _as_dict(result.new_findings) if result else [],
-        "new_resolved": _as_dict(result.new_resolved) if result else {},
-        "written": written,
-        "options": _as_dict(plan.options),
-    }
 
 
 def _render_fix(plan, payload: dict) -> None:
@@ -146,7 +117,7 @@ def _render_no_choice(plan, as_json: bool) -> None:
     if as_json:
         from servepilot.cli.output import emit_json
 
-        emit_json("servepilot.fix/1", _fix_payload(plan, None, None, dry_run=False))  # every key None or empty
+        emit_json(plan.JSON_SCHEMA, plan.to_json(None, written=None, dry_run=False))  # every key None or empty
         return
     if not plan.has_errors:
         click.echo("nothing to fix: the check found no errors")

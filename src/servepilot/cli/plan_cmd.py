@@ -17,7 +17,6 @@ from servepilot.cli.common import (
     multinode_options,
 )
 
-SCHEMA = "servepilot.plan/1"
 BAR_WIDTH = 40
 # (part, character, rich style): weights, runtime (activations, non-torch, graphs, driver), KV, free.
 BAR_PARTS = (("weights", "█", "cyan"), ("runtime", "▓", "yellow"), ("kv", "▒", "green"), ("free", "░", "bright_black"))
@@ -62,20 +61,10 @@ def plan(command, gpu, engine_version, command_file, nodes, ray_address, tp_size
     if as_json:
         from servepilot.cli.output import emit_json
 
-        emit_json(SCHEMA, payload(result))
+        emit_json(result.JSON_SCHEMA, result.to_json())
     else:
         render_text(result)
     return 0 if result.ok else 1
-
-
-def payload(result) -> dict:
-    """The --json object (after "schema"): every MemoryPlan field, plus `ok` and `summary`."""
-    from servepilot.jsonable import to_jsonable
-
-    body = to_jsonable(result)
-    body["ok"] = result.ok
-    body["summary"] = result.summary()
-    return body
 
 
 def bar(row, width: int = BAR_WIDTH) -> list[tuple[str, str]]:

@@ -92,6 +92,17 @@ class MemoryPlan:
     def ok(self) -> bool:
         return self.fits and self.weights_fit
 
+    JSON_SCHEMA = "servepilot.plan/1"
+
+    def to_json(self) -> dict:
+        """The JSON object of docs/json/plan.md (after "schema"): every field, `ok` and `summary`."""
+        from servepilot.jsonable import to_jsonable
+
+        body = to_jsonable(self)
+        body["ok"] = self.ok
+        body["summary"] = self.summary()
+        return body
+
     def summary(self) -> dict:
         """The compact form `check --json` carries under "plan"."""
         return {
