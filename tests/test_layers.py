@@ -78,3 +78,15 @@ def test_the_check_itself_sees_an_upward_import(tmp_path, monkeypatch):
         assert layer_violations() == ["engines/bad.py:1 imports servepilot.checks.registry"]
     finally:
         PACKAGE = saved
+
+
+def test_rules_read_the_resolution_not_the_fact_files():
+    # engines/resolution.py promises that rules never re-derive engine behaviour: the fact
+    # files are read in engines/ (resolve.py, release.py) and reach the rules as the Resolution.
+    offenders = []
+    for path in sorted((PACKAGE / "checks" / "rules").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr in ("load_file", "rows_for", "row_for"):
+                offenders.append(f"{path.name}:{node.lineno} {node.attr}")
+    assert offenders == []

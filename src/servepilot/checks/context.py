@@ -25,7 +25,9 @@ class CheckContext:
 
     @cached_property
     def resolution(self):
-        return self.resolver.resolve(self.dep)
+        from servepilot.engines.registry import engine_record
+
+        return engine_record(self.dep.engine).resolve(self.dep)
 
     @cached_property
     def plan(self):

@@ -50,6 +50,13 @@ class EngineRecord:
     def logs(self) -> ModuleType:
         return self.module("logs")
 
+    def resolve(self, dep):
+        """The engine's Resolution of `dep`, with its ReleaseFacts (the rows rules read)."""
+        import dataclasses
+
+        res = self.resolver.resolve(dep)
+        return dataclasses.replace(res, release=self.module("release").release_facts(dep, res))
+
     @property
     def knowledge_package(self) -> str:
         return f"servepilot.engines.{self.package}.knowledge"

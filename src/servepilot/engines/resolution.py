@@ -45,6 +45,28 @@ class QuantKernels:
 
 
 @dataclass(frozen=True)
+class ReleaseFacts:
+    """What the engine release itself carries, beyond its choices for this deployment, as the
+    typed knowledge rows that hold for it (engines/<engine>/release.py fills this in): rules
+    read these instead of the fact files. Rows are engines.knowledge.KnowledgeRow records.
+
+    `version` is the release as the operator gave it (rules about old releases judge that one,
+    not the resolver's, which clamps old releases to the oldest one read)."""
+
+    version: str | None = None
+    build_archs: tuple | None = None  # (archs, source, "vLLM 0.16.0's wheel") of the build that runs
+    wheel: object = None  # the builds row of this release (vLLM: reported_missing, reported_source)
+    wheels: tuple = ()  # every builds row, oldest range first (for an upgrade that covers a GPU)
+    gpu_flags: tuple = ()  # options that need a GPU generation, for the resolved release
+    backend_forcing: object = None  # how the resolved release takes a forced attention backend
+    logits_soft_cap: object = None  # which backend soft-capped attention needs (old releases)
+    v1_fp8_kv_cache: object = None  # FP8 KV cache on the V1 engine (0.7-0.9)
+    quant_speed: object = None  # native low-precision GEMM speed-ups over 16-bit (hardware ratios)
+    architecture: tuple | None = None  # (status, first release) of the model's first architecture
+    config_types: frozenset = frozenset()  # model_types the engine and transformers have configs for
+
+
+@dataclass(frozen=True)
 class Resolution:
     engine: str
     engine_version: str | None
@@ -72,6 +94,7 @@ class Resolution:
     facts: tuple[Fact, ...] = ()  # the knowledge rows used, with sources
     notes: tuple[str, ...] = ()  # what could not be known, in words
     extra: dict = field(default_factory=dict)
+    release: ReleaseFacts = field(default_factory=ReleaseFacts)  # set by EngineRecord.resolve
 
     @property
     def fails(self) -> bool:

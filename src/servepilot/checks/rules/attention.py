@@ -101,15 +101,13 @@ def _backend_source(res, name: str) -> str:
     engines=("vllm",),
 )
 def soft_cap_backend(dep, ctx) -> list[Finding]:
-    from servepilot.engines import knowledge as kb
-
     spec = dep.spec
     version = dep.engine_version  # as given: these releases predate the ones the resolver reads
     if spec is None or version is None:
         return []
     cfg = spec.text_config or spec.config or {}
     cap = next((cfg.get(k) for k in ("attn_logit_softcapping", "final_logit_softcapping") if cfg.get(k)), None)
-    row = kb.row_for(kb.load_file("vllm", "attention").logits_soft_cap, version)
+    row = ctx.resolution.release.logits_soft_cap
     if cap is None or row is None:
         return []
     env_backend = str((dep.launch.shell.env or {}).get("VLLM_ATTENTION_BACKEND", "")).upper()
@@ -141,13 +139,11 @@ def soft_cap_backend(dep, ctx) -> list[Finding]:
     engines=("vllm",),
 )
 def attention_env_ignored(dep, ctx) -> list[Finding]:
-    from servepilot.engines import knowledge as kb
-
     value = (dep.launch.shell.env or {}).get("VLLM_ATTENTION_BACKEND")
     res = ctx.resolution
     if not value or res.engine_version is None:
         return []
-    row = kb.row_for(kb.load_file("vllm", "attention").forcing, res.engine_version)
+    row = res.release.backend_forcing
     if row is None or (row.env_honoured and not row.env_deprecated):
         return []
     flag = row.flag or "--attention-backend"
@@ -229,13 +225,11 @@ def llamacpp_v_cache(dep, ctx) -> list[Finding]:
     engines=("vllm",),
 )
 def v1_fp8_kv_cache(dep, ctx) -> list[Finding]:
-    from servepilot.engines import knowledge as kb
-
     version = dep.engine_version or ctx.resolution.engine_version
     kv = str(dep.launch.get("kv_cache_dtype") or "auto")
     if version is None or not kv.startswith("fp8"):
         return []
-    fact = kb.row_for(kb.load_file("vllm", "kv_cache").v1_fp8_kv_cache, version)
+    fact = ctx.resolution.release.v1_fp8_kv_cache
     env = dep.launch.shell.env or {}
     if fact is None or str(env.get("VLLM_USE_V1", "")).strip() not in ("1", "true", "True"):
         return []  # V1 not asked for: 0.7 runs V0, 0.8-0.9 fall back to V0 by themselves

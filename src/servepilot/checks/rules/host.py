@@ -113,7 +113,7 @@ def torch_arch(dep, ctx) -> list[Finding]:
 def engine_build_archs(dep, ctx) -> list[Finding]:
     if dep.cluster.torch_cuda_arch_list:
         return []  # probed: SP-CUDA-001 judges the installed torch itself
-    built = _engine_archs(dep, ctx)
+    built = ctx.resolution.release.build_archs
     if built is None:
         return []
     archs, source, what = built
@@ -126,7 +126,7 @@ def engine_build_archs(dep, ctx) -> list[Finding]:
             out += _reported_gap(dep, ctx, g, what)
             continue
         remedies = []
-        upgrade = _upgrade_for(dep, g.compute_capability)
+        upgrade = _upgrade_for(dep, ctx, g.compute_capability)
         if upgrade:
             remedies.append(Remedy("upgrade", f"pip install '{upgrade[0]}{upgrade[1]}'", f"the first {upgrade[0]} release whose wheels carry sm_{g.cc_int} kernels",
                                    {"upgrade": {"package": upgrade[0], "specifier": upgrade[1]}}))
@@ -141,13 +141,8 @@ def engine_build_archs(dep, ctx) -> list[Finding]:
 
 def _reported_gap(dep, ctx, g, what) -> list[Finding]:
     """A warning where the build lists the GPU's architecture but its users reported no kernel image."""
-    from servepilot.engines import knowledge as kb
-
-    version = _engine_version(dep, ctx)
-    if dep.engine != "vllm" or version is None:
-        return []
-    row = kb.row_for(kb.load_file("vllm", "builds").wheels, version)
-    if row is None or g.cc_str not in (row.reported_missing or ()):
+    row = ctx.resolution.release.wheel
+    if dep.engine != "vllm" or row is None or g.cc_str not in (row.reported_missing or ()):
         return []
     return [Finding("SP-CUDA-003", "cuda_driver_arch", "warning", f"{what} was reported to have no kernels for sm_{g.cc_int} ({g.name})",
                     f"{what} lists compute capability {g.cc_str} in its build, yet users of the prebuilt wheel and image of these releases "
@@ -166,42 +161,11 @@ def runs_on(cc: tuple[int, int], archs) -> bool:
     return False
 
 
-def _engine_version(dep, ctx) -> str | None:
-    # the version as given, not the resolver's (which clamps old releases to the oldest read one)
-    return dep.launch.engine_version or ctx.resolution.engine_version
-
-
-def _engine_archs(dep, ctx):
-    """(archs, source, what) of the engine build the command runs, or None when not known."""
-    from servepilot.engines import knowledge as kb
-    from servepilot.engines.progname import basename
-
-    if dep.engine == "llama.cpp":
-        row = kb.load_file("llamacpp", "builds").old_programs
-        program = basename(dep.launch.argv[0]) if dep.launch.argv else ""
-        if program not in row["programs"]:
-            return None
-        return tuple(row["archs"]), row["source"], f"a llama.cpp build of the `{program}` era"
-    version = _engine_version(dep, ctx)
-    if version is None:
-        return None
-    name = {"vllm": "vllm", "sglang": "sglang"}.get(dep.engine)
-    if name is None:
-        return None
-    row = kb.row_for(kb.load_file(name, "builds").wheels, version)
-    if row is None:
-        return None
-    what = {"vllm": f"vLLM {version}'s wheel", "sglang": f"SGLang {version}'s sgl-kernel"}[name]
-    return tuple(row.archs), row.source, what
-
-
-def _upgrade_for(dep, cc) -> tuple[str, str] | None:
+def _upgrade_for(dep, ctx, cc) -> tuple[str, str] | None:
     """The first release range whose wheels cover `cc`, for an upgrade remedy."""
-    from servepilot.engines import knowledge as kb
-
     if dep.engine != "vllm":
         return None
-    for row in kb.load_file("vllm", "builds").wheels:
+    for row in ctx.resolution.release.wheels:
         reported = f"{cc[0]}.{cc[1]}" in (row.reported_missing or ())
         if runs_on(cc, row.archs) and not reported and str(row.versions).startswith(">="):
             return "vllm", str(row.versions).split(",")[0]
@@ -269,14 +233,13 @@ def nccl_settings(dep, ctx) -> list[Finding]:
     engines=("vllm",),
 )
 def gpu_generation_flags(dep, ctx) -> list[Finding]:
-    from servepilot.engines import knowledge as kb
     from servepilot.engines.vllm.resolve import cc_ok
 
     res = ctx.resolution
     if res.gpu_cc is None or res.engine_version is None:
         return []
     out = []
-    for row in kb.rows_for(kb.load_file("vllm", "gpu_flags").flags, res.engine_version):
+    for row in res.release.gpu_flags:
         value = _option(dep.launch.options, row.option)
         if value is None or str(value).lower() != str(row.value).lower() or cc_ok(row.requires, res.gpu_cc):
             continue

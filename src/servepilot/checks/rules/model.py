@@ -8,65 +8,6 @@ from servepilot.checks.registry import rule
 ARCH_KNOWLEDGE = "servepilot/engines/vllm/knowledge/architectures.yaml"
 
 
-def _arch_status(arch: str, version: str) -> tuple[str, str | None]:
-    """("native" | "absent" | "unknown", the first release read that has it)."""
-    from packaging.version import Version
-
-    from servepilot.engines import knowledge as kb
-
-    data = kb.load_file("vllm", "architectures")
-    row = data["architectures"].get(arch)
-    v = Version(kb.release_of(version))
-    newest_read = Version(data["read"][-1])
-    if v < Version(data["read"][0]):
-        # older than the first registry read: the release notes' first release, else the old reads
-        early = data["early"]["since"].get(arch)
-        if early is not None:
-            return ("native" if v >= Version(early) else "absent"), early
-        return _old_read_status(data.get("early_reads") or {}, arch, v, known_later=row is not None)
-    if row is None:
-        return ("absent" if v <= newest_read else "unknown"), None
-    since = Version(row["since"])
-    if row.get("removed_in") and v >= Version(row["removed_in"]):
-        return "absent", row["since"]
-    if v >= since:
-        return "native", row["since"]
-    if row.get("absent_in") and v <= Version(row["absent_in"]):
-        return "absent", row["since"]
-    if not row.get("absent_in"):
-        return "absent", row["since"]
-    return "unknown", row["since"]
-
-
-def _old_read_status(reads: dict, arch: str, v, *, known_later: bool) -> tuple[str, str | None]:
-    """Status on a release older than 0.10.0 from the registries read there (early_reads)."""
-    from packaging.version import Version
-
-    order = [Version(r) for r in reads.get("read") or ()]
-    if not order:
-        return ("absent" if not known_later else "unknown"), None
-    row = (reads.get("architectures") or {}).get(arch)
-    if row is None:
-        # in no old registry read: absent up to the newest old read; unknown past it
-        return ("absent" if v <= order[-1] else "unknown"), None
-    since = Version(row["since"])
-    if row.get("removed_in") and v >= Version(row["removed_in"]):
-        return "absent", row["since"]
-    if v < since:
-        if row.get("absent_in") and v <= Version(row["absent_in"]):
-            return "absent", row["since"]
-        return "unknown", row["since"]  # between two reads, or before the first one
-    for gap in row.get("absent_also_in") or ():
-        g = Version(gap)
-        before = max((r for r in order if r < g), default=None)
-        after = min((r for r in order if r > g), default=None)
-        if v == g:
-            return "absent", row["since"]
-        if (before is None or v > before) and (after is None or v < after):
-            return "unknown", row["since"]
-    return "native", row["since"]
-
-
 @rule(
     "SP-ARCH-001", "unsupported_arch", "Architecture not served by this engine version",
     facts=("vLLM serves the architectures in its model registry; others raise \"Model architectures [...] are not supported for now\" unless the Transformers backend can run the model.",
@@ -82,7 +23,7 @@ def architecture_known(dep, ctx) -> list[Finding]:
     arch = spec.architectures[0]
     # the version as given: the resolver clamps releases older than the first one read to it
     version = dep.engine_version or version
-    status, since = _arch_status(arch, version)
+    status, since = ctx.resolution.release.architecture
     custom = spec.custom_code is not None and bool(spec.custom_code.auto_map)
     if status == "native":
         return []
@@ -160,22 +101,7 @@ def _needs_remote_code(dep, ctx) -> bool:
     model_type = spec.model_type
     if model_type is None:
         return True
-    if dep.engine != "vllm":
-        return model_type not in _transformers_types()
-    return model_type not in known_config_types(ctx.resolution.engine_version or "0.18.0")
-
-
-def _transformers_types() -> frozenset:
-    from servepilot.engines import knowledge as kb
-
-    return frozenset(kb.load_file("vllm", "config_types").transformers_configs[0].model_types)
-
-
-def known_config_types(version: str) -> frozenset:
-    from servepilot.engines import knowledge as kb
-
-    row = kb.row_for(kb.load_file("vllm", "config_types").vllm_configs, version)
-    return _transformers_types() | frozenset(row.model_types if row else ())
+    return model_type not in ctx.resolution.release.config_types
 
 
 def derived_max_len(spec) -> tuple[int | None, str]:

@@ -36,13 +36,11 @@ def quant_unsupported(dep, ctx) -> list[Finding]:
     engines=(),
 )
 def quant_fallback(dep, ctx) -> list[Finding]:
-    from servepilot.engines import knowledge as kb
-
     res = ctx.resolution
     q = res.quant
     if q is None or not q.supported or not q.fallback:
         return []
-    speed = kb.row_for(kb.load_file("vllm", "quantization").speed, "0.18.0")  # hardware ratios, not engine facts
+    speed = res.release.quant_speed  # hardware ratios, not engine facts
     ratio = speed.fp4_over_bf16 if "fp4" in q.method or "mxfp4" in q.method else speed.fp8_over_bf16
     parts = [f"linear: {q.linear}"] + ([f"MoE experts: {q.moe}"] if q.moe else [])
     findings = [Finding("SP-QUANT-002", "quantization_support", "warning", f"{q.method} runs weight-only (Marlin) on compute capability {res.gpu_cc[0]}.{res.gpu_cc[1]}",

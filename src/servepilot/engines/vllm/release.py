@@ -1,0 +1,112 @@
+"""What a vLLM release carries beyond its choices for one deployment (see ReleaseFacts):
+its wheels' kernel architectures, options that need a GPU generation, how it takes a forced
+attention backend, soft-capping and V1 FP8 KV support of old releases, its model registry and
+config classes. The rules read these from the Resolution, never from the fact files."""
+
+from __future__ import annotations
+
+from servepilot.engines import knowledge as kb
+from servepilot.engines.resolution import ReleaseFacts
+
+
+def release_facts(dep, res) -> ReleaseFacts:
+    # the version as given: the resolver clamps releases older than the first one read to it
+    given = dep.engine_version
+    version = given or res.engine_version
+    builds = kb.load_file("vllm", "builds").wheels
+    wheel = kb.row_for(builds, version) if version else None
+    spec = dep.spec
+    architecture = None
+    if spec is not None and spec.architectures and res.engine_version is not None and version:
+        architecture = architecture_status(spec.architectures[0], version)
+    return ReleaseFacts(
+        version=version,
+        build_archs=(tuple(wheel.archs), wheel.source, f"vLLM {version}'s wheel") if wheel else None,
+        wheel=wheel,
+        wheels=builds,
+        gpu_flags=tuple(kb.rows_for(kb.load_file("vllm", "gpu_flags").flags, res.engine_version)) if res.engine_version else (),
+        backend_forcing=kb.row_for(kb.load_file("vllm", "attention").forcing, res.engine_version) if res.engine_version else None,
+        logits_soft_cap=kb.row_for(kb.load_file("vllm", "attention").logits_soft_cap, given) if given else None,
+        v1_fp8_kv_cache=kb.row_for(kb.load_file("vllm", "kv_cache").v1_fp8_kv_cache, version) if version else None,
+        quant_speed=quant_speed(),
+        architecture=architecture,
+        config_types=known_config_types(res.engine_version or "0.18.0"),
+    )
+
+
+def quant_speed():
+    """Peak tensor-core speed-ups of native FP8/FP4 GEMMs over 16-bit: hardware ratios, not
+    engine facts, so one row serves every release."""
+    return kb.row_for(kb.load_file("vllm", "quantization").speed, "0.18.0")
+
+
+# ---- the model registry (architectures.yaml) ----------------------------------------------
+
+
+def architecture_status(arch: str, version: str) -> tuple[str, str | None]:
+    """("native" | "absent" | "unknown", the first release read that has it)."""
+    from packaging.version import Version
+
+    data = kb.load_file("vllm", "architectures")
+    row = data["architectures"].get(arch)
+    v = Version(kb.release_of(version))
+    newest_read = Version(data["read"][-1])
+    if v < Version(data["read"][0]):
+        # older than the first registry read: the release notes' first release, else the old reads
+        early = data["early"]["since"].get(arch)
+        if early is not None:
+            return ("native" if v >= Version(early) else "absent"), early
+        return _old_read_status(data.get("early_reads") or {}, arch, v, known_later=row is not None)
+    if row is None:
+        return ("absent" if v <= newest_read else "unknown"), None
+    since = Version(row["since"])
+    if row.get("removed_in") and v >= Version(row["removed_in"]):
+        return "absent", row["since"]
+    if v >= since:
+        return "native", row["since"]
+    if row.get("absent_in") and v <= Version(row["absent_in"]):
+        return "absent", row["since"]
+    if not row.get("absent_in"):
+        return "absent", row["since"]
+    return "unknown", row["since"]
+
+
+def _old_read_status(reads: dict, arch: str, v, *, known_later: bool) -> tuple[str, str | None]:
+    """Status on a release older than 0.10.0 from the registries read there (early_reads)."""
+    from packaging.version import Version
+
+    order = [Version(r) for r in reads.get("read") or ()]
+    if not order:
+        return ("absent" if not known_later else "unknown"), None
+    row = (reads.get("architectures") or {}).get(arch)
+    if row is None:
+        # in no old registry read: absent up to the newest old read; unknown past it
+        return ("absent" if v <= order[-1] else "unknown"), None
+    since = Version(row["since"])
+    if row.get("removed_in") and v >= Version(row["removed_in"]):
+        return "absent", row["since"]
+    if v < since:
+        if row.get("absent_in") and v <= Version(row["absent_in"]):
+            return "absent", row["since"]
+        return "unknown", row["since"]  # between two reads, or before the first one
+    for gap in row.get("absent_also_in") or ():
+        g = Version(gap)
+        before = max((r for r in order if r < g), default=None)
+        after = min((r for r in order if r > g), default=None)
+        if v == g:
+            return "absent", row["since"]
+        if (before is None or v > before) and (after is None or v < after):
+            return "unknown", row["since"]
+    return "native", row["since"]
+
+
+# ---- config classes (config_types.yaml) ----------------------------------------------------
+
+
+def transformers_config_types() -> frozenset:
+    return frozenset(kb.load_file("vllm", "config_types").transformers_configs[0].model_types)
+
+
+def known_config_types(version: str) -> frozenset:
+    row = kb.row_for(kb.load_file("vllm", "config_types").vllm_configs, version)
+    return transformers_config_types() | frozenset(row.model_types if row else ())
