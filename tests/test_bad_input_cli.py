@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from servepilot.cli.main import main
-from servepilot.engines.launch import EngineLaunch
+from servepilot.engines.command import EngineLaunch
 from servepilot.errors import CommandLineError
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

@@ -13,7 +13,7 @@ import pytest
 from servepilot.checks.finding import Finding, Remedy
 from servepilot.cli.main import main
 from servepilot.deployment import Deployment
-from servepilot.engines.launch import EngineLaunch, ShellContext
+from servepilot.engines.command import EngineLaunch, ShellContext
 from servepilot.errors import BadInput
 from servepilot.fix import choose_remedy, remedy_options, served_model_name
 from servepilot.hardware.cluster import Cluster

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from servepilot.checkpoint.spec import ModelSpec
-from servepilot.engines.launch import EngineLaunch
+from servepilot.engines.command import EngineLaunch
 from servepilot.hardware.cluster import Cluster
 
 

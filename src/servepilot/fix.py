@@ -13,7 +13,7 @@ from pathlib import Path
 
 from servepilot.checks.finding import Finding, Remedy
 from servepilot.deployment import Deployment
-from servepilot.engines.launch import EngineLaunch
+from servepilot.engines.command import EngineLaunch
 from servepilot.errors import BadInput
 from servepilot.overlay.build import OverlayPlan
 

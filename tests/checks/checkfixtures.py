@@ -11,7 +11,7 @@ from pathlib import Path
 
 from servepilot.checkpoint.inspect import inspect_path
 from servepilot.deployment import Deployment
-from servepilot.engines.launch import EngineLaunch, ShellContext
+from servepilot.engines.command import EngineLaunch, ShellContext
 from servepilot.hardware.cluster import Cluster, Gpu
 
 GIB = 2**30

@@ -7,7 +7,7 @@ import json
 from servepilot.checkpoint.inspect import inspect_path
 from servepilot.checks import run_checks
 from servepilot.deployment import Deployment
-from servepilot.engines.launch import EngineLaunch
+from servepilot.engines.command import EngineLaunch
 from servepilot.engines.llamacpp.resolve import resolve as resolve_llamacpp
 from servepilot.engines.sglang.resolve import resolve as resolve_sglang
 from servepilot.hardware.cluster import Cluster, Gpu

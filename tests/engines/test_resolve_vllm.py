@@ -9,7 +9,7 @@ import pytest
 
 from servepilot.checkpoint.inspect import inspect_path
 from servepilot.deployment import Deployment
-from servepilot.engines.launch import EngineLaunch, ShellContext
+from servepilot.engines.command import EngineLaunch, ShellContext
 from servepilot.engines.vllm.resolve import resolve, resolve_with
 from servepilot.hardware.cluster import Cluster, Gpu
 

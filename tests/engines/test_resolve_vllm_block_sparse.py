@@ -7,7 +7,7 @@ from pathlib import Path
 
 from servepilot.checkpoint.inspect import inspect_path
 from servepilot.deployment import Deployment
-from servepilot.engines.launch import EngineLaunch, ShellContext
+from servepilot.engines.command import EngineLaunch, ShellContext
 from servepilot.engines.vllm.resolve import preferred_block_size, resolve
 from servepilot.hardware.cluster import Cluster, Gpu
 

@@ -10,7 +10,7 @@ import pytest
 
 from servepilot.checkpoint.spec import AttentionSpec, ModelSpec, MoESpec, TensorInfo, WeightsInfo
 from servepilot.deployment import Deployment
-from servepilot.engines.launch import EngineLaunch, ShellContext
+from servepilot.engines.command import EngineLaunch, ShellContext
 from servepilot.hardware.cluster import Cluster, Gpu
 
 GiB = 1 << 30

@@ -5,16 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from servepilot.categories import REMEDY_KINDS, check_category
+from servepilot.engines.resolution import Evidence  # one class for a fact and its source
+
+__all__ = ["Evidence", "Finding", "Remedy", "REMEDY_KINDS", "SEVERITIES"]
 
 SEVERITIES = ("error", "warning", "info")
-
-
-@dataclass(frozen=True)
-class Evidence:
-    """One fact a finding rests on, with where it came from."""
-
-    fact: str  # "config.json quantization_config.kv_cache_scheme = {num_bits: 8, type: float}"
-    source: str  # "examples/kimi/config.json" or "vllm/platforms/cuda.py@v0.16.0" or a PR URL
 
 
 @dataclass(frozen=True)

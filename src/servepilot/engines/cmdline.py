@@ -19,8 +19,8 @@ from pathlib import Path
 from types import ModuleType
 
 from servepilot.engines.argv import ParsedArgs, parse_args
+from servepilot.engines.command import EngineLaunch, ShellContext
 from servepilot.engines.flagtable import NO_VALUE_KINDS, VersionTable, load_table
-from servepilot.engines.launch import EngineLaunch, ShellContext
 from servepilot.engines.shell import command_text, read_command_file, render_shell, split_shell_line
 from servepilot.errors import BadInput, CommandLineError, not_utf8, unreadable_file
 

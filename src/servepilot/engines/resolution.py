@@ -10,11 +10,17 @@ from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
-class Fact:
-    """One fact a resolution rests on, with where it came from (file@tag, PR URL, or a path)."""
+class Evidence:
+    """One fact a resolution or a finding rests on, with where it came from (file@tag in the
+    engine's repository, a PR URL, or a path). checks.finding re-exports it."""
 
-    fact: str
-    source: str
+    fact: str  # "config.json quantization_config.kv_cache_scheme = {num_bits: 8, type: float}"
+    source: str  # "examples/kimi/config.json" or "vllm/platforms/cuda.py@v0.16.0" or a PR URL
+
+
+# The name this class had before it was shared with checks.finding (branches written against
+# it keep working until they are merged; new code says Evidence).
+Fact = Evidence
 
 
 @dataclass(frozen=True)
@@ -74,7 +80,7 @@ class Resolution:
     kv_cache_dtype: str | None  # the resolved --kv-cache-dtype string ("fp8_e4m3", "auto", ...)
     kv_cache_storage: str | None  # what is stored: "bfloat16", "fp8_e4m3", ...
     kv_requested: str | None  # what the operator typed (or the default "auto")
-    kv_evidence: tuple[Fact, ...] = ()
+    kv_evidence: tuple[Evidence, ...] = ()
     kv_valid: bool = True  # the value is one the engine version accepts
     kv_valid_values: tuple[str, ...] = ()
     use_mla: bool = False
@@ -91,7 +97,7 @@ class Resolution:
     block_size: int | None = None
     quant: QuantKernels | None = None
     non_mla_kv_forced: str | None = None  # compressed-tensors: non-MLA layers' forced dtype
-    facts: tuple[Fact, ...] = ()  # the knowledge rows used, with sources
+    facts: tuple[Evidence, ...] = ()  # the knowledge rows used, with sources
     notes: tuple[str, ...] = ()  # what could not be known, in words
     extra: dict = field(default_factory=dict)
     release: ReleaseFacts = field(default_factory=ReleaseFacts)  # set by EngineRecord.resolve

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 
-from servepilot.engines.launch import ShellContext
+from servepilot.engines.command import ShellContext
 from servepilot.errors import CommandLineError, not_utf8, unreadable_file
 
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")

@@ -14,7 +14,7 @@ from typing import Any
 
 
 @dataclass(frozen=True)
-class Fact:
+class MemoryFact:
     """One fact that holds for the version asked about, with where it comes from."""
 
     name: str
@@ -44,7 +44,7 @@ def release(version: str) -> str:
     return ".".join(str(p) for p in Version(str(version).strip().lstrip("vV")).release)
 
 
-def fact(engine: str, name: str, version: str) -> Fact:
+def fact(engine: str, name: str, version: str) -> MemoryFact:
     """The fact `name` for `engine` at `version`; KeyError when the file has no row for it."""
     from packaging.specifiers import SpecifierSet
     from packaging.version import Version
@@ -53,9 +53,9 @@ def fact(engine: str, name: str, version: str) -> Fact:
     if node is None:
         raise KeyError(f"{engine}_memory.yaml has no fact {name!r}")
     if isinstance(node, dict):
-        return Fact(name, node, str(node.get("source", f"{engine}_memory.yaml")))
+        return MemoryFact(name, node, str(node.get("source", f"{engine}_memory.yaml")))
     v = Version(release(version))
     for row in node:
         if v in SpecifierSet(str(row["versions"])):
-            return Fact(name, row, str(row["source"]), str(row["versions"]))
+            return MemoryFact(name, row, str(row["source"]), str(row["versions"]))
     raise KeyError(f"{engine}_memory.yaml: no row of {name!r} holds for version {version}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from servepilot.engines.launch import EngineLaunch
+from servepilot.engines.command import EngineLaunch
 from servepilot.errors import BadInput
 
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgtKMGT]?)(i?)[bB]?\s*$")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from servepilot.engines import knowledge as kb
-from servepilot.engines.resolution import Fact, Resolution
+from servepilot.engines.resolution import Evidence, Resolution
 
 ENGINE = "llamacpp"
 
@@ -21,7 +21,7 @@ def resolve(dep) -> Resolution:
     ctv = str(opts.get("cache_type_v") or "f16")
     valid = _row("valid_dtypes")
     values = tuple(valid.values)
-    evidence = [Fact(f"--cache-type-k {ctk}, --cache-type-v {ctv}", valid.source)]
+    evidence = [Evidence(f"--cache-type-k {ctk}, --cache-type-v {ctv}", valid.source)]
     error = None
     notes = ["llama.cpp has no attention backend choice to resolve; GPU offload (-ngl) is read by the planner"]
     fa = str(opts.get("flash_attn", "")).lower()
@@ -29,11 +29,11 @@ def resolve(dep) -> Resolution:
         source = _row("quantized_v_needs_flash_attn").source
         if fa in ("off", "false", "0", "disabled"):
             error = "V cache quantization requires flash_attn"
-            evidence.append(Fact(f"quantized V cache ({ctv}) with flash attention off", source))
+            evidence.append(Evidence(f"quantized V cache ({ctv}) with flash attention off", source))
         elif fa == "":
             # the default was "off" in older builds and "auto" in newer ones
             notes.append(f"quantized V cache ({ctv}) needs flash attention; --flash-attn not given, so it depends on the build's default")
-            evidence.append(Fact(f"quantized V cache ({ctv}), --flash-attn left to the build default", source))
+            evidence.append(Evidence(f"quantized V cache ({ctv}), --flash-attn left to the build default", source))
     ccs = [g.compute_capability for g in dep.cluster.gpus if g.compute_capability]
     spec = dep.spec
     return Resolution(
@@ -41,7 +41,7 @@ def resolve(dep) -> Resolution:
         kv_cache_dtype=ctk if ctk == ctv else f"k={ctk},v={ctv}", kv_cache_storage=ctk, kv_requested=ctk,
         kv_evidence=tuple(evidence), kv_valid=ctk in values and ctv in values, kv_valid_values=values,
         head_size=spec.attention.head_dim if spec is not None and spec.attention else None,
-        selection_error=error, facts=(Fact("cache types", valid["source"]),),
+        selection_error=error, facts=(Evidence("cache types", valid["source"]),),
         notes=tuple(notes), extra={"flash_attn": fa or None, "cache_type_v": ctv},
     )
 

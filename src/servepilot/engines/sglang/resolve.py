@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 
 from servepilot.engines import knowledge as kb
-from servepilot.engines.resolution import Fact, QuantKernels, Resolution
+from servepilot.engines.resolution import Evidence, QuantKernels, Resolution
 
 ENGINE = "sglang"
 DEFAULT_VERSION = "0.5.10"
@@ -37,7 +37,7 @@ def resolve(dep) -> Resolution:
         requested_storage = "bfloat16"
     else:
         requested_storage = model_dtype if requested == "auto" else requested
-    evidence = (Fact(f"--kv-cache-dtype {requested}" + (": the model dtype" if requested == "auto" else ""), row.source if row else "sglang/srt/server_args.py"),)
+    evidence = (Evidence(f"--kv-cache-dtype {requested}" + (": the model dtype" if requested == "auto" else ""), row.source if row else "sglang/srt/server_args.py"),)
     use_mla = bool(spec is not None and spec.is_mla)
     head = None
     if spec is not None and spec.attention is not None:
@@ -47,7 +47,7 @@ def resolve(dep) -> Resolution:
         kv_cache_dtype=requested, kv_cache_storage=requested_storage,
         kv_requested=requested, kv_evidence=evidence, kv_valid=not valid_values or requested in valid_values,
         kv_valid_values=valid_values, use_mla=use_mla, head_size=head, model_dtype=model_dtype,
-        quant=_quant(dep, version, cc), facts=(Fact("valid --kv-cache-dtype values", row.source),) if row else (),
+        quant=_quant(dep, version, cc), facts=(Evidence("valid --kv-cache-dtype values", row.source),) if row else (),
         notes=tuple(notes),
     )
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 from servepilot.engines import knowledge as kb
-from servepilot.engines.resolution import Candidate, Fact, QuantKernels, Resolution
+from servepilot.engines.resolution import Candidate, Evidence, QuantKernels, Resolution
 
 ENGINE = "vllm"
 # The release whose facts are used when no version is given or installed: the newest one
@@ -40,7 +40,7 @@ def resolve(dep) -> Resolution:
     cc = _gpu_cc(dep)
     if cc is None:
         notes.append("the GPU's compute capability is unknown (no GPU probed and no --gpu): attention backend and kernels not resolved")
-    facts: list[Fact] = []
+    facts: list[Evidence] = []
 
     model_dtype = _model_dtype(spec, opts, cc)
     use_mla = bool(spec is not None and spec.is_mla) and env.get("VLLM_MLA_DISABLE", "0") in ("", "0")
@@ -53,7 +53,7 @@ def resolve(dep) -> Resolution:
 
     quant = resolve_quant(dep, version, cc, given=given)
     if quant is not None and quant.source:
-        facts.append(Fact(f"quantization {quant.method}: min capability {quant.min_cc}", quant.source))
+        facts.append(Evidence(f"quantization {quant.method}: min capability {quant.min_cc}", quant.source))
 
     base = Resolution(
         engine=ENGINE,
@@ -97,7 +97,7 @@ def _sparse_kv_after_selection(res: Resolution, version: str) -> Resolution:
             continue
         matches = kv.startswith("fp8") if rule["from"] == "fp8*" else kv in rule["from"]
         if matches and kv != rule["to"]:
-            fact = Fact(f"{res.attention_backend} was chosen for sparse MLA: its layer converts {kv} -> {rule['to']}", row.source)
+            fact = Evidence(f"{res.attention_backend} was chosen for sparse MLA: its layer converts {kv} -> {rule['to']}", row.source)
             return dataclasses.replace(res, kv_cache_dtype=rule["to"], kv_cache_storage=_storage(rule["to"], res.model_dtype),
                                        kv_evidence=res.kv_evidence + (fact,), facts=res.facts + (fact,))
     return res
@@ -164,17 +164,17 @@ def resolve_kv_cache_dtype(dep, version: str, *, use_mla: bool, use_sparse: bool
     """The KV cache dtype string vLLM will use, with the evidence of how it was derived."""
     opts = dep.launch.options
     requested = str(opts.get("kv_cache_dtype") or "auto")
-    evidence: list[Fact] = []
-    facts: list[Fact] = []
+    evidence: list[Evidence] = []
+    facts: list[Evidence] = []
     valid_row = kb.row_for(kb.load_file(ENGINE, "kv_cache").valid_dtypes, version)
     valid_values = list(valid_row.values) if valid_row else []
     out = {"requested": requested, "resolved": requested, "evidence": evidence, "facts": facts,
            "valid": True, "valid_values": valid_values, "non_mla_forced": None}
     if valid_row is not None:
-        facts.append(Fact(f"valid --kv-cache-dtype values: {', '.join(valid_values)}", valid_row.source))
+        facts.append(Evidence(f"valid --kv-cache-dtype values: {', '.join(valid_values)}", valid_row.source))
         if requested not in valid_values:
             out["valid"] = False
-            evidence.append(Fact(f"--kv-cache-dtype {requested} is not one of {', '.join(valid_values)}", valid_row.source))
+            evidence.append(Evidence(f"--kv-cache-dtype {requested} is not one of {', '.join(valid_values)}", valid_row.source))
             return out
 
     cfg, cfg_where = effective_quant_config(dep, version)
@@ -185,19 +185,19 @@ def resolve_kv_cache_dtype(dep, version: str, *, use_mla: bool, use_sparse: bool
         if cfg and method.startswith("modelopt") and rule is not None:
             algo, key = _modelopt_kv_value(cfg)
             if algo is None:
-                evidence.append(Fact(f"{cfg_where} declares no KV cache scheme: auto = model dtype", rule.source))
+                evidence.append(Evidence(f"{cfg_where} declares no KV cache scheme: auto = model dtype", rule.source))
             elif not rule.follows_checkpoint:
-                evidence.append(Fact(f"{cfg_where} {key} = {algo!r}, but vLLM {version} does not follow it: auto = model dtype", rule.source))
+                evidence.append(Evidence(f"{cfg_where} {key} = {algo!r}, but vLLM {version} does not follow it: auto = model dtype", rule.source))
             else:
                 resolved = _map_modelopt_kv(algo, rule)
-                evidence.append(Fact(f"--kv-cache-dtype auto follows the ModelOpt checkpoint: {cfg_where} {key} = {_short(algo)} -> {resolved}", rule.source))
+                evidence.append(Evidence(f"--kv-cache-dtype auto follows the ModelOpt checkpoint: {cfg_where} {key} = {_short(algo)} -> {resolved}", rule.source))
                 if cfg_where == "hf_quant_config.json":
                     src = kb.row_for(kb.load_file(ENGINE, "kv_cache").quant_config_source, version)
-                    evidence.append(Fact("config.json has no quantization_config, so vLLM reads hf_quant_config.json", src.source if src else ""))
+                    evidence.append(Evidence("config.json has no quantization_config, so vLLM reads hf_quant_config.json", src.source if src else ""))
         else:
-            evidence.append(Fact("--kv-cache-dtype auto: the cache uses the model dtype", "vllm/utils/torch_utils.py@v0.16.0 (kv_cache_dtype_str_to_dtype)"))
+            evidence.append(Evidence("--kv-cache-dtype auto: the cache uses the model dtype", "vllm/utils/torch_utils.py@v0.16.0 (kv_cache_dtype_str_to_dtype)"))
     else:
-        evidence.append(Fact(f"--kv-cache-dtype {requested} given explicitly: it wins over the checkpoint", "vllm/utils/torch_utils.py@v0.16.0 (resolve_kv_cache_dtype_string returns a non-auto value unchanged)"))
+        evidence.append(Evidence(f"--kv-cache-dtype {requested} given explicitly: it wins over the checkpoint", "vllm/utils/torch_utils.py@v0.16.0 (resolve_kv_cache_dtype_string returns a non-auto value unchanged)"))
 
     if use_sparse:
         row = kb.row_for(kb.load_file(ENGINE, "kv_cache").sparse_mla_dtype_map, version)
@@ -208,13 +208,13 @@ def resolve_kv_cache_dtype(dep, version: str, *, use_mla: bool, use_sparse: bool
             elif resolved == "bfloat16":
                 resolved = row.bfloat16_to
             if before != resolved:
-                evidence.append(Fact(f"sparse MLA (DeepSeek-V3.2 style) maps {before} -> {resolved}", row.source))
+                evidence.append(Evidence(f"sparse MLA (DeepSeek-V3.2 style) maps {before} -> {resolved}", row.source))
 
     if cfg and method == "compressed-tensors" and cfg.get("kv_cache_scheme") and not use_mla:
         row = kb.row_for(kb.load_file(ENGINE, "kv_cache").compressed_tensors_forces_fp8, version)
         if row is not None and ((requested == "auto" and row.forces_on_auto) or (requested != "auto" and row.forces_over_explicit)):
             out["non_mla_forced"] = "fp8"
-            evidence.append(Fact(f"compressed-tensors kv_cache_scheme in {cfg_where}: attention layers use fp8 whatever --kv-cache-dtype says", row.source))
+            evidence.append(Evidence(f"compressed-tensors kv_cache_scheme in {cfg_where}: attention layers use fp8 whatever --kv-cache-dtype says", row.source))
             resolved = "fp8"
     out["resolved"] = resolved
     return out
@@ -261,7 +261,7 @@ def _select_backend(dep, version: str, cc: tuple[int, int], res: Resolution) -> 
     mode_row = kb.row_for(attention.selection, version)
     prio_row = kb.row_for(attention.priorities, version)
     block_row = kb.row_for(attention.block_size, version)
-    facts = [Fact(f"selection mode {mode_row['mode']}", mode_row.source), Fact("backend priority order", prio_row.source)]
+    facts = [Evidence(f"selection mode {mode_row['mode']}", mode_row.source), Evidence("backend priority order", prio_row.source)]
     spec = dep.spec
     qk_nope = spec.attention.qk_nope_head_dim if spec.attention else None
     family = cc[0] * 10
@@ -272,10 +272,10 @@ def _select_backend(dep, version: str, cc: tuple[int, int], res: Resolution) -> 
         # 0.18+: the chosen backend's preferred size, unless --block-size was given
         block_size = int(given_block) if given_block is not None else None
         if block_size is not None:
-            facts.append(Fact(f"KV cache block size {block_size} (--block-size: kept and validated)", block_row.source))
+            facts.append(Evidence(f"KV cache block size {block_size} (--block-size: kept and validated)", block_row.source))
     else:
         block_size, forced, forced_by = _forced_mla_block_size(block_row, res, family, qk_nope, given_block, forced, forced_by)
-        facts.append(Fact(f"KV cache block size {block_size}", block_row.source))
+        facts.append(Evidence(f"KV cache block size {block_size}", block_row.source))
 
     order = _priority_list(prio_row, res, cc)
     backends = attention.backends
@@ -328,10 +328,10 @@ def _with_backend_block_size(out: dict, block_row, backends, version: str) -> di
     if row is None:
         out["block_size"] = int(block_row.default)
         why = f"no backend chosen: the default {block_row['default']}" if chosen is None else f"no facts for {chosen}: the default {block_row['default']}"
-        out["facts"].append(Fact(f"KV cache block size {block_row['default']} ({why})", block_row.source))
+        out["facts"].append(Evidence(f"KV cache block size {block_row['default']} ({why})", block_row.source))
         return out
     out["block_size"] = preferred_block_size(row.block_sizes or [], int(block_row.default))
-    out["facts"].append(Fact(f"KV cache block size {out['block_size']}: {chosen}'s preferred size (default {block_row['default']})", block_row.source))
+    out["facts"].append(Evidence(f"KV cache block size {out['block_size']}: {chosen}'s preferred size (default {block_row['default']})", block_row.source))
     return out
 
 
@@ -367,7 +367,7 @@ def _validated_select(out: dict, backends, order, ctx, version: str, forced, res
         row = kb.row_for(backends.get(name, []), version)
         if row is None:
             continue
-        facts.append(Fact(f"{name}: kv dtypes {row.get('kv_cache_dtypes')}, compute capability {row.get('compute_capability')}", row.source))
+        facts.append(Evidence(f"{name}: kv dtypes {row.get('kv_cache_dtypes')}, compute capability {row.get('compute_capability')}", row.source))
         candidates.append(Candidate(name, tuple(validate(row, ctx))))
     out["candidates"] = tuple(candidates)
     valid = [c for c in candidates if c.valid]

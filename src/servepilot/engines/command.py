@@ -1,4 +1,5 @@
-"""EngineLaunch: an engine command line as the operator typed it, understood."""
+"""EngineLaunch: an engine command line as the operator typed it, understood (the parsed
+command; runs/launch.py is the supervision of a running one)."""
 
 from __future__ import annotations
 
