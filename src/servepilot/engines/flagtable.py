@@ -12,9 +12,9 @@ import json
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
-from importlib import resources
 
 # One implementation of version matching (engines.knowledge); kept importable from here too.
+from servepilot.datafile import resource_path
 from servepilot.engines.knowledge import release_version as release_version
 from servepilot.engines.knowledge import version_in as version_in
 
@@ -149,7 +149,7 @@ class VersionTable:
 @lru_cache(maxsize=8)
 def load_table(engine_package: str, key: str = "flags") -> FlagTable:
     """The flag table of `servepilot.engines.<engine_package>` (key: "flags" or another list)."""
-    text = resources.files(f"servepilot.engines.{engine_package}").joinpath("knowledge/flags.json").read_text(encoding="utf-8")
+    text = resource_path(f"servepilot.engines.{engine_package}", "knowledge/flags.json").read_text(encoding="utf-8")
     data = json.loads(text)
     rows = tuple(FlagSpec(r["name"], r["dest"], r["kind"], r.get("versions", ""), r["source"]) for r in data[key])
     return FlagTable(

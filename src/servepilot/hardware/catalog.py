@@ -6,13 +6,12 @@
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 
+from servepilot.datafile import resource_path
 from servepilot.errors import UnknownGpu
 from servepilot.hardware.cluster import Cluster, Gpu
 
@@ -52,7 +51,7 @@ class GpuModel:
 
 @lru_cache(maxsize=1)
 def _data() -> dict:
-    text = resources.files("servepilot.hardware").joinpath("data/gpus.json").read_text(encoding="utf-8")
+    text = resource_path("servepilot.hardware", "data/gpus.json").read_text(encoding="utf-8")
     return json.loads(text)
 
 
@@ -125,6 +124,8 @@ def lookup_alias(name: str) -> GpuModel:
     # One suggestion per GPU: "rtxpro6000" and "rtx-pro-6000" name the same card.
     near: list[str] = []
     seen: set[str] = set()
+    import difflib  # lazy: only an unknown --gpu needs suggestions
+
     for alias in difflib.get_close_matches(wanted, list(aliases), n=12, cutoff=0.5):
         if aliases[alias].key not in seen and len(near) < 3:
             seen.add(aliases[alias].key)
