@@ -1,7 +1,8 @@
 """Lower layers never import higher ones (README's Layout), read from the source with ast.
 
 Layer order, highest first: cli > runs > overlay > checks > planning > triage > engines >
-hardware > checkpoint. deployment.py sits with engines/hardware/checkpoint, below checks.
+hardware > checkpoint. deployment.py sits with engines/hardware/checkpoint, below checks;
+multinode/ (the node_mismatch rules of a command set) sits with checks, whose Finding it makes.
 Top-level helper modules (errors, settings, units, datafile, ...) are below every layer and
 import none of them, except the ones listed in BASE_ALLOWED.
 """
@@ -14,7 +15,7 @@ import servepilot
 PACKAGE = Path(servepilot.__file__).parent
 ORDER = ("cli", "runs", "overlay", "checks", "planning", "triage", "engines", "hardware", "checkpoint")
 # deployment.py joins a parsed command, the GPUs and the checkpoint: it ranks with engines.
-SAME_AS = {"deployment": "engines", "fix": "overlay"}
+SAME_AS = {"deployment": "engines", "fix": "overlay", "multinode": "checks"}
 # a top-level module that is not a layer ranks below all of them
 BASE = len(ORDER)
 

@@ -24,7 +24,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from servepilot.engines.launch import EngineLaunch
+from servepilot.engines.command import EngineLaunch
 from servepilot.errors import BadInput, CommandLineError
 
 # LeaderWorkerSet puts these in each pod's environment; Kubernetes expands `$(NAME)` in a
