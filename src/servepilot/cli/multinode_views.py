@@ -31,11 +31,11 @@ def check_set(command, command_files, nodes, ray_address, gpu, engine_version, a
     if as_json:
         from servepilot.cli.output import emit_json
 
-        body = check_cmd.payload(result)
+        body = result.to_json()
         body["verdict"] = verdict
         body["findings"] = [f.to_json() for f in a.findings] + list(body["findings"])
         body["multinode"] = a.to_json()
-        emit_json(check_cmd.CHECK_SCHEMA, body)
+        emit_json(result.JSON_SCHEMA, body)
     else:
         render_topology(a)
         render_node_findings(a.findings)
@@ -58,9 +58,9 @@ def plan_set(command, command_files, nodes, ray_address, gpu, engine_version, as
         from servepilot.cli.output import emit_json
         from servepilot.jsonable import to_jsonable
 
-        body = plan_cmd.payload(result)
+        body = result.to_json()
         body["multinode"] = a.to_json() | {"memory": to_jsonable(per_node)}
-        emit_json(plan_cmd.SCHEMA, body)
+        emit_json(result.JSON_SCHEMA, body)
     else:
         render_topology(a)
         from servepilot.units import gib
@@ -78,15 +78,14 @@ def plan_set(command, command_files, nodes, ray_address, gpu, engine_version, as
 
 
 def deployment_set(command, command_files, nodes, ray_address, gpu, engine_version, as_json) -> int:
-    from servepilot.cli import deployment_cmd
 
     a = _analyze(command, command_files, nodes, ray_address, gpu, engine_version)
     if as_json:
         from servepilot.cli.output import emit_json
 
-        body = deployment_cmd.payload(a.head)
+        body = a.head.to_json()
         body["multinode"] = a.to_json()
-        emit_json(deployment_cmd.SCHEMA, body)
+        emit_json(a.head.JSON_SCHEMA, body)
     else:
         render_topology(a)
         render_node_findings(a.findings)
