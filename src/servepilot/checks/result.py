@@ -57,7 +57,8 @@ class CheckResult:
     resolved: dict
     plan: dict | None = None
     notes: tuple[str, ...] = ()
-    resolution: object = field(default=None, metadata={"json": False})
+    resolution: object = field(default=None, metadata={"json": False})  # the typed Resolution
+    memory_plan: object = field(default=None, metadata={"json": False})  # the typed MemoryPlan
 
     JSON_SCHEMA = "servepilot.check/1"
 
@@ -109,6 +110,7 @@ def run_checks(dep, measured: dict | None = None) -> CheckResult:
         plan=plan_summary(ctx.plan),
         notes=tuple(resolution.notes) + tuple(dep.notes or ()) + tuple(ctx.notes),
         resolution=resolution,
+        memory_plan=ctx.plan,
     )
 
 

@@ -12,17 +12,6 @@ from servepilot.cli.common import (
     multinode_options,
 )
 
-# Options shown in the text view (when the command or its defaults set them), in this order.
-KEY_OPTIONS = {
-    "vllm": ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "enable_expert_parallel",
-             "kv_cache_dtype", "max_model_len", "gpu_memory_utilization", "kv_cache_memory_bytes",
-             "attention_backend", "quantization", "dtype", "trust_remote_code", "host", "port"),
-    "sglang": ("tp_size", "pp_size", "dp_size", "ep_size", "kv_cache_dtype", "context_length",
-               "mem_fraction_static", "attention_backend", "quantization", "trust_remote_code", "host", "port"),
-    "llama.cpp": ("ctx_size", "n_ctx", "n_gpu_layers", "cache_type_k", "cache_type_v", "flash_attn",
-                  "parallel", "host", "port"),
-}
-
 
 @click.command("deployment", context_settings=ENGINE_COMMAND_SETTINGS)
 @multinode_options
@@ -104,12 +93,13 @@ def text_rows(d) -> list[tuple[str, str]]:
         version += f" ({d.extra['engine_version_source']})"
     rows = [("engine", f"{launch.engine} {version} · {launch.program}"), ("model", launch.model or "?"), ("spec", _spec_line(d.spec))]
     shown = []
-    for name in KEY_OPTIONS.get(launch.engine, ()):
+    key_options = launch.record.key_options
+    for name in key_options:
         if name in launch.options and launch.options[name] is not None:
             mark = "" if name in launch.explicit else " (default)"
             shown.append(f"{name}={launch.options[name]}{mark}")
     rows.append(("options", ", ".join(shown) or "-"))
-    others = sorted(k for k in launch.explicit if k not in KEY_OPTIONS.get(launch.engine, ()) and k != "model")
+    others = sorted(k for k in launch.explicit if k not in key_options and k != "model")
     if others:
         rows.append(("other flags", ", ".join(f"{k}={launch.options.get(k)}" for k in others)))
     if launch.unknown_flags:

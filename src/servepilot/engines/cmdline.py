@@ -189,15 +189,14 @@ def _unknown_notes(module, program, unknown: list[str], version: str | None) -> 
     return out
 
 
-# Engines whose flag tables are extracted from their own argument parsers release by release
-# (python -m servepilot.engines.flaggen): for a release inside the sampled span, a flag
-# missing from the table is one argparse refuses ("error: unrecognized arguments: ...").
-AUTHORITATIVE_TABLES = frozenset({"vllm", "sglang"})
-
-
 def _unrecognized(module, program, unknown: list[str], version: str | None) -> list[str]:
     """Unknown flags the engine's parser refuses, where servepilot can know that."""
-    if module.ENGINE not in AUTHORITATIVE_TABLES or not version or not unknown:
+    from servepilot.engines.registry import engine_record
+
+    # Engines whose flag tables are extracted from their own argument parsers release by release
+    # (python -m servepilot.engines.flaggen): for a release inside the sampled span, a flag
+    # missing from the table is one argparse refuses ("error: unrecognized arguments: ...").
+    if not engine_record(module.ENGINE).authoritative_flag_table or not version or not unknown:
         return []
     key = module.table_key(program) if hasattr(module, "table_key") else module.TABLE_KEY
     table = load_table(module.TABLE_PACKAGE, key)

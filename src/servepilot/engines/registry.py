@@ -33,6 +33,11 @@ class EngineRecord:
     ep_switch: str | None = None  # an expert-parallel on/off flag (vLLM --enable-expert-parallel)
     port_option: str = "port"
     model_option: str = "model"
+    # options `servepilot deployment` shows first (when the command or its defaults set them)
+    key_options: tuple[str, ...] = ()
+    # flag tables extracted from the engine's own argparse release by release (flaggen): a flag
+    # missing from the table for a sampled release is one the engine refuses
+    authoritative_flag_table: bool = False
 
     def module(self, part: str) -> ModuleType:
         """servepilot.engines.<package>.<part>, imported on first use."""
@@ -71,16 +76,24 @@ ENGINES: tuple[EngineRecord, ...] = (
         name="vllm", label="vLLM", package="vllm",
         tp_options=("tensor_parallel_size",), pp_options=("pipeline_parallel_size",),
         dp_options=("data_parallel_size",), ep_switch="enable_expert_parallel",
-        model_option="model",
+        model_option="model", authoritative_flag_table=True,
+        key_options=("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
+                     "enable_expert_parallel", "kv_cache_dtype", "max_model_len", "gpu_memory_utilization",
+                     "kv_cache_memory_bytes", "attention_backend", "quantization", "dtype", "trust_remote_code",
+                     "host", "port"),
     ),
     EngineRecord(
         name="sglang", label="SGLang", package="sglang",
         tp_options=("tp_size",), pp_options=("pp_size",), dp_options=("dp_size",),
-        ep_size_options=("ep_size",), model_option="model_path",
+        ep_size_options=("ep_size",), model_option="model_path", authoritative_flag_table=True,
+        key_options=("tp_size", "pp_size", "dp_size", "ep_size", "kv_cache_dtype", "context_length",
+                     "mem_fraction_static", "attention_backend", "quantization", "trust_remote_code", "host", "port"),
     ),
     EngineRecord(
         name="llama.cpp", label="llama.cpp", package="llamacpp", aliases=("llamacpp", "llama-cpp"),
         model_option="model",
+        key_options=("ctx_size", "n_ctx", "n_gpu_layers", "cache_type_k", "cache_type_v", "flash_attn",
+                     "parallel", "host", "port"),
     ),
 )
 
