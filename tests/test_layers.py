@@ -28,8 +28,8 @@ def _rank(dotted: str) -> int | None:
     return ORDER.index(name) if name in ORDER else BASE
 
 
-def _rank_of_file(path: Path) -> tuple[str, int]:
-    rel = path.relative_to(PACKAGE).with_suffix("")
+def _rank_of_file(path: Path, package: Path) -> tuple[str, int]:
+    rel = path.relative_to(package).with_suffix("")
     dotted = "servepilot." + ".".join(rel.parts)
     return dotted, _rank(dotted)
 
@@ -50,14 +50,14 @@ def _imports(path: Path, module: str):
                 yield node.lineno, node.module
 
 
-def layer_violations() -> list[str]:
+def layer_violations(package: Path = PACKAGE) -> list[str]:
     out = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        module, rank = _rank_of_file(path)
+    for path in sorted(package.rglob("*.py")):
+        module, rank = _rank_of_file(path, package)
         for line, target in _imports(path, module):
             target_rank = _rank(target)
             if target_rank is not None and target_rank < rank:
-                out.append(f"{path.relative_to(PACKAGE)}:{line} imports {target}")
+                out.append(f"{path.relative_to(package)}:{line} imports {target}")
     return out
 
 
@@ -65,20 +65,17 @@ def test_no_lower_layer_imports_a_higher_one():
     assert layer_violations() == []
 
 
-def test_the_check_itself_sees_an_upward_import(tmp_path, monkeypatch):
-    # The scan must be able to fail: an engines module importing checks is caught.
+def test_the_check_itself_sees_an_upward_import(tmp_path):
+    # The scan must be able to fail: an engines module importing checks is caught, a checks
+    # module importing engines is not, and a relative import is resolved before it is ranked.
     fake = tmp_path / "servepilot"
     (fake / "engines").mkdir(parents=True)
     (fake / "checks").mkdir()
     (fake / "engines" / "bad.py").write_text("from servepilot.checks.registry import RULES\n")
+    (fake / "engines" / "rel.py").write_text("from ..planning import plan\n")
     (fake / "checks" / "ok.py").write_text("from servepilot.engines import bad\n")
-    monkeypatch.setattr(__import__(__name__), "PACKAGE", fake, raising=False)
-    global PACKAGE
-    saved, PACKAGE = PACKAGE, fake
-    try:
-        assert layer_violations() == ["engines/bad.py:1 imports servepilot.checks.registry"]
-    finally:
-        PACKAGE = saved
+    assert layer_violations(fake) == ["engines/bad.py:1 imports servepilot.checks.registry",
+                                      "engines/rel.py:1 imports servepilot.planning"]
 
 
 def test_rules_read_the_resolution_not_the_fact_files():
