@@ -15,6 +15,29 @@ from servepilot.planning.options import as_bool, as_float, as_int, option, parse
 from servepilot.planning.result import MemoryPlan
 from servepilot.planning.weights import split_weights
 
+# The weights split of one spec for one layout, kept for the next plan of the same deployment:
+# a check plans it several times (its KV dtype alternatives, the remedies' re-plans), and the
+# split (every tensor of the checkpoint classified) is most of a plan's work. WeightsSplit is
+# frozen; the spec is held weakly, so a new spec object is never mistaken for an old one.
+_SPLITS: dict = {}
+
+
+def _split_once(spec: ModelSpec, **layout):
+    import weakref
+
+    key = (id(spec), tuple(sorted(layout.items())))
+    held = _SPLITS.get(key)
+    if held is not None and held[0]() is spec:
+        return held[1]
+    split = split_weights(spec, **layout)
+    if len(_SPLITS) > 64:
+        _SPLITS.clear()
+    try:
+        _SPLITS[key] = (weakref.ref(spec), split)
+    except TypeError:  # a spec that cannot be weakly referenced: not kept
+        pass
+    return split
+
 
 def plan_vllm(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list[str], tp,
               available_override: int | None = None, weights_override: int | None = None,
@@ -55,8 +78,8 @@ def plan_vllm(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list[
     mnbt, mns = _vllm_batch(launch, spec, gpu, cuda_total, generation, max_model_len, f)
 
     mdtype = kvmod.model_dtype_name(spec, option(launch, "dtype"))
-    split = split_weights(spec, tp=tp, pp=pp, dp=dp, expert_parallel=ep, vocab_padding=int(f("vocab_padding").value),
-                          run_dtype=mdtype, expert_padding=_mxfp4_padding(spec, gpu, f, notes))
+    split = _split_once(spec, tp=tp, pp=pp, dp=dp, expert_parallel=ep, vocab_padding=int(f("vocab_padding").value),
+                        run_dtype=mdtype, expert_padding=_mxfp4_padding(spec, gpu, f, notes))
     notes.extend(split.notes)
     per_stage = list(split.per_stage)
     if weights_override is not None:
