@@ -40,13 +40,28 @@ def test_unknown_family_says_so_and_does_not_assume_mla():
     assert any("kv_lora_rank is set" in n for n in a.notes)
 
 
-def test_wrong_types_are_noted_not_coerced():
-    a = read_architecture({"model_type": "llama", "num_hidden_layers": "32", "num_attention_heads": 32,
-                           "hidden_size": 4096.0, "vocab_size": True})
-    assert a.hidden_size == 4096  # an integral float is still an integer
-    assert a.attention is None
-    assert any("num_hidden_layers is '32'" in n for n in a.notes)
-    assert any("vocab_size is True" in n for n in a.notes)
+def test_an_integral_float_is_still_an_integer():
+    a = read_architecture({"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 32,
+                           "hidden_size": 4096.0, "vocab_size": 32000})
+    assert a.hidden_size == 4096 and a.attention.head_dim == 128
+
+
+@pytest.mark.parametrize("key,value,words", [
+    ("num_hidden_layers", "32", "not a number"), ("num_hidden_layers", "sixty", "not a number"),
+    ("vocab_size", True, "not a number"), ("num_hidden_layers", -5, "less than 1"),
+    ("num_attention_heads", 0, "less than 1"), ("hidden_size", float("nan"), "not a whole number"),
+    ("num_hidden_layers", 1_000_000, "beyond any real model"), ("num_local_experts", 10**9, "beyond any real model"),
+    ("head_dim", 64.5, "not a whole number"),
+])
+def test_geometry_no_model_can_have_is_bad_input_not_a_note(key, value, words):
+    # Once a note and a PASS (issue 12): every figure servepilot derives rests on these counts.
+    from servepilot.checkpoint.layers import ConfigValueError
+
+    cfg = {"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 32, "hidden_size": 4096,
+           "vocab_size": 32000, key: value}
+    with pytest.raises(ConfigValueError, match=words) as info:
+        read_architecture(cfg)
+    assert key in str(info.value)
 
 
 def test_gpt_oss_layer_types_split_sliding_and_full():
@@ -190,7 +205,7 @@ def test_non_object_quantization_config_is_noted():
     assert q is None and kv is None and "not an object" in notes[0]
 
 
-@pytest.mark.parametrize("extra", [{}, {"hidden_size": 2}, {"hidden_size": "x"}], ids=["absent", "too-small", "not-int"])
+@pytest.mark.parametrize("extra", [{}, {"hidden_size": 2}], ids=["absent", "too-small"])
 def test_attention_without_a_usable_head_size_is_unknown_not_zero(extra):
     # head_dim 0 made the planner divide by a zero KV page size (ZeroDivisionError in
     # planning/kv.py); an attention geometry without a head size is unknown, and says why.

@@ -11,7 +11,23 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from servepilot.checkpoint.families import Family, find_family
-from servepilot.checkpoint.spec import AttentionSpec, MoESpec
+from servepilot.checkpoint.layers import ConfigValueError, LayerReader, check_count
+from servepilot.checkpoint.spec import AttentionSpec, LayerSpec, MoESpec
+
+# Geometry keys whose value must be a sane count: anything else is bad input (exit 2), never a
+# note, since every figure servepilot derives rests on them. key -> (minimum, LIMITS word).
+GEOMETRY_KEYS = {
+    "num_hidden_layers": (1, "layers"), "n_layer": (1, "layers"), "num_layers": (1, "layers"),
+    "num_attention_heads": (1, "heads"), "n_head": (1, "heads"), "num_key_value_heads": (1, "heads"),
+    "num_kv_heads": (1, "heads"), "head_dim": (1, "width"), "hidden_size": (1, "width"),
+    "intermediate_size": (1, "width"), "moe_intermediate_size": (1, "width"), "vocab_size": (1, "vocab"),
+    "n_routed_experts": (0, "experts"), "num_experts": (0, "experts"), "num_local_experts": (0, "experts"),
+    "moe_num_experts": (0, "experts"), "num_experts_per_tok": (0, "experts"),
+    "num_experts_per_token": (0, "experts"), "top_k_experts": (0, "experts"),
+    "n_shared_experts": (0, "experts"), "kv_lora_rank": (1, "width"), "q_lora_rank": (1, "width"),
+    "qk_rope_head_dim": (0, "width"), "qk_nope_head_dim": (0, "width"), "v_head_dim": (1, "width"),
+    "num_nextn_predict_layers": (0, "layers"),
+}
 
 # layer_types values (transformers configuration_*.py) → the spec's two words.
 LAYER_TYPE_WORDS = {
@@ -46,6 +62,7 @@ class ArchitectureReading:
     attention: AttentionSpec | None = None
     moe: MoESpec | None = None
     mtp_layers: int = 0
+    layers: tuple[LayerSpec, ...] = ()
     notes: list[str] = field(default_factory=list)
 
 
@@ -89,8 +106,23 @@ class _Reader:
         return self.outer.get(key)
 
 
+def validate_geometry(config: dict) -> None:
+    """ConfigValueError for a geometry count no model can have: a string ("sixty"), a bool,
+    NaN, a fraction, zero or negative heads, layers or experts beyond any real model."""
+    text = text_tower(config)
+    places = [(config, "")] + ([(text, "text_config.")] if text is not config else [])
+    for d, prefix in places:
+        for key, (minimum, limit) in GEOMETRY_KEYS.items():
+            if d.get(key) is not None:
+                check_count(prefix + key, d[key], minimum=minimum, limit=limit)
+
+
 def read_architecture(config: dict) -> ArchitectureReading:
-    """Read a config.json dict (outer, with its text_config when nested)."""
+    """Read a config.json dict (outer, with its text_config when nested).
+
+    Raises ConfigValueError (bad input) for geometry values no model can have.
+    """
+    validate_geometry(config)
     text = text_tower(config)
     out = ArchitectureReading()
     r = _Reader(config, text, out.notes)
@@ -130,10 +162,14 @@ def read_architecture(config: dict) -> ArchitectureReading:
     out.dtype = r.get_str("torch_dtype", "dtype")
     tie = r.raw("tie_word_embeddings")
     out.tie_word_embeddings = bool(tie) if isinstance(tie, bool) else False
-    out.mtp_layers = r.get_int("num_nextn_predict_layers") or 0
+    out.mtp_layers = r.get_int("num_nextn_predict_layers", "mtp_num_hidden_layers") or 0
 
     out.attention = _attention(r, family, out)
     out.moe = _moe(r)
+    layers = _layers(r, out)
+    out.layers = layers
+    if out.attention is not None and layers:
+        out.attention = _with_layer_counts(out.attention, layers)
 
     for name, value in (("hidden_size", out.hidden_size), ("vocab_size", out.vocab_size),
                         ("max_position_embeddings", out.max_position_embeddings)):
@@ -144,8 +180,48 @@ def read_architecture(config: dict) -> ArchitectureReading:
     return out
 
 
+def _declared_layers(r: _Reader) -> int | None:
+    """num_hidden_layers, else the length of the per-layer list that stands for it
+    (Nemotron-3 Ultra has layers_block_type and no num_hidden_layers)."""
+    n = r.get_int("num_hidden_layers", "n_layer", "num_layers", minimum=1)
+    if n is not None:
+        return n
+    for key in ("hybrid_override_pattern", "layers_block_type", "block_configs", "layer_types"):
+        v = r.raw(key)
+        if isinstance(v, list | str) and v:
+            return len(v)
+    return None
+
+
+def _layers(r: _Reader, out: ArchitectureReading) -> tuple[LayerSpec, ...]:
+    reader = LayerReader(r, model_type=out.text_model_type or out.model_type or "", hidden=out.hidden_size or 0,
+                         intermediate=out.intermediate_size, attention=out.attention, moe=out.moe)
+    layers = reader.read(out.attention.num_layers if out.attention else _declared_layers(r))
+    out.notes.extend(reader.notes + reader.unknown)
+    return layers
+
+
+def _with_layer_counts(att: AttentionSpec, layers: tuple[LayerSpec, ...]) -> AttentionSpec:
+    """The attention summary agreeing with the layer list: sliding/full counts and words."""
+    from dataclasses import replace
+
+    words = tuple("sliding" if ly.mixer in ("sliding", "chunked") else ly.mixer for ly in layers)
+    if all(w == "full" for w in words):
+        words = ()  # every layer full attention: no per-layer list, as before
+    n_sliding = sum(1 for ly in layers if ly.mixer in ("sliding", "chunked"))
+    n_full = sum(1 for ly in layers if ly.mixer == "full")
+    window = next((ly.window for ly in layers if ly.window), att.sliding_window)
+    kind = att.kind
+    if kind != "mla" and n_sliding and n_full:
+        kind = "hybrid"
+    elif kind == "hybrid" and not (n_sliding and n_full):
+        kind = "gqa" if att.num_kv_heads < att.num_heads else "mha"
+    return replace(att, kind=kind, num_layers=len(layers), layer_types=words, num_sliding_layers=n_sliding,
+                   num_full_layers=n_full, sliding_window=window)
+
+
 def _attention(r: _Reader, family: Family | None, out: ArchitectureReading) -> AttentionSpec | None:
-    layers = r.get_int("num_hidden_layers", "n_layer", "num_layers", minimum=1)
+    layers = _declared_layers(r)
     heads = r.get_int("num_attention_heads", "n_head", "num_heads", minimum=1)
     if layers is None or heads is None:
         return None
@@ -261,13 +337,15 @@ def _moe(r: _Reader) -> MoESpec | None:
     )
     if not experts:
         return None
-    per_token = r.get_int("num_experts_per_tok", "experts_per_token", "moe_top_k", minimum=1)
+    per_token = r.get_int("num_experts_per_tok", "num_experts_per_token", "top_k_experts", "experts_per_token",
+                          "moe_top_k", "moe_k", "moe_topk", minimum=1)
     if per_token is None:
         r.notes.append("MoE model without num_experts_per_tok: experts per token unknown (0)")
     shared = r.get_int("n_shared_experts", "num_shared_experts", minimum=0)
     if shared is None:
         shared = 1 if (r.get_int("shared_expert_intermediate_size", minimum=0) or 0) > 0 else 0
-    expert_inter = r.get_int("moe_intermediate_size", minimum=1)
+    expert_inter = r.get_int("moe_intermediate_size", "routed_expert_hidden_size", "expert_intermediate_size",
+                             minimum=1)
     if expert_inter is None and r.raw("num_local_experts"):
         expert_inter = r.get_int("intermediate_size", minimum=1)  # Mixtral/gpt-oss: experts use intermediate_size
     return MoESpec(

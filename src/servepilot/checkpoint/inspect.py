@@ -82,7 +82,13 @@ def _is_hf_quant_config(d: dict) -> bool:
 
 
 def _spec_from_config(config: dict, root: Path, *, path: Path, hf_quant: dict | None) -> ModelSpec:
-    arch = read_architecture(config)
+    from servepilot.checkpoint.layers import ConfigValueError
+
+    try:
+        arch = read_architecture(config)
+    except ConfigValueError as exc:
+        where = path / "config.json" if path.is_dir() else path
+        raise CheckpointError(str(exc), path=where) from None
     quant, kv, quant_notes = read_quantization(config, hf_quant)
     code, code_notes, problems = read_custom_code(config, root)
     notes = quant_notes + code_notes
@@ -102,6 +108,7 @@ def _spec_from_config(config: dict, root: Path, *, path: Path, hf_quant: dict | 
         attention=arch.attention,
         moe=arch.moe,
         mtp_layers=arch.mtp_layers,
+        layers=arch.layers,
         quant=quant,
         kv_cache=kv,
         custom_code=code,
@@ -120,7 +127,7 @@ def _with_estimate(spec: ModelSpec) -> ModelSpec:
     if est is None or nbytes is None:
         missing = "weights: no shards, no index, and too little in config.json to estimate"
         return dataclasses.replace(spec, unknown=spec.unknown + (missing,))
-    weights = WeightsInfo(source="estimate", total_bytes=nbytes, total_params=est.total, estimated=True)
+    weights = WeightsInfo(source="estimate", total_bytes=nbytes, total_params=est.total_with_mtp, estimated=True)
     return dataclasses.replace(spec, weights=weights)
 
 

@@ -43,6 +43,63 @@ class AttentionSpec:
 
 
 @dataclass(frozen=True)
+class StateSpec:
+    """The recurrent state of a linear-attention or SSM layer (no KV cache: a fixed state per
+    sequence). kind: "mamba1" (Jamba), "mamba2" (Nemotron-H, Granite 4, Falcon-H1), "gdn"
+    (gated delta net: Qwen3-Next, Qwen3.5), "lightning" (MiniMax-Text-01 linear attention)."""
+
+    kind: str
+    num_heads: int = 0  # mamba2 heads; gdn value heads; lightning heads
+    head_dim: int = 0  # mamba2 head dim; gdn value head dim; lightning head dim
+    num_k_heads: int = 0  # gdn key heads
+    k_head_dim: int = 0  # gdn key head dim
+    state_size: int = 0  # mamba d_state
+    n_groups: int = 1  # mamba2 B/C groups
+    conv_kernel: int = 4
+    intermediate: int = 0  # mamba inner size (heads x head_dim for mamba2, expand x hidden for mamba1)
+    dt_rank: int = 0  # mamba1 dt projection rank
+
+
+@dataclass(frozen=True)
+class LayerSpec:
+    """One decoder layer: its token mixer and its MLP, as the engine builds it.
+
+    mixer: "full" | "sliding" (window) | "chunked" (local attention in chunks of `window`) |
+    "linear" (state: gdn / lightning) | "mamba" (state: mamba1 / mamba2) | "linear_proj" (NAS
+    block whose attention is replaced by one hidden x hidden linear) | "none" (no mixer).
+    A "full" layer with a `state` runs attention and a Mamba mixer side by side (Falcon-H1).
+    mlp: "dense" | "moe" | "linear_proj" | "none".
+    """
+
+    mixer: str
+    window: int | None = None
+    num_heads: int = 0
+    num_kv_heads: int = 0
+    head_dim: int = 0
+    v_head_dim: int = 0
+    q_gate: bool = False  # q_proj also yields an output gate (Qwen3-Next gated attention)
+    state: StateSpec | None = None
+    mlp: str = "dense"
+    mlp_intermediate: int = 0  # dense MLP width of this layer
+    gated_mlp: bool = True  # gate/up/down (3 matrices) or up/down (2: relu2 MLPs)
+    experts: int = 0
+    experts_per_token: int = 0
+    expert_intermediate: int = 0
+    shared_intermediate: int = 0  # all shared experts of this layer together
+    latent: int = 0  # latent MoE: routed experts work in this width (Nemotron-3 Super)
+
+    @property
+    def has_kv(self) -> bool:
+        return self.mixer in ("full", "sliding", "chunked")
+
+    @property
+    def kind(self) -> str:
+        """The layer's word in listings: its mixer, "+moe" for a routed MLP."""
+        mixer = self.mixer + ("+mamba" if self.state is not None and self.has_kv else "")
+        return mixer + ("+moe" if self.mlp == "moe" else "")
+
+
+@dataclass(frozen=True)
 class MoESpec:
     num_experts: int  # routed experts
     experts_per_token: int
@@ -166,6 +223,7 @@ class ModelSpec:
     attention: AttentionSpec | None = None
     moe: MoESpec | None = None
     mtp_layers: int = 0  # num_nextn_predict_layers
+    layers: tuple[LayerSpec, ...] = ()  # every decoder layer, in order (MTP layers not included)
     quant: QuantSpec | None = None
     kv_cache: KVCacheDeclaration | None = None
     custom_code: CustomCode | None = None

@@ -37,7 +37,9 @@ _REPLICATED = re.compile(r"(q_a_proj|kv_a_proj_with_mqa|fused_qkv_a_proj)\.")
 _KV = re.compile(r"\.(k_proj|v_proj)\.")
 _TP = re.compile(
     r"\.(q_proj|q_b_proj|kv_b_proj|o_proj|qkv_proj|gate_proj|up_proj|down_proj|gate_up_proj|w1|w2|w3|"
-    r"c_attn|c_fc|c_proj|dense|query_key_value|dense_h_to_4h|dense_4h_to_h|wq|wk|wv|wo)\.|\.sinks$"
+    r"c_attn|c_fc|c_proj|dense|query_key_value|dense_h_to_4h|dense_4h_to_h|wq|wk|wv|wo|"
+    r"in_proj|out_proj|in_proj_qkvz|in_proj_ba|x_proj|dt_proj|conv1d|output_gate|linear|"
+    r"fc1_latent_proj|fc2_latent_proj)\.|\.sinks$|\.A_log$"
 )
 _VISION = re.compile(r"^(vision_tower|visual|vision_model|mm_projector|multi_modal_projector)\.")
 
@@ -300,65 +302,13 @@ def _ignored(name: str, patterns: tuple[str, ...]) -> bool:
 
 
 def architecture_tensors(spec: ModelSpec) -> list[TensorInfo]:
-    """The tensors a checkpoint of this architecture holds, in Llama / DeepSeek naming."""
-    att = spec.attention
-    h = spec.hidden_size
-    if att is None or not h:
-        return []
-    out: list[TensorInfo] = []
+    """The tensors a checkpoint of this architecture holds (checkpoint/estimate.tensor_shapes,
+    the one per-layer count), each with its stored bytes under the declared quantization."""
+    from servepilot.checkpoint.estimate import tensor_shapes
+
     emb_bytes = 4 if (spec.dtype or "").lower() in ("float32", "float") else 2
-
-    def add(name: str, rows: int, cols: int = 0, linear: bool = True, stacked: int = 0):
-        # stacked: one fused tensor for all routed experts ([E, rows, cols], as gpt-oss stores them)
-        params = rows * (cols or 1) * (stacked or 1)
-        per = _linear_bytes_per_param(spec, name) if linear and cols else emb_bytes
-        shape = ((stacked,) if stacked else ()) + ((rows, cols) if cols else (rows,))
-        out.append(TensorInfo(name=name, dtype="synthetic", shape=shape, nbytes=int(params * per)))
-
-    v = spec.vocab_size or 0
-    if v:
-        add("model.embed_tokens.weight", v, h, linear=False)
-        if not spec.tie_word_embeddings:
-            add("lm_head.weight", v, h, linear=False)
-    add("model.norm.weight", h)
-    moe = spec.moe
-    inter = spec.intermediate_size or 4 * h
-    # MTP / next-n layers follow the decoder layers (DeepSeek-V3: layer 61); they are generated
-    # so that an index total is apportioned correctly, and then left out as not loaded.
-    for i in range(att.num_layers + max(0, spec.mtp_layers)):
-        p = f"model.layers.{i}."
-        add(p + "input_layernorm.weight", h)
-        add(p + "post_attention_layernorm.weight", h)
-        if att.kind == "mla":
-            nope, rope = att.qk_nope_head_dim or 128, att.qk_rope_head_dim or 64
-            vd = att.v_head_dim or 128
-            if att.q_lora_rank:
-                add(p + "self_attn.q_a_proj.weight", att.q_lora_rank, h)
-                add(p + "self_attn.q_a_layernorm.weight", att.q_lora_rank)
-                add(p + "self_attn.q_b_proj.weight", att.num_heads * (nope + rope), att.q_lora_rank)
-            else:
-                add(p + "self_attn.q_proj.weight", att.num_heads * (nope + rope), h)
-            add(p + "self_attn.kv_a_proj_with_mqa.weight", (att.kv_lora_rank or 512) + rope, h)
-            add(p + "self_attn.kv_a_layernorm.weight", att.kv_lora_rank or 512)
-            add(p + "self_attn.kv_b_proj.weight", att.num_heads * (nope + vd), att.kv_lora_rank or 512)
-            add(p + "self_attn.o_proj.weight", h, att.num_heads * vd)
-        else:
-            hd = att.head_dim
-            add(p + "self_attn.q_proj.weight", att.num_heads * hd, h)
-            add(p + "self_attn.k_proj.weight", att.num_kv_heads * hd, h)
-            add(p + "self_attn.v_proj.weight", att.num_kv_heads * (att.v_head_dim or hd), h)
-            add(p + "self_attn.o_proj.weight", h, att.num_heads * hd)
-        is_moe_layer = bool(moe and moe.num_experts and i >= moe.first_dense_layers and i % max(1, moe.moe_layer_freq) == 0)
-        if is_moe_layer:
-            ei = moe.expert_intermediate_size or inter
-            add(p + "mlp.gate.weight", moe.num_experts, h)
-            for proj, r, c in (("gate_proj", ei, h), ("up_proj", ei, h), ("down_proj", h, ei)):
-                add(p + f"mlp.experts.{proj}.weight", r, c, stacked=moe.num_experts)
-            if moe.num_shared_experts:
-                si = ei * moe.num_shared_experts
-                for proj, r, c in (("gate_proj", si, h), ("up_proj", si, h), ("down_proj", h, si)):
-                    add(p + f"mlp.shared_experts.{proj}.weight", r, c)
-        else:
-            for proj, r, c in (("gate_proj", inter, h), ("up_proj", inter, h), ("down_proj", h, inter)):
-                add(p + f"mlp.{proj}.weight", r, c)
+    out: list[TensorInfo] = []
+    for t in tensor_shapes(spec):
+        per = _linear_bytes_per_param(spec, t.name) if t.linear and len(t.shape) >= 2 else emb_bytes
+        out.append(TensorInfo(name=t.name, dtype="synthetic", shape=t.shape, nbytes=int(t.params * per)))
     return out
