@@ -1,10 +1,7 @@
 """KV cache bytes per token per GPU, and what a dtype change costs: for remedy trade-offs.
 
-Formulas from vllm/v1/kv_cache_interface.py@v0.16.0: MLA stores one latent of
-kv_lora_rank + qk_rope_head_dim per token per layer and is not sharded by TP (every rank
-holds it); standard attention stores K and V for max(1, kv_heads // tp) heads.
-fp8_ds_mla packs 656 bytes per token per layer (512 NoPE + 16 scales + 128 RoPE).
-The planner (servepilot.planning) is used instead when it gives a KV budget.
+The bytes per token come from planning/kv.py (vllm/v1/kv_cache_interface.py@v0.16.0), the one
+place that formula lives. The planner (servepilot.planning) gives the KV budget when it can.
 """
 
 from __future__ import annotations
@@ -13,28 +10,21 @@ from dataclasses import dataclass
 
 from servepilot.checks import sizes
 
-DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1, "fp8_ds_mla": 1,
-               "f16": 2, "q8_0": 1.0625, "q4_0": 0.5625}
-FP8_DS_MLA_BYTES_PER_LAYER = 656
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9  # vllm/config/cache.py@v0.16.0 CacheConfig.gpu_memory_utilization
 
 
 def kv_bytes_per_token(spec, storage: str | None, tp: int = 1, pp: int = 1) -> int | None:
-    """Bytes one token's KV takes on one GPU, or None when the geometry or dtype is unknown."""
+    """Bytes one token's KV takes on one GPU (planning/kv.py, the one formula), or None when
+    the geometry or the dtype is unknown."""
+    from servepilot.errors import BadInput
+    from servepilot.planning.kv import kv_bytes_per_token as planned
+
     if spec is None or spec.attention is None or storage is None:
         return None
-    a = spec.attention
-    layers = a.num_layers - (a.num_sliding_layers if a.num_full_layers else 0)
-    layers = -(-layers // max(pp, 1))
-    if storage == "fp8_ds_mla" and spec.is_mla:
-        return layers * FP8_DS_MLA_BYTES_PER_LAYER
-    size = DTYPE_BYTES.get(storage)
-    if size is None:
+    try:
+        return planned(spec, tp=tp, kv_cache_dtype=storage, pp=pp)
+    except BadInput:
         return None
-    if spec.is_mla and a.mla_head_size:
-        return int(layers * a.mla_head_size * size)
-    kv_heads = max(1, a.num_kv_heads // max(tp, 1))
-    return int(layers * 2 * kv_heads * a.head_dim * size)
 
 
 @dataclass(frozen=True)

@@ -10,27 +10,43 @@ from servepilot.planning.facts import fact
 from servepilot.planning.result import GpuRow
 
 
-def derived_max_model_len(spec: ModelSpec) -> int:
-    """vLLM's derived max_model_len (config/model.py _get_and_verify_max_len@v0.16.0): the
-    smallest length key of the config, scaled by the RoPE factor (yarn: from
-    original_max_position_embeddings; not for su / longrope / llama3)."""
+# vllm/transformers_utils/model_arch_config_convertor.py@v0.18.0 (possible_keys; the same list
+# in vllm/config/model.py@v0.16.0 _get_and_verify_max_len): the smallest one present wins.
+MAX_LEN_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
+                "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len")
+DEFAULT_MAX_LEN = 2048  # vLLM's default when no key is present
+
+
+def derived_max_model_len_and_how(spec: ModelSpec) -> tuple[int, str]:
+    """vLLM's derived max_model_len and how it was reached: the one derivation that plan, the
+    SP-LEN rule, the remedies and rendering all read. The smallest length key of the config
+    (vllm/config/model.py _get_and_verify_max_len@v0.16.0/@v0.18.0), scaled by the RoPE factor
+    unless the type already includes it (su, longrope, llama3) or the model is Gemma-3; yarn
+    starts from original_max_position_embeddings."""
     cfg = spec.text_config or spec.config or {}
-    keys = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
-            "max_sequence_length", "max_seq_length", "seq_len")
-    found = [int(cfg[k]) for k in keys if isinstance(cfg.get(k), int | float)]
+    found = [(int(cfg[k]), k) for k in MAX_LEN_KEYS
+             if isinstance(cfg.get(k), int | float) and not isinstance(cfg.get(k), bool) and cfg[k] > 0]
     if not found and spec.max_position_embeddings:
-        found = [spec.max_position_embeddings]
+        found = [(spec.max_position_embeddings, "max_position_embeddings")]
     if not found and spec.gguf and spec.gguf.context_length:
-        found = [spec.gguf.context_length]
-    length = min(found) if found else 2048
+        found = [(spec.gguf.context_length, "GGUF context_length")]
+    length, how = min(found) if found else (DEFAULT_MAX_LEN, "vLLM's default (no length key in config.json)")
     rope = cfg.get("rope_scaling") or cfg.get("rope_parameters")
-    if isinstance(rope, dict) and "gemma3" not in str(cfg.get("model_type", "")):
+    model_type = str(cfg.get("model_type") or spec.text_model_type or spec.model_type or "")
+    if isinstance(rope, dict) and "gemma3" not in model_type:
         rtype = rope.get("rope_type") or rope.get("type")
-        if rtype and rtype not in ("su", "longrope", "llama3", "default") and "factor" in rope:
-            if rtype == "yarn" and rope.get("original_max_position_embeddings"):
+        factor = rope.get("factor")
+        if rtype and rtype not in ("su", "longrope", "llama3") and isinstance(factor, int | float) and factor:
+            if rtype == "yarn" and isinstance(rope.get("original_max_position_embeddings"), int):
                 length = int(rope["original_max_position_embeddings"])
-            length = int(length * float(rope["factor"]))
-    return length
+                how = "original_max_position_embeddings"
+            length = int(length * float(factor))
+            how = f"{how} x rope_scaling factor {factor:g} ({rtype})"
+    return length, how
+
+
+def derived_max_model_len(spec: ModelSpec) -> int:
+    return derived_max_model_len_and_how(spec)[0]
 
 
 def gpu_planned_for(dep: Deployment) -> Gpu:

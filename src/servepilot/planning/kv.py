@@ -37,6 +37,10 @@ _DTYPE_BYTES = {
     "fp8_inc": 1,
     "int8": 1,
     "uint8": 1,
+    # llama.cpp --cache-type-k/v: block formats (q8_0: 34 bytes per 32 values; q4_0: 18 per 32)
+    "f16": 2,
+    "q8_0": 1.0625,
+    "q4_0": 0.5625,
 }
 FP8_DS_MLA_BYTES_PER_TOKEN_PER_LAYER = 656  # vllm/v1/kv_cache_interface.py@v0.16.0
 
@@ -60,7 +64,7 @@ def model_dtype_name(spec: ModelSpec, override: str | None = None) -> str:
     return name
 
 
-def kv_dtype_bytes(kv_cache_dtype: str, model_dtype: str = "bfloat16") -> int:
+def kv_dtype_bytes(kv_cache_dtype: str, model_dtype: str = "bfloat16") -> float:
     """Bytes per stored element for a KV cache dtype; BadInput for a dtype the planner lacks."""
     name = (kv_cache_dtype or "auto").lower()
     if name == "auto":
@@ -119,31 +123,58 @@ def kv_bytes_per_token_per_layer(spec: ModelSpec, tp: int = 1, kv_cache_dtype: s
     return kv_heads_per_gpu(spec, tp) * (att.head_dim + v_dim) * kv_dtype_bytes(dtype, mdtype)
 
 
-def kv_bytes_per_token(spec: ModelSpec, tp: int = 1, kv_cache_dtype: str = "auto") -> int:
-    """KV bytes per token per GPU over all attention layers (sliding layers included).
-
-    This is what the engine reserves per token of "GPU KV cache size"; sliding-window layers
-    reduce what a long request holds, not this figure (see the module docstring).
+def kv_bytes_per_token(spec: ModelSpec, tp: int = 1, kv_cache_dtype: str = "auto", pp: int = 1,
+                       model_dtype: str | None = None, mla_layout: str = "latent") -> int:
+    """KV bytes per token on one GPU over the attention layers of the largest PP stage: the one
+    formula check's remedies, plan and inspect read. Every attention layer counts, sliding and
+    chunked ones too: vLLM's "GPU KV cache size" sizes each as full (see the module
+    docstring); Mamba / linear-attention layers hold a state per sequence instead
+    (`state_bytes_per_sequence`), and no-op layers nothing.
     """
-    return kv_bytes_per_token_per_layer(spec, tp, kv_cache_dtype) * len(layer_types(spec))
+    per_layer = layer_kv_bytes(spec, tp, kv_cache_dtype, model_dtype, mla_layout)
+    total = 0.0
+    for rng in pp_layer_ranges(len(per_layer), pp):
+        total = max(total, sum(per_layer[i] for i in rng))
+    return int(total)
+
+
+def layer_kv_bytes(spec: ModelSpec, tp: int = 1, kv_cache_dtype: str = "auto", model_dtype: str | None = None,
+                   mla_layout: str = "latent") -> list[float]:
+    """KV bytes per token per GPU of every decoder layer (0 for layers without a KV cache)."""
+    from dataclasses import replace
+
+    from servepilot.checkpoint.estimate import model_layers
+
+    att = _attention(spec)
+    out: list[float] = []
+    for layer in model_layers(spec):
+        if not layer.has_kv:
+            out.append(0)
+        elif att.kind == "mla" or (layer.num_kv_heads == att.num_kv_heads and layer.head_dim == att.head_dim
+                                   and (layer.v_head_dim or layer.head_dim) == (att.v_head_dim or att.head_dim)):
+            out.append(kv_bytes_per_token_per_layer(spec, tp, kv_cache_dtype, model_dtype, mla_layout))
+        else:  # a layer with its own geometry (NAS blocks, MiMo's sliding layers)
+            own = replace(att, num_kv_heads=layer.num_kv_heads, head_dim=layer.head_dim,
+                          v_head_dim=layer.v_head_dim or layer.head_dim)
+            out.append(kv_bytes_per_token_per_layer(replace(spec, attention=own), tp, kv_cache_dtype, model_dtype))
+    return out
 
 
 def layer_types(spec: ModelSpec) -> tuple[str, ...]:
-    """'full' or 'sliding' for every decoder layer (MTP / next-n layers are not included:
-    vLLM allocates no KV cache for them unless speculative decoding uses them)."""
-    att = _attention(spec)
-    n = att.num_layers
+    """The KV cache manager's kind of every layer that holds memory per request: "full",
+    "sliding" (sliding window and chunked local attention) or "mamba" (Mamba and linear
+    attention: one state per sequence). Layers with neither (NAS no-ops, Nemotron-H MLP/MoE
+    blocks) are left out, as are MTP / next-n layers (no KV cache without speculative decoding)."""
+    from servepilot.checkpoint.estimate import model_layers
+
     window = sliding_window(spec)
-    if att.layer_types and len(att.layer_types) >= n:
-        kinds = tuple("sliding" if "sliding" in str(t) or "local" in str(t) else "full" for t in att.layer_types[:n])
-        return kinds if window else tuple("full" for _ in kinds)
-    if window and att.num_sliding_layers and att.num_full_layers:
-        # No explicit list: assume the pattern repeats evenly (gpt-oss: 1:1, Gemma-3: 5:1).
-        ratio = max(1, round(att.num_sliding_layers / att.num_full_layers))
-        return tuple("full" if (i + 1) % (ratio + 1) == 0 else "sliding" for i in range(n))
-    if window:
-        return tuple("sliding" for _ in range(n))
-    return tuple("full" for _ in range(n))
+    out = []
+    for layer in model_layers(spec):
+        if layer.has_kv:
+            out.append("sliding" if layer.mixer in ("sliding", "chunked") and window else "full")
+        elif layer.state is not None:
+            out.append("mamba")
+    return tuple(out)
 
 
 def sliding_window(spec: ModelSpec) -> int | None:
@@ -152,6 +183,60 @@ def sliding_window(spec: ModelSpec) -> int | None:
     if cfg.get("use_sliding_window") is False:  # Qwen2: the window is declared but off
         return None
     return att.sliding_window or None
+
+
+def state_bytes_per_layer(layer, tp: int = 1, model_dtype: str = "bfloat16", ssm_dtype: str | None = None) -> int:
+    """Bytes of one sequence's state in one Mamba / linear-attention layer on one GPU, as vLLM
+    allocates it (vllm/model_executor/layers/mamba/mamba_utils.py@v0.18.0
+    MambaStateShapeCalculator, same shapes @v0.16.0): conv state + temporal (SSM) state.
+    The conv state is kept in the model dtype; the SSM state in `ssm_dtype` (NemotronH: the
+    config's mamba_ssm_cache_dtype) else the model dtype."""
+    st = layer.state
+    if st is None:
+        return 0
+    tp = max(1, tp)
+    conv_b = _DTYPE_BYTES.get(model_dtype, 2)
+    ssm_b = _DTYPE_BYTES.get(ssm_dtype or model_dtype, conv_b)
+    if st.kind == "mamba2":
+        groups = st.n_groups + (0 if st.n_groups % tp == 0 else tp - st.n_groups)  # extra_groups_for_head_shards
+        conv = (st.conv_kernel - 1) * (st.intermediate + 2 * groups * st.state_size) // tp
+        temporal = st.num_heads // tp * st.head_dim * st.state_size
+    elif st.kind == "mamba1":
+        conv = st.intermediate // tp * (st.conv_kernel - 1)
+        temporal = st.intermediate // tp * st.state_size
+    elif st.kind == "gdn":
+        conv = (2 * st.num_k_heads * st.k_head_dim + st.num_heads * st.head_dim) // tp * (st.conv_kernel - 1)
+        temporal = st.num_heads // tp * st.head_dim * st.k_head_dim
+    elif st.kind == "lightning":  # linear_attention_state_shape: (heads / tp, head_dim, head_dim), float32 kept
+        return int(st.num_heads // tp * st.head_dim * st.head_dim * 4)
+    else:
+        return 0
+    return int(conv * conv_b + temporal * ssm_b)
+
+
+def state_bytes_per_sequence(spec: ModelSpec, tp: int = 1, model_dtype: str | None = None) -> int:
+    """One sequence's Mamba / linear-attention state on one GPU over all such layers."""
+    from servepilot.checkpoint.estimate import model_layers
+
+    mdtype = model_dtype or model_dtype_name(spec)
+    cfg = spec.text_config or spec.config or {}
+    ssm = cfg.get("mamba_ssm_cache_dtype") if isinstance(cfg.get("mamba_ssm_cache_dtype"), str) else None
+    if ssm is None and (spec.text_model_type or spec.model_type or "").startswith("nemotron_h"):
+        ssm = "float16"  # model_executor/models/config.py@v0.18.0 NemotronH: hf config's, else float16
+    return sum(state_bytes_per_layer(ly, tp, mdtype, ssm) for ly in model_layers(spec))
+
+
+def hybrid_block_size(block_size: int, attn_bytes_per_token: int, state_page_bytes: int, mla: bool = False) -> int:
+    """vLLM's page-size unification for attention + Mamba models: the attention block grows to
+    a multiple of the kernel alignment (16; 64 for MLA) until one attention page holds at
+    least one Mamba state page (model_executor/models/config.py@v0.18.0
+    HybridAttentionMambaModelConfig, mamba_cache_mode "none"); the Mamba page is then padded
+    to the attention page."""
+    if state_page_bytes <= 0 or attn_bytes_per_token <= 0:
+        return block_size
+    align = 64 if mla else 16
+    needed = align * cdiv(state_page_bytes, align * attn_bytes_per_token)
+    return max(block_size, needed)
 
 
 def pp_layer_ranges(num_layers: int, pp: int) -> list[range]:
@@ -238,7 +323,7 @@ def capacity(
         from servepilot.errors import BadInput
 
         raise BadInput("the KV cache per token is 0 bytes: the attention geometry (head size) is unknown")
-    use_hybrid = hybrid and generation == "v1"
+    use_hybrid = (hybrid or "mamba" in types) and generation == "v1"  # Mamba layers need it
     groups = kv_groups(types, use_hybrid, group_within_25pct)
     stages = pp_layer_ranges(len(types), len(available_per_stage))
     blocks_per_stage = []
@@ -252,6 +337,8 @@ def capacity(
     kv_tokens = num_blocks // n_groups * block_size
 
     def per_layer_usage(kind: str, length: int) -> int:
+        if kind == "mamba":  # one state page per sequence (MambaSpec.max_memory_usage_bytes, mode "none")
+            return page
         if kind == "sliding" and window and use_hybrid:
             tokens = min(window - 1 + max_num_batched_tokens, length)
             return (cdiv(tokens, block_size) + 1) * page

@@ -105,21 +105,13 @@ def _needs_remote_code(dep, ctx) -> bool:
 
 
 def derived_max_len(spec) -> tuple[int | None, str]:
-    """vLLM's derived max_model_len: max_position_embeddings, scaled by rope_scaling where it applies."""
-    cfg = spec.text_config or spec.config or {}
-    base = spec.max_position_embeddings
-    if base is None:
+    """vLLM's derived max_model_len, from the one derivation (planning/common.py)."""
+    from servepilot.planning.common import derived_max_model_len_and_how
+
+    if spec is None or (not spec.config and not spec.text_config and not spec.max_position_embeddings
+                        and not (spec.gguf and spec.gguf.context_length)):
         return None, ""
-    rope = cfg.get("rope_scaling") or {}
-    kind = rope.get("rope_type") or rope.get("type")
-    factor = rope.get("factor")
-    # vllm/config/model.py _get_and_verify_max_len: su/longrope/llama3 already include the
-    # scaling in max_position_embeddings; yarn uses original_max_position_embeddings x factor
-    if not rope or kind in ("su", "longrope", "llama3", "mrope", "default") or not factor:
-        return base, "max_position_embeddings"
-    if kind == "yarn" and rope.get("original_max_position_embeddings"):
-        return int(rope["original_max_position_embeddings"] * factor), "rope_scaling yarn: original_max_position_embeddings x factor"
-    return int(base * factor), f"max_position_embeddings x rope_scaling factor ({kind})"
+    return derived_max_model_len_and_how(spec)
 
 
 @rule(
@@ -142,7 +134,7 @@ def max_model_len(dep, ctx) -> list[Finding]:
     allowed = (dep.launch.shell.env or {}).get("VLLM_ALLOW_LONG_MAX_MODEL_LEN") in ("1", "true", "True")
     return [Finding("SP-LEN-001", "max_model_len", "warning" if allowed else "error", f"--max-model-len {want:,} exceeds the model's {limit:,}",
                     f"The derived maximum is {limit:,} ({how}). " + ("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 lets it start, but outputs past the trained length are unreliable." if allowed else f"vLLM will raise: User-specified max_model_len ({want}) is greater than the derived max_model_len ({limit})."),
-                    (Evidence(f"max_position_embeddings = {spec.max_position_embeddings}", f"{spec.path}/config.json"),),
+                    (Evidence(f"derived max_model_len {limit:,} = {how}", f"{spec.path}/config.json"),),
                     (Remedy("flag", f"--max-model-len {limit}", f"requests longer than {limit:,} tokens are refused", {"set": {"max_model_len": limit}, "unset": []}),))]
 
 
