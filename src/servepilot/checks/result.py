@@ -29,7 +29,7 @@ _SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 # stops nothing and degrades nothing: a review note, so it sorts after every finding that does.
 # As an error (a file is missing) it is the config import failing, at the SP-CODE stage.
 _STAGES = ("SP-ARGS", "SP-KV-001", "SP-CODE", "SP-ARCH", "SP-LEN", "SP-TP", "SP-EP", "SP-QUANT-001", "SP-KV", "SP-CODE-003", "SP-GPU",
-           "SP-CUDA", "SP-DTYPE", "SP-SHM", "SP-NCCL", "SP-ATTN", "SP-QUANT", "SP-MEM-001", "SP-MEM-003",
+           "SP-CUDA", "SP-DTYPE", "SP-SHM", "SP-NCCL", "SP-ATTN", "SP-QUANT", "SP-CKPT", "SP-MEM-001", "SP-MEM-003",
            "SP-MEM-002", "SP-MEM", "SP-PORT", "SP-TMPL")
 _REVIEW_NOTES = ("SP-CODE-002",)
 
@@ -52,13 +52,14 @@ def engine_stage(code: str) -> int:
 
 @dataclass(frozen=True)
 class CheckResult:
-    verdict: str  # "pass" | "warn" | "fail"
+    verdict: str  # "pass" | "warn" | "fail" | "unknown"
     findings: tuple[Finding, ...]
     resolved: dict
     plan: dict | None = None
     notes: tuple[str, ...] = ()
     resolution: object = field(default=None, metadata={"json": False})  # the typed Resolution
     memory_plan: object = field(default=None, metadata={"json": False})  # the typed MemoryPlan
+    unknowns: tuple = ()  # checks/unknowns.Unknown: facts a rule needed and could not have
 
     JSON_SCHEMA = "servepilot.check/1"
 
@@ -72,6 +73,7 @@ class CheckResult:
             "resolved": self.resolved,
             "plan": self.plan,
             "notes": list(self.notes),
+            "unknowns": [{"fact": u.fact, "why": u.why, "settle": u.settle} for u in self.unknowns],
         })
 
     @property
@@ -79,10 +81,14 @@ class CheckResult:
         return tuple(f for f in self.findings if f.severity == "error")
 
 
-def verdict_of(findings) -> str:
+def verdict_of(findings, unknowns=()) -> str:
+    """fail on any error (the launch dies whatever is unknown); else unknown when a fact a
+    rule needs could not be established; else warn / pass."""
     severities = {f.severity for f in findings}
     if "error" in severities:
         return "fail"
+    if unknowns:
+        return "unknown"
     if "warning" in severities:
         return "warn"
     return "pass"
@@ -103,14 +109,19 @@ def run_checks(dep, measured: dict | None = None) -> CheckResult:
         findings.extend(r.func(dep, ctx) or ())
     findings.sort(key=lambda f: (_SEVERITY_ORDER[f.severity], finding_stage(f), f.code))
     resolution = ctx.resolution
+    from servepilot.checks.unknowns import unknowns_of
+
+    ctx.plan  # noqa: B018 - the plan's own failure is one of the unknowns
+    unknowns = tuple(unknowns_of(dep, ctx))
     return CheckResult(
-        verdict=verdict_of(findings),
+        verdict=verdict_of(findings, unknowns),
         findings=tuple(findings),
         resolved=resolution.summary(),
         plan=plan_summary(ctx.plan),
         notes=tuple(resolution.notes) + tuple(dep.notes or ()) + tuple(ctx.notes),
         resolution=resolution,
         memory_plan=ctx.plan,
+        unknowns=unknowns,
     )
 
 

@@ -13,7 +13,8 @@ from servepilot.cli.common import (
 
 EXPLAIN_SCHEMA = "servepilot.explain/1"
 _SEVERITY_STYLE = {"error": "red", "warning": "yellow", "info": "cyan"}
-_VERDICT_STYLE = {"fail": "red", "warn": "yellow", "pass": "green"}
+_VERDICT_STYLE = {"fail": "red", "warn": "yellow", "pass": "green", "unknown": "magenta"}
+EXIT_BY_VERDICT = {"fail": 1, "unknown": 4}
 
 
 @click.command(context_settings=ENGINE_COMMAND_SETTINGS)
@@ -23,7 +24,8 @@ def check(command, gpu, engine_version, command_file, nodes, ray_address, as_jso
     """Predict what the engine will do with CMD and whether the launch will fail.
 
     \b
-    Exit codes: 0 pass or warn, 1 the launch will fail, 2 bad input.
+    Exit codes: 0 pass or warn, 1 the launch will fail, 2 bad input, 4 verdict unknown (a fact
+    a rule needs could not be established; each unknown is named with what would settle it).
     Example:
       servepilot check --gpu rtx-pro-6000x8 --engine-version 0.16.0 -- \\
         vllm serve /models/kimi-k2.5-nvfp4 -tp 8 --trust-remote-code
@@ -46,7 +48,7 @@ def check(command, gpu, engine_version, command_file, nodes, ray_address, as_jso
         emit_json(result.JSON_SCHEMA, result.to_json())
     else:
         render(result)
-    return 1 if result.verdict == "fail" else 0
+    return EXIT_BY_VERDICT.get(result.verdict, 0)
 
 
 def render(result) -> None:
@@ -68,6 +70,10 @@ def render(result) -> None:
             for i, r in enumerate(f.remedies, 1):
                 echo(f"    {i}. ({r.kind}) {r.change}")
                 echo(f"       trade-off: {r.tradeoff}")
+    for u in result.unknowns:
+        echo("")
+        echo(click.style(f"[unknown] {u.fact}: {u.why}", fg="magenta", bold=True))
+        echo(f"    settle: {u.settle}")
     echo("")
     for line in resolved_lines(result.resolved):
         echo(line)

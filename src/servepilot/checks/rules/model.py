@@ -241,3 +241,24 @@ def tokenizer_remote_code(dep, ctx) -> list[Finding]:
                     f"'Loading {spec.path} requires you to execute the tokenizer file in that repo on your local machine'.",
                     (Evidence(f"tokenizer_class = {tokenizer_class}; auto_map.AutoTokenizer defines {', '.join(classes)}", f"{spec.path}/tokenizer_config.json"),),
                     (Remedy("flag", "--trust-remote-code", "runs the checkpoint's tokenizer code with the server's privileges: review it first", {"set": {"trust_remote_code": True}, "unset": []}),))]
+
+
+@rule(
+    "SP-CKPT-001", "other", "A weight shard the engine cannot load",
+    facts=("vLLM reads every shard the index names (or every *.safetensors file) with safetensors' safe_open; "
+           "a dangling symlink, a symlink loop, a header whose length runs past the end of the file or whose "
+           "tensors overlap, or a missing shard stops the weight load with an exception.",),
+    sources=("vllm/model_executor/model_loader/weight_utils.py@v0.18.0 (safetensors_weights_iterator)",),
+)
+def damaged_shards(dep, ctx) -> list[Finding]:
+    spec = dep.spec
+    if spec is None or spec.format == "gguf":
+        return []
+    problems = [p for p in spec.problems if p.startswith("damaged shard") or "missing" in p]
+    if not problems:
+        return []
+    shown = "; ".join(problems[:3]) + (f" (+{len(problems) - 3} more)" if len(problems) > 3 else "")
+    return [Finding("SP-CKPT-001", "other", "error", f"{len(problems)} weight shard problem(s): the load will fail",
+                    f"{shown}. The engine stops while loading the weights, after the start-up work. "
+                    "Restore the shard(s) from the original download (re-download, or fix the links).",
+                    tuple(Evidence(p, spec.path) for p in problems[:5]), ())]

@@ -1,0 +1,99 @@
+"""What check could not establish: each unknown fact a rule needs, and what would settle it.
+
+A PASS means every rule had what it needed. When a fact is missing (the model's geometry,
+its layer kinds, its quantization, whether the engine version serves the architecture, the
+memory plan), the verdict is `unknown` (exit 4) unless an error already decides the launch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# config.json keys that announce layers other than plain attention + MLP: in a family
+# servepilot does not know, their presence means the layer kinds were not understood.
+_UNUSUAL_KEYS = ("mamba", "ssm", "linear_", "block_configs", "layer_types", "hybrid", "attn_type_list",
+                 "layers_block_type", "full_attention_interval", "conv_L_cache")
+
+
+@dataclass(frozen=True)
+class Unknown:
+    fact: str  # what could not be established
+    why: str  # what was missing or unreadable
+    settle: str  # what would settle it
+
+    def line(self) -> str:
+        return f"{self.fact}: {self.why} (settle: {self.settle})"
+
+
+def unknowns_of(dep, ctx) -> list[Unknown]:
+    spec = dep.spec
+    out: list[Unknown] = []
+    if spec is None or spec.format == "gguf":
+        return out
+    config = spec.config or {}
+    if spec.format == "hf":
+        if not config.get("model_type") and not config.get("architectures"):
+            out.append(Unknown("architecture", "config.json has neither model_type nor architectures",
+                               "a config.json that names the model class (architectures) and model_type"))
+        if spec.attention is None and not spec.layers:
+            why = next((u for u in spec.unknown if u.startswith(("attention:", "head_dim:"))), "no layer geometry")
+            out.append(Unknown("model geometry", why,
+                               "num_hidden_layers, num_attention_heads, num_key_value_heads, hidden_size "
+                               "and head_dim in config.json"))
+        for u in spec.unknown:
+            if any(w in u for w in ("layer kind", "block kind", "Mamba layers", "kv_lora_rank")):
+                out.append(Unknown("layer kinds", u, "a model family servepilot reads layer by layer"))
+        if spec.family is None and spec.attention is not None and not _layers_understood(spec):
+            keys = sorted(k for k in _text(spec) if any(w in k for w in _UNUSUAL_KEYS))
+            out.append(Unknown("layer kinds", f"model_type {spec.text_model_type or spec.model_type!r} is not a "
+                               f"family servepilot knows and its config has {', '.join(keys[:4])}",
+                               "a servepilot release that reads this family's layers"))
+    q = spec.quant
+    if q is not None and (q.method == "unknown" or not q.method):
+        out.append(Unknown("quantization", f"{q.declared_in} declares quantization without a method servepilot "
+                           "knows", "a quant_method (or modelopt quant_algo) servepilot reads"))
+    w = spec.weights
+    if w is not None and w.source == "safetensors" and w.total_bytes is None and w.damaged:
+        out.append(Unknown("weights", "no shard header could be read", "readable safetensors shards"))
+    arch = _arch_unknown(dep, ctx)
+    if arch is not None:
+        out.append(arch)
+    for note in ctx.notes:
+        if note.startswith("memory plan not available"):
+            out.append(Unknown("memory", note.removeprefix("memory plan not available: "),
+                               "the model geometry and weights the planner needs"))
+    return out
+
+
+def _text(spec) -> dict:
+    return spec.text_config or spec.config or {}
+
+
+def _layers_understood(spec) -> bool:
+    """False when an unknown family's config announces layer kinds the reader left uniform."""
+    text = _text(spec)
+    if not any(any(w in k for w in _UNUSUAL_KEYS) for k in text):
+        return True
+    kinds = {ly.mixer for ly in spec.layers}
+    return len(kinds) > 1 or kinds - {"full", "sliding"} != set()
+
+
+def _arch_unknown(dep, ctx) -> Unknown | None:
+    """Whether the vLLM release serves the architecture, when servepilot has not read it."""
+    spec = dep.spec
+    if dep.engine != "vllm" or not spec.architectures:
+        return None
+    version = dep.engine_version or getattr(ctx.resolution, "engine_version", None)
+    release = getattr(ctx.resolution, "release", None)
+    status_since = getattr(release, "architecture", None) if release is not None else None
+    if version is None or not status_since:
+        return None
+    status, _ = status_since
+    if status != "unknown":
+        return None
+    custom = spec.custom_code is not None and bool(spec.custom_code.auto_map)
+    if custom and dep.launch.get("trust_remote_code"):
+        return None  # the checkpoint's own code runs: the registry does not decide
+    return Unknown("architecture support", f"whether vLLM {version} serves {spec.architectures[0]} "
+                   "(its model registry was not read by servepilot)", "--engine-version of a release servepilot "
+                   "has read, or the checkpoint's own code with --trust-remote-code")
