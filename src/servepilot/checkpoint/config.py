@@ -29,6 +29,11 @@ GEOMETRY_KEYS = {
     "num_nextn_predict_layers": (0, "layers"),
 }
 
+# Families whose config class ties the output embedding to the input one unless config.json
+# says otherwise (tie_word_embeddings=True in transformers 4.57.1 configuration_gemma*.py,
+# configuration_cohere.py, configuration_ernie4_5*.py; starcoder2 keeps PretrainedConfig's True).
+TIED_BY_DEFAULT = ("gemma", "gemma2", "gemma3", "gemma3_text", "cohere", "starcoder2", "ernie4_5", "ernie4_5_moe")
+
 # layer_types values (transformers configuration_*.py) → the spec's two words.
 LAYER_TYPE_WORDS = {
     "sliding_attention": "sliding",
@@ -161,7 +166,10 @@ def read_architecture(config: dict) -> ArchitectureReading:
     out.max_position_embeddings = r.get_int("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", minimum=1)
     out.dtype = r.get_str("torch_dtype", "dtype")
     tie = r.raw("tie_word_embeddings")
-    out.tie_word_embeddings = bool(tie) if isinstance(tie, bool) else False
+    if isinstance(tie, bool):
+        out.tie_word_embeddings = tie
+    else:  # absent: the config class's default (transformers 4.57.1 configuration_*.py)
+        out.tie_word_embeddings = (out.text_model_type or out.model_type or "") in TIED_BY_DEFAULT
     out.mtp_layers = r.get_int("num_nextn_predict_layers", "mtp_num_hidden_layers") or 0
 
     out.attention = _attention(r, family, out)

@@ -33,6 +33,9 @@ from servepilot.checkpoint.spec import LayerSpec, StateSpec
 # damaged or hostile, and reading it (a layer list a million long) must not take minutes.
 LIMITS = {"layers": 2048, "heads": 4096, "experts": 16384, "width": 1 << 20, "vocab": 1 << 24}
 
+# Families whose MLP is up/down only (no gate): c_fc / c_proj or fc1 / fc2 in vLLM's model files.
+UNGATED_MLP_TYPES = ("starcoder2", "gpt2", "gpt_bigcode", "gpt_neox", "gptj", "phi", "falcon", "nemotron")
+
 NEMOTRON_PATTERN = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
 LAYER_TYPE_MIXER = {
     "full_attention": "full", "attention": "full", "full": "full", "global": "full",
@@ -213,7 +216,8 @@ class LayerReader:
     def _mlp(self, i: int) -> dict:
         r, moe = self.r, self.moe
         dense_inter = r.get_int("intermediate_size_mlp", minimum=1) or self.inter  # Llama-4 dense layers
-        gated = str(r.raw("mlp_hidden_act") or r.raw("hidden_act") or "silu") not in ("relu2",)
+        gated = str(r.raw("mlp_hidden_act") or r.raw("hidden_act") or "silu") not in ("relu2",) \
+            and self.model_type not in UNGATED_MLP_TYPES
         if moe is None or not self._is_moe_layer(i):
             return dict(mlp="dense", mlp_intermediate=dense_inter, gated_mlp=gated)
         return dict(mlp="moe", gated_mlp=gated, **self._moe_fields())

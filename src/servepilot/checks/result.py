@@ -60,6 +60,7 @@ class CheckResult:
     resolution: object = field(default=None, metadata={"json": False})  # the typed Resolution
     memory_plan: object = field(default=None, metadata={"json": False})  # the typed MemoryPlan
     unknowns: tuple = ()  # checks/unknowns.Unknown: facts a rule needed and could not have
+    model_summary: dict = field(default_factory=dict)  # checkpoint/summary.py, as inspect prints it
 
     JSON_SCHEMA = "servepilot.check/1"
 
@@ -74,6 +75,7 @@ class CheckResult:
             "plan": self.plan,
             "notes": list(self.notes),
             "unknowns": [{"fact": u.fact, "why": u.why, "settle": u.settle} for u in self.unknowns],
+            "model_summary": self.model_summary,
         })
 
     @property
@@ -122,7 +124,14 @@ def run_checks(dep, measured: dict | None = None) -> CheckResult:
         resolution=resolution,
         memory_plan=ctx.plan,
         unknowns=unknowns,
+        model_summary=_summary(dep.spec),
     )
+
+
+def _summary(spec) -> dict:
+    from servepilot.checkpoint.summary import model_summary
+
+    return model_summary(spec)
 
 
 def plan_summary(plan) -> dict | None:

@@ -32,7 +32,9 @@ def inspect(path: str, as_json: bool) -> int:
     if as_json:
         from servepilot.cli.output import emit_json
 
-        emit_json(SCHEMA, {"model": spec})
+        from servepilot.checkpoint.summary import model_summary
+
+        emit_json(SCHEMA, {"model": spec, "model_summary": model_summary(spec)})
     else:
         render_text(spec)
     return EXIT_DAMAGED if spec.problems else 0

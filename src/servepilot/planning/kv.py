@@ -219,11 +219,18 @@ def state_bytes_per_sequence(spec: ModelSpec, tp: int = 1, model_dtype: str | No
     from servepilot.checkpoint.estimate import model_layers
 
     mdtype = model_dtype or model_dtype_name(spec)
-    cfg = spec.text_config or spec.config or {}
-    ssm = cfg.get("mamba_ssm_cache_dtype") if isinstance(cfg.get("mamba_ssm_cache_dtype"), str) else None
-    if ssm is None and (spec.text_model_type or spec.model_type or "").startswith("nemotron_h"):
-        ssm = "float16"  # model_executor/models/config.py@v0.18.0 NemotronH: hf config's, else float16
+    ssm = ssm_cache_dtype(spec)
     return sum(state_bytes_per_layer(ly, tp, mdtype, ssm) for ly in model_layers(spec))
+
+
+def ssm_cache_dtype(spec: ModelSpec) -> str | None:
+    """The SSM state dtype when it is not the model dtype: NemotronH takes the config's
+    mamba_ssm_cache_dtype, else float16 (model_executor/models/config.py@v0.18.0)."""
+    if not (spec.text_model_type or spec.model_type or "").startswith("nemotron_h"):
+        return None
+    cfg = spec.text_config or spec.config or {}
+    value = cfg.get("mamba_ssm_cache_dtype")
+    return value if isinstance(value, str) and value in _DTYPE_BYTES else "float16"
 
 
 def hybrid_block_size(block_size: int, attn_bytes_per_token: int, state_page_bytes: int, mla: bool = False) -> int:

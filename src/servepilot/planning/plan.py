@@ -53,7 +53,9 @@ def plan_deployment(dep: Deployment, resolution=None, kv_cache_dtype: str | None
     if measured is not None:
         plan = _apply_measured(dep, spec, gpu, plan, measured, dtype, block, backend)
     alts = _alternatives(dep, spec, gpu, plan, planner, block, tp_options, backend)
-    return replace(plan, alternatives=alts)
+    from servepilot.checkpoint.summary import model_summary
+
+    return replace(plan, alternatives=alts, model_summary=model_summary(spec))
 
 
 

@@ -87,6 +87,7 @@ class MemoryPlan:
     measured: dict | None = None
     notes: tuple[str, ...] = ()
     sources: tuple[str, ...] = field(default=())
+    model_summary: dict = field(default_factory=dict)  # checkpoint/summary.py, as inspect prints it
 
     @property
     def ok(self) -> bool:

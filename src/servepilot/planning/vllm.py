@@ -334,7 +334,8 @@ def _hybrid_state(spec, tp: int, mdtype: str, bpl: int, block: int, version: str
         notes.append(f"Mamba / linear-attention layers: how vLLM {version} sizes their state was not read "
                      f"(read for {fact.get('read', 'other releases')}); the plan counts attention layers only")
         return block
-    per_layer = max((kvmod.state_bytes_per_layer(ly, tp, mdtype) for ly in spec.layers), default=0)
+    ssm = kvmod.ssm_cache_dtype(spec)
+    per_layer = max((kvmod.state_bytes_per_layer(ly, tp, mdtype, ssm) for ly in spec.layers), default=0)
     new_block = kvmod.hybrid_block_size(block, bpl, per_layer, mla=spec.is_mla)
     notes.append(f"Mamba / linear-attention layers hold {state:,} B of state per sequence per GPU "
                  f"(one page per layer per request)")
