@@ -43,6 +43,11 @@ def unknowns_of(dep, ctx) -> list[Unknown]:
         for u in spec.unknown:
             if any(w in u for w in ("layer kind", "block kind", "Mamba layers", "kv_lora_rank")):
                 out.append(Unknown("layer kinds", u, "a model family servepilot reads layer by layer"))
+            elif u.startswith(("weights:", "vocab_size:", "hidden_size:")) and spec.weights is None:
+                # no shard headers and the architecture cannot be counted: the weight and
+                # memory figures the rules compare would rest on a partial count
+                out.append(Unknown("weights", u, "the checkpoint's safetensors shards (or their index), or "
+                                   "a config.json with hidden_size and vocab_size"))
         if spec.family is None and spec.attention is not None and not _layers_understood(spec):
             keys = sorted(k for k in _text(spec) if any(w in k for w in _UNUSUAL_KEYS))
             out.append(Unknown("layer kinds", f"model_type {spec.text_model_type or spec.model_type!r} is not a "
@@ -52,6 +57,13 @@ def unknowns_of(dep, ctx) -> list[Unknown]:
     if q is not None and (q.method == "unknown" or not q.method):
         out.append(Unknown("quantization", f"{q.declared_in} declares quantization without a method servepilot "
                            "knows", "a quant_method (or modelopt quant_algo) servepilot reads"))
+    elif q is not None and dep.engine == "vllm":
+        resolved = _resolved_quant(ctx)
+        if resolved is None:
+            words = f"{q.method} {q.quant_algo}" if q.quant_algo else q.method
+            out.append(Unknown("quantization", f"{q.declared_in} declares {words}, which servepilot does not resolve to "
+                               "a vLLM quantization method (kernels, KV cache dtype and weight sizes follow from it)",
+                               "a servepilot release that reads this scheme for the engine version"))
     w = spec.weights
     if w is not None and w.source == "safetensors" and w.total_bytes is None and w.damaged:
         out.append(Unknown("weights", "no shard header could be read", "readable safetensors shards"))
@@ -63,6 +75,13 @@ def unknowns_of(dep, ctx) -> list[Unknown]:
             out.append(Unknown("memory", note.removeprefix("memory plan not available: "),
                                "the model geometry and weights the planner needs"))
     return out
+
+
+def _resolved_quant(ctx):
+    try:
+        return (ctx.resolution.summary() or {}).get("quantization")
+    except Exception:  # noqa: BLE001 - a resolution that cannot summarise settles nothing
+        return None
 
 
 def _text(spec) -> dict:
