@@ -44,8 +44,13 @@ def measure(root: Path) -> dict:
         return out | {"error": exc.one_line(), "unknown": [exc.one_line()]}
     est = estimate_params(spec)
     summary = model_summary(spec)
-    out.update(params=est.total if est else None, active=summary["active_parameters"], kinds=summary["layer_kinds"],
-               quant=summary["quantization"], unknown=list(spec.unknown))
+    out.update(
+        params=est.total if est else None,
+        active=summary["active_parameters"],
+        kinds=summary["layer_kinds"],
+        quant=summary["quantization"],
+        unknown=list(spec.unknown),
+    )
     try:
         out["kv"] = kv.kv_bytes_per_token(spec, 1, "bfloat16")
         out["state"] = kv.state_bytes_per_sequence(spec, 1, "bfloat16")
@@ -59,8 +64,10 @@ def main(argv: list[str]) -> int:
     verbose = "--verbose" in argv
     rows = [measure(p) for p in models()]
     within3 = off10 = off10_unexplained = 0
-    print(f"{'model':<52} {'params':>9} {'published':>9} {'diff':>7}  {'active':>7} {'pub':>6}  "
-          f"{'KV B/tok':>9} {'state B/seq':>11}  layer kinds / quantization")
+    print(
+        f"{'model':<52} {'params':>9} {'published':>9} {'diff':>7}  {'active':>7} {'pub':>6}  "
+        f"{'KV B/tok':>9} {'state B/seq':>11}  layer kinds / quantization"
+    )
     for r in rows:
         pub = r["published"]["total_b"] * 1e9
         p = r.get("params")
@@ -74,11 +81,13 @@ def main(argv: list[str]) -> int:
         active = f"{r['active'] / 1e9:7.2f}" if r.get("active") else "      -"
         pub_active = r["published"]["active_b"]
         kinds = ", ".join(f"{n} {k}" for k, n in (r.get("kinds") or {}).items())
-        print(f"{r['name'][:52]:<52} {(p or 0) / 1e9:9.2f} {pub / 1e9:9.2f} "
-              f"{(f'{diff:+.1%}' if diff is not None else '?'):>7}  {active} "
-              f"{(f'{pub_active:6.1f}' if pub_active else '     -')}  "
-              f"{(r.get('kv') if r.get('kv') is not None else '?'):>9} {(r.get('state') or 0):>11}  "
-              f"{kinds}{' · ' + r['quant'] if r.get('quant') else ''}")
+        print(
+            f"{r['name'][:52]:<52} {(p or 0) / 1e9:9.2f} {pub / 1e9:9.2f} "
+            f"{(f'{diff:+.1%}' if diff is not None else '?'):>7}  {active} "
+            f"{(f'{pub_active:6.1f}' if pub_active else '     -')}  "
+            f"{(r.get('kv') if r.get('kv') is not None else '?'):>9} {(r.get('state') or 0):>11}  "
+            f"{kinds}{' · ' + r['quant'] if r.get('quant') else ''}"
+        )
         if r.get("unknown") and (verbose or diff is None or abs(diff) > 0.10):
             for u in r["unknown"]:
                 print(f"{'':<52} unknown: {u}")
@@ -86,11 +95,18 @@ def main(argv: list[str]) -> int:
     families = Counter(r["name"].split("--")[0] for r in rows)
     years = Counter(r["released"][:4] for r in rows)
     print()
-    print(f"zoo: {n} real config.json files from {len(families)} organisations; released "
-          + ", ".join(f"{y}: {c}" for y, c in sorted(years.items())))
-    print(f"total parameters within 3% of the published figure: {within3}/{n} ({within3 / n:.1%}; target >= 95%)")
-    print(f"off by more than 10% (or not counted): {off10}, of which without an unknown saying why: "
-          f"{off10_unexplained} (target 0)")
+    print(
+        f"zoo: {n} real config.json files from {len(families)} organisations; released "
+        + ", ".join(f"{y}: {c}" for y, c in sorted(years.items()))
+    )
+    print(
+        f"total parameters within 3% of the published figure: {within3}/{n} "
+        f"({within3 / n:.1%}; target >= 95%)"
+    )
+    print(
+        f"off by more than 10% (or not counted): {off10}, of which without an unknown saying why: "
+        f"{off10_unexplained} (target 0)"
+    )
     return 0
 
 

@@ -41,24 +41,44 @@ def test_unknown_family_says_so_and_does_not_assume_mla():
 
 
 def test_an_integral_float_is_still_an_integer():
-    a = read_architecture({"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 32,
-                           "hidden_size": 4096.0, "vocab_size": 32000})
+    a = read_architecture(
+        {
+            "model_type": "llama",
+            "num_hidden_layers": 2,
+            "num_attention_heads": 32,
+            "hidden_size": 4096.0,
+            "vocab_size": 32000,
+        }
+    )
     assert a.hidden_size == 4096 and a.attention.head_dim == 128
 
 
-@pytest.mark.parametrize("key,value,words", [
-    ("num_hidden_layers", "32", "not a number"), ("num_hidden_layers", "sixty", "not a number"),
-    ("vocab_size", True, "not a number"), ("num_hidden_layers", -5, "less than 1"),
-    ("num_attention_heads", 0, "less than 1"), ("hidden_size", float("nan"), "not a whole number"),
-    ("num_hidden_layers", 1_000_000, "beyond any real model"), ("num_local_experts", 10**9, "beyond any real model"),
-    ("head_dim", 64.5, "not a whole number"),
-])
+@pytest.mark.parametrize(
+    "key,value,words",
+    [
+        ("num_hidden_layers", "32", "not a number"),
+        ("num_hidden_layers", "sixty", "not a number"),
+        ("vocab_size", True, "not a number"),
+        ("num_hidden_layers", -5, "less than 1"),
+        ("num_attention_heads", 0, "less than 1"),
+        ("hidden_size", float("nan"), "not a whole number"),
+        ("num_hidden_layers", 1_000_000, "beyond any real model"),
+        ("num_local_experts", 10**9, "beyond any real model"),
+        ("head_dim", 64.5, "not a whole number"),
+    ],
+)
 def test_geometry_no_model_can_have_is_bad_input_not_a_note(key, value, words):
     # Once a note and a PASS (issue 12): every figure servepilot derives rests on these counts.
     from servepilot.checkpoint.layers import ConfigValueError
 
-    cfg = {"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 32, "hidden_size": 4096,
-           "vocab_size": 32000, key: value}
+    cfg = {
+        "model_type": "llama",
+        "num_hidden_layers": 2,
+        "num_attention_heads": 32,
+        "hidden_size": 4096,
+        "vocab_size": 32000,
+        key: value,
+    }
     with pytest.raises(ConfigValueError, match=words) as info:
         read_architecture(cfg)
     assert key in str(info.value)

@@ -11,13 +11,34 @@ import pytest
 
 from servepilot.cli.main import main
 
-LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 2,
-         "num_attention_heads": 4, "num_key_value_heads": 2, "hidden_size": 64, "intermediate_size": 128,
-         "vocab_size": 1000, "max_position_embeddings": 4096, "torch_dtype": "bfloat16"}
+LLAMA = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "vocab_size": 1000,
+    "max_position_embeddings": 4096,
+    "torch_dtype": "bfloat16",
+}
 
 
 def _check(path, *extra) -> list[str]:
-    return ["check", "--json", "--gpu", "h100x1", "--engine-version", "0.18.0", *extra, "--", "vllm", "serve", str(path)]
+    return [
+        "check",
+        "--json",
+        "--gpu",
+        "h100x1",
+        "--engine-version",
+        "0.18.0",
+        *extra,
+        "--",
+        "vllm",
+        "serve",
+        str(path),
+    ]
 
 
 def _model(tmp_path, config: dict, name="m"):
@@ -55,7 +76,9 @@ def test_config_without_model_type_or_architectures_is_unknown_exit_4(tmp_path, 
 
 
 def test_config_without_geometry_is_unknown(tmp_path, capsys):
-    root = _model(tmp_path, {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64})
+    root = _model(
+        tmp_path, {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64}
+    )
     assert main(_check(root)) == 4
     facts = [u["fact"] for u in json.loads(capsys.readouterr().out)["unknowns"]]
     assert "model geometry" in facts and "memory" in facts
@@ -65,17 +88,31 @@ def test_text_output_names_each_unknown(tmp_path, capsys):
     root = _model(tmp_path, {"hidden_size": 64})
     assert main(_check(root)[:1] + _check(root)[2:]) == 4
     out = capsys.readouterr().out
-    assert out.startswith("verdict: UNKNOWN") and "[unknown] architecture" in out and "settle:" in out
+    assert (
+        out.startswith("verdict: UNKNOWN") and "[unknown] architecture" in out and "settle:" in out
+    )
 
 
-@pytest.mark.parametrize("key,value", [("num_hidden_layers", "sixty"), ("num_hidden_layers", -5),
-                                       ("num_attention_heads", 0), ("hidden_size", float("nan")),
-                                       ("num_hidden_layers", 1_000_000), ("num_local_experts", 10**8)])
+@pytest.mark.parametrize(
+    "key,value",
+    [
+        ("num_hidden_layers", "sixty"),
+        ("num_hidden_layers", -5),
+        ("num_attention_heads", 0),
+        ("hidden_size", float("nan")),
+        ("num_hidden_layers", 1_000_000),
+        ("num_local_experts", 10**8),
+    ],
+)
 def test_absurd_geometry_is_bad_input_fast(tmp_path, capsys, key, value):
     root = _model(tmp_path, dict(LLAMA, **{key: value}))
     start = time.perf_counter()
     for verb in ("check", "plan", "inspect"):
-        argv = [verb, str(root)] if verb == "inspect" else [verb, "--gpu", "h100x1", "--", "vllm", "serve", str(root)]
+        argv = (
+            [verb, str(root)]
+            if verb == "inspect"
+            else [verb, "--gpu", "h100x1", "--", "vllm", "serve", str(root)]
+        )
         assert main(argv) == 2, verb
         err = capsys.readouterr().err
         assert "config.json" in err and key in err and "Traceback" not in err
@@ -95,13 +132,17 @@ def _damaged(tmp_path, kind: str):
     elif kind == "header past EOF":
         bad.write_bytes(struct.pack("<Q", 10**6) + b"{}")
     elif kind == "overlapping offsets":
-        header = {"a": {"dtype": "F16", "shape": [4], "data_offsets": [0, 8]},
-                  "b": {"dtype": "F16", "shape": [4], "data_offsets": [4, 12]}}
+        header = {
+            "a": {"dtype": "F16", "shape": [4], "data_offsets": [0, 8]},
+            "b": {"dtype": "F16", "shape": [4], "data_offsets": [4, 12]},
+        }
         bad.write_bytes(_shard(header))
     return root
 
 
-@pytest.mark.parametrize("kind", ["dangling symlink", "symlink loop", "header past EOF", "overlapping offsets"])
+@pytest.mark.parametrize(
+    "kind", ["dangling symlink", "symlink loop", "header past EOF", "overlapping offsets"]
+)
 def test_a_broken_shard_is_an_error_finding(tmp_path, capsys, kind):
     root = _damaged(tmp_path, kind)
     assert main(_check(root)) == 1

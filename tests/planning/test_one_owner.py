@@ -15,16 +15,36 @@ from servepilot.cli.main import main
 REPO = Path(__file__).resolve().parents[2]
 ZOO = REPO / "bench" / "zoo"
 EXAMPLES = REPO / "examples"
-LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 2,
-         "num_attention_heads": 4, "num_key_value_heads": 2, "hidden_size": 64, "intermediate_size": 128,
-         "vocab_size": 1000, "torch_dtype": "bfloat16"}
+LLAMA = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "vocab_size": 1000,
+    "torch_dtype": "bfloat16",
+}
 
 
 def test_max_model_len_is_the_smallest_length_key_for_plan_and_the_len_rule(tmp_path, capsys):
     root = tmp_path / "m"
     root.mkdir()
-    (root / "config.json").write_text(json.dumps(dict(LLAMA, max_position_embeddings=131072, seq_length=8192)))
-    base = ["--gpu", "h100x1", "--engine-version", "0.18.0", "--json", "--", "vllm", "serve", str(root)]
+    (root / "config.json").write_text(
+        json.dumps(dict(LLAMA, max_position_embeddings=131072, seq_length=8192))
+    )
+    base = [
+        "--gpu",
+        "h100x1",
+        "--engine-version",
+        "0.18.0",
+        "--json",
+        "--",
+        "vllm",
+        "serve",
+        str(root),
+    ]
     assert main(["plan", *base]) == 0
     plan = json.loads(capsys.readouterr().out)
     assert plan["max_model_len"] == 8192
@@ -35,7 +55,9 @@ def test_max_model_len_is_the_smallest_length_key_for_plan_and_the_len_rule(tmp_
     assert length and "8,192" in length[0]["title"]
 
 
-@pytest.mark.parametrize("example", ["gpt-oss-120b", "deepseek-v3", "llama-3.1-8b", "kimi-k2.5-nvfp4"])
+@pytest.mark.parametrize(
+    "example", ["gpt-oss-120b", "deepseek-v3", "llama-3.1-8b", "kimi-k2.5-nvfp4"]
+)
 @pytest.mark.parametrize("storage,tp", [("bfloat16", 1), ("fp8", 8), ("fp8_e4m3", 2)])
 def test_kv_bytes_per_token_is_one_formula(example, storage, tp):
     from servepilot.checks.kvmath import kv_bytes_per_token as remedy_figure

@@ -22,16 +22,35 @@ def _bytes(shapes_and_sizes) -> int:
 
 @pytest.mark.parametrize("tp", [1, 2, 8])
 def test_mamba2_state_is_conv_plus_temporal_as_vllm_shapes_it(tp):
-    st = StateSpec("mamba2", num_heads=64, head_dim=64, intermediate=4096, state_size=128, n_groups=8, conv_kernel=4)
+    st = StateSpec(
+        "mamba2",
+        num_heads=64,
+        head_dim=64,
+        intermediate=4096,
+        state_size=128,
+        n_groups=8,
+        conv_kernel=4,
+    )
     groups = 8 + (0 if 8 % tp == 0 else tp - 8)
-    conv = ((4 - 1), (4096 + 2 * groups * 128) // tp)  # mamba2_state_shape: (conv_kernel - 1, conv_dim / tp)
+    conv = (
+        (4 - 1),
+        (4096 + 2 * groups * 128) // tp,
+    )  # mamba2_state_shape: (conv_kernel - 1, conv_dim / tp)
     temporal = (64 // tp, 64, 128)
     want = _bytes([(conv, 2), (temporal, 4)])  # conv in the model dtype, SSM state float32 here
     assert kv.state_bytes_per_layer(LayerSpec("mamba", state=st), tp, "bfloat16", "float32") == want
 
 
 def test_mamba2_with_one_group_on_four_gpus_replicates_the_group():
-    st = StateSpec("mamba2", num_heads=32, head_dim=64, intermediate=2048, state_size=64, n_groups=1, conv_kernel=4)
+    st = StateSpec(
+        "mamba2",
+        num_heads=32,
+        head_dim=64,
+        intermediate=2048,
+        state_size=64,
+        n_groups=1,
+        conv_kernel=4,
+    )
     groups = 1 + (4 - 1)  # extra_groups_for_head_shards: n_groups 1 -> tp
     want = _bytes([((3, (2048 + 2 * groups * 64) // 4), 2), ((32 // 4, 64, 64), 2)])
     assert kv.state_bytes_per_layer(LayerSpec("mamba", state=st), 4, "bfloat16") == want
@@ -53,7 +72,9 @@ def test_mamba1_state():
 
 def test_nemotron_3_nano_state_and_the_raised_attention_block():
     spec = inspect_path(ZOO / "nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16")
-    per_layer = _bytes([((3, (4096 + 2 * 8 * 128) // 8), 2), ((64 // 8, 64, 128), 4)])  # ssm float32 (config)
+    per_layer = _bytes(
+        [((3, (4096 + 2 * 8 * 128) // 8), 2), ((64 // 8, 64, 128), 4)]
+    )  # ssm float32 (config)
     assert kv.state_bytes_per_sequence(spec, 8, "bfloat16") == 23 * per_layer
     # attention page per token at TP 8: 1 KV head (2 // 8 -> 1) x (128 + 128) x 2 bytes
     attn = kv.kv_bytes_per_token_per_layer(spec, 8, "auto")
@@ -61,14 +82,26 @@ def test_nemotron_3_nano_state_and_the_raised_attention_block():
     assert kv.hybrid_block_size(16, attn, per_layer) == 16 * math.ceil(per_layer / (16 * attn))
     # KV per token counts the 6 attention layers only (was all 52 as GQA layers)
     assert kv.kv_bytes_per_token(spec, 8, "auto") == 6 * 512
-    assert kv.layer_types(spec) == tuple(("full" if c == "*" else "mamba") for c in
-                                         spec.config["hybrid_override_pattern"] if c in "*M")
+    assert kv.layer_types(spec) == tuple(
+        ("full" if c == "*" else "mamba")
+        for c in spec.config["hybrid_override_pattern"]
+        if c in "*M"
+    )
 
 
 def test_a_request_holds_one_state_page_per_mamba_layer():
     types = ("mamba", "mamba", "full", "mamba")
-    cap = kv.capacity(types=types, window=None, bytes_per_token_per_layer=512, available_per_stage=[512 * 64 * 1000],
-                      block_size=64, max_model_len=64 * 10, generation="v1", hybrid=False, max_num_batched_tokens=8192)
+    cap = kv.capacity(
+        types=types,
+        window=None,
+        bytes_per_token_per_layer=512,
+        available_per_stage=[512 * 64 * 1000],
+        block_size=64,
+        max_model_len=64 * 10,
+        generation="v1",
+        hybrid=False,
+        max_num_batched_tokens=8192,
+    )
     # vLLM groups layers by kind in groups of the smallest kind's count (1 here): 3 Mamba groups
     # and 1 attention group, even without --enable-hybrid... (Mamba needs the hybrid manager)
     assert cap.groups == 4

@@ -11,28 +11,45 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from servepilot.checkpoint.families import Family, find_family
-from servepilot.checkpoint.layers import ConfigValueError, LayerReader, check_count
+from servepilot.checkpoint.layers import LayerReader, check_count
 from servepilot.checkpoint.spec import AttentionSpec, LayerSpec, MoESpec
 
 # Geometry keys whose value must be a sane count: anything else is bad input (exit 2), never a
 # note, since every figure servepilot derives rests on them. key -> (minimum, LIMITS word).
 GEOMETRY_KEYS = {
-    "num_hidden_layers": (1, "layers"), "n_layer": (1, "layers"), "num_layers": (1, "layers"),
-    "num_attention_heads": (1, "heads"), "n_head": (1, "heads"), "num_key_value_heads": (1, "heads"),
-    "num_kv_heads": (1, "heads"), "head_dim": (1, "width"), "hidden_size": (1, "width"),
-    "intermediate_size": (1, "width"), "moe_intermediate_size": (1, "width"), "vocab_size": (1, "vocab"),
-    "n_routed_experts": (0, "experts"), "num_experts": (0, "experts"), "num_local_experts": (0, "experts"),
-    "moe_num_experts": (0, "experts"), "num_experts_per_tok": (0, "experts"),
-    "num_experts_per_token": (0, "experts"), "top_k_experts": (0, "experts"),
-    "n_shared_experts": (0, "experts"), "kv_lora_rank": (1, "width"), "q_lora_rank": (1, "width"),
-    "qk_rope_head_dim": (0, "width"), "qk_nope_head_dim": (0, "width"), "v_head_dim": (1, "width"),
+    "num_hidden_layers": (1, "layers"),
+    "n_layer": (1, "layers"),
+    "num_layers": (1, "layers"),
+    "num_attention_heads": (1, "heads"),
+    "n_head": (1, "heads"),
+    "num_key_value_heads": (1, "heads"),
+    "num_kv_heads": (1, "heads"),
+    "head_dim": (1, "width"),
+    "hidden_size": (1, "width"),
+    "intermediate_size": (1, "width"),
+    "moe_intermediate_size": (1, "width"),
+    "vocab_size": (1, "vocab"),
+    "n_routed_experts": (0, "experts"),
+    "num_experts": (0, "experts"),
+    "num_local_experts": (0, "experts"),
+    "moe_num_experts": (0, "experts"),
+    "num_experts_per_tok": (0, "experts"),
+    "num_experts_per_token": (0, "experts"),
+    "top_k_experts": (0, "experts"),
+    "n_shared_experts": (0, "experts"),
+    "kv_lora_rank": (1, "width"),
+    "q_lora_rank": (1, "width"),
+    "qk_rope_head_dim": (0, "width"),
+    "qk_nope_head_dim": (0, "width"),
+    "v_head_dim": (1, "width"),
     "num_nextn_predict_layers": (0, "layers"),
 }
 
 # Families whose config class ties the output embedding to the input one unless config.json
 # says otherwise (tie_word_embeddings=True in transformers 4.57.1 configuration_gemma*.py,
 # configuration_cohere.py, configuration_ernie4_5*.py; starcoder2 keeps PretrainedConfig's True).
-TIED_BY_DEFAULT = ("gemma", "gemma2", "gemma3", "gemma3_text", "cohere", "starcoder2", "ernie4_5", "ernie4_5_moe")
+TIED_BY_DEFAULT = ("gemma", "gemma2", "gemma3", "gemma3_text", "cohere", "starcoder2", "ernie4_5",
+                   "ernie4_5_moe")
 
 # layer_types values (transformers configuration_*.py) → the spec's two words.
 LAYER_TYPE_WORDS = {
@@ -202,8 +219,14 @@ def _declared_layers(r: _Reader) -> int | None:
 
 
 def _layers(r: _Reader, out: ArchitectureReading) -> tuple[LayerSpec, ...]:
-    reader = LayerReader(r, model_type=out.text_model_type or out.model_type or "", hidden=out.hidden_size or 0,
-                         intermediate=out.intermediate_size, attention=out.attention, moe=out.moe)
+    reader = LayerReader(
+        r,
+        model_type=out.text_model_type or out.model_type or "",
+        hidden=out.hidden_size or 0,
+        intermediate=out.intermediate_size,
+        attention=out.attention,
+        moe=out.moe,
+    )
     layers = reader.read(out.attention.num_layers if out.attention else _declared_layers(r))
     out.notes.extend(reader.notes + reader.unknown)
     return layers
@@ -224,8 +247,15 @@ def _with_layer_counts(att: AttentionSpec, layers: tuple[LayerSpec, ...]) -> Att
         kind = "hybrid"
     elif kind == "hybrid" and not (n_sliding and n_full):
         kind = "gqa" if att.num_kv_heads < att.num_heads else "mha"
-    return replace(att, kind=kind, num_layers=len(layers), layer_types=words, num_sliding_layers=n_sliding,
-                   num_full_layers=n_full, sliding_window=window)
+    return replace(
+        att,
+        kind=kind,
+        num_layers=len(layers),
+        layer_types=words,
+        num_sliding_layers=n_sliding,
+        num_full_layers=n_full,
+        sliding_window=window,
+    )
 
 
 def _attention(r: _Reader, family: Family | None, out: ArchitectureReading) -> AttentionSpec | None:
@@ -345,15 +375,24 @@ def _moe(r: _Reader) -> MoESpec | None:
     )
     if not experts:
         return None
-    per_token = r.get_int("num_experts_per_tok", "num_experts_per_token", "top_k_experts", "experts_per_token",
-                          "moe_top_k", "moe_k", "moe_topk", minimum=1)
+    per_token = r.get_int(
+        "num_experts_per_tok",
+        "num_experts_per_token",
+        "top_k_experts",
+        "experts_per_token",
+        "moe_top_k",
+        "moe_k",
+        "moe_topk",
+        minimum=1,
+    )
     if per_token is None:
         r.notes.append("MoE model without num_experts_per_tok: experts per token unknown (0)")
     shared = r.get_int("n_shared_experts", "num_shared_experts", minimum=0)
     if shared is None:
         shared = 1 if (r.get_int("shared_expert_intermediate_size", minimum=0) or 0) > 0 else 0
-    expert_inter = r.get_int("moe_intermediate_size", "routed_expert_hidden_size", "expert_intermediate_size",
-                             minimum=1)
+    expert_inter = r.get_int(
+        "moe_intermediate_size", "routed_expert_hidden_size", "expert_intermediate_size", minimum=1
+    )
     if expert_inter is None and r.raw("num_local_experts"):
         expert_inter = r.get_int("intermediate_size", minimum=1)  # Mixtral/gpt-oss: experts use intermediate_size
     return MoESpec(

@@ -62,7 +62,14 @@ class ParamEstimate:
     @property
     def total(self) -> int:
         """The model as served: MTP / next-n layers are counted apart (`mtp`)."""
-        return self.embedding + self.attention + self.mixer + self.dense_mlp + self.experts + self.other
+        return (
+            self.embedding
+            + self.attention
+            + self.mixer
+            + self.dense_mlp
+            + self.experts
+            + self.other
+        )
 
     @property
     def total_with_mtp(self) -> int:
@@ -82,16 +89,34 @@ def model_layers(spec: ModelSpec) -> tuple[LayerSpec, ...]:
     types = a.layer_types if len(a.layer_types) >= a.num_layers else ()
     out = []
     for i in range(a.num_layers):
-        word = types[i] if types else ("sliding" if a.sliding_window and a.num_sliding_layers and not a.num_full_layers
-                                       else "full")
+        word = (
+            types[i]
+            if types
+            else (
+                "sliding"
+                if a.sliding_window and a.num_sliding_layers and not a.num_full_layers
+                else "full"
+            )
+        )
         mixer = "sliding" if "sliding" in word or "local" in word else "full"
-        fields = dict(mixer=mixer, window=a.sliding_window if mixer == "sliding" else None, num_heads=a.num_heads,
-                      num_kv_heads=a.num_kv_heads, head_dim=a.head_dim, v_head_dim=a.v_head_dim or a.head_dim)
+        fields = dict(
+            mixer=mixer,
+            window=a.sliding_window if mixer == "sliding" else None,
+            num_heads=a.num_heads,
+            num_kv_heads=a.num_kv_heads,
+            head_dim=a.head_dim,
+            v_head_dim=a.v_head_dim or a.head_dim,
+        )
         is_moe = bool(moe) and i >= moe.first_dense_layers and i % max(1, moe.moe_layer_freq) == 0
         if is_moe:
             ei = moe.expert_intermediate_size or inter
-            fields.update(mlp="moe", experts=moe.num_experts, experts_per_token=moe.experts_per_token,
-                          expert_intermediate=ei, shared_intermediate=moe.num_shared_experts * ei)
+            fields.update(
+                mlp="moe",
+                experts=moe.num_experts,
+                experts_per_token=moe.experts_per_token,
+                expert_intermediate=ei,
+                shared_intermediate=moe.num_shared_experts * ei,
+            )
         else:
             fields.update(mlp="dense", mlp_intermediate=inter)
         out.append(LayerSpec(**fields))
@@ -137,7 +162,9 @@ def _mixer_tensors(layer: LayerSpec, p: str, h: int) -> list[TensorShape]:
 
     if st is None:
         return out
-    if st.kind == "mamba2":  # mamba_mixer2.py: in_proj (z, x, B, C, dt), conv1d, A, D, dt_bias, norm, out_proj
+    if (
+        st.kind == "mamba2"
+    ):  # mamba_mixer2.py: in_proj (z, x, B, C, dt), conv1d, A, D, dt_bias, norm, out_proj
         i, gn = st.intermediate, st.n_groups * st.state_size
         add("mixer.in_proj.weight", 2 * i + 2 * gn + st.num_heads, h)
         add("mixer.conv1d.weight", i + 2 * gn, st.conv_kernel + 1, linear=False)  # weight + bias
@@ -169,8 +196,9 @@ def _mixer_tensors(layer: LayerSpec, p: str, h: int) -> list[TensorShape]:
     return out
 
 
-def _mlp_tensors(layer: LayerSpec, p: str, h: int, part_dense: str = "dense_mlp",
-                 part_experts: str = "experts") -> list[TensorShape]:
+def _mlp_tensors(
+    layer: LayerSpec, p: str, h: int, part_dense: str = "dense_mlp", part_experts: str = "experts"
+) -> list[TensorShape]:
     out = []
     mats = 3 if layer.gated_mlp else 2
     if layer.mlp == "dense" and layer.mlp_intermediate:
@@ -187,10 +215,16 @@ def _mlp_tensors(layer: LayerSpec, p: str, h: int, part_dense: str = "dense_mlp"
         names = ("gate_proj", "up_proj", "down_proj") if mats == 3 else ("up_proj", "down_proj")
         for n in names:
             shape = (width, ei) if n == "down_proj" else (ei, width)
-            out.append(TensorShape(p + f"mlp.experts.{n}.weight", (layer.experts, *shape), part_experts))
+            out.append(
+                TensorShape(p + f"mlp.experts.{n}.weight", (layer.experts, *shape), part_experts)
+            )
         if layer.latent:
-            out.append(TensorShape(p + "mlp.fc1_latent_proj.weight", (layer.latent, h), part_experts))
-            out.append(TensorShape(p + "mlp.fc2_latent_proj.weight", (h, layer.latent), part_experts))
+            out.append(
+                TensorShape(p + "mlp.fc1_latent_proj.weight", (layer.latent, h), part_experts)
+            )
+            out.append(
+                TensorShape(p + "mlp.fc2_latent_proj.weight", (h, layer.latent), part_experts)
+            )
         if layer.shared_intermediate:
             si = layer.shared_intermediate
             for n in names:
@@ -214,7 +248,9 @@ def tensor_shapes(spec: ModelSpec) -> list[TensorShape]:
     out.append(TensorShape("model.norm.weight", (h,), "other", False))
     for i, layer in enumerate(layers):
         p = f"model.layers.{i}."
-        single = layer.mixer == "none" or layer.mlp == "none"  # Nemotron-H / NAS blocks: one norm per mixer
+        single = (
+            layer.mixer == "none" or layer.mlp == "none"
+        )  # Nemotron-H / NAS blocks: one norm per mixer
         out.append(TensorShape(p + "input_layernorm.weight", (h,), "other", False))
         if not single:
             out.append(TensorShape(p + "post_attention_layernorm.weight", (h,), "other", False))
@@ -239,9 +275,13 @@ def _mtp_tensors(spec: ModelSpec, layers: tuple[LayerSpec, ...], h: int) -> list
     out = []
     for k in range(spec.mtp_layers):
         p = f"model.layers.{len(layers) + k}."
-        shapes = (_attention_tensors(spec, attn, p, h) if attn else []) + _mlp_tensors(mlp_layer, p, h)
-        shapes += [TensorShape(p + "eh_proj.weight", (h, 2 * h), "mtp"),
-                   TensorShape(p + "enorm.weight", (2 * h,), "mtp", False)]
+        shapes = (_attention_tensors(spec, attn, p, h) if attn else []) + _mlp_tensors(
+            mlp_layer, p, h
+        )
+        shapes += [
+            TensorShape(p + "eh_proj.weight", (h, 2 * h), "mtp"),
+            TensorShape(p + "enorm.weight", (2 * h,), "mtp", False),
+        ]
         out.extend(TensorShape(t.name, t.shape, "mtp", t.linear) for t in shapes)
     return out
 
@@ -258,11 +298,21 @@ def estimate_params(spec: ModelSpec) -> ParamEstimate | None:
     unused = 0  # routed experts a token does not reach
     for layer in model_layers(spec):
         if layer.mlp == "moe" and layer.experts:
-            per_expert = (3 if layer.gated_mlp else 2) * (layer.latent or spec.hidden_size) * layer.expert_intermediate
+            per_expert = (
+                (3 if layer.gated_mlp else 2)
+                * (layer.latent or spec.hidden_size)
+                * layer.expert_intermediate
+            )
             unused += max(0, layer.experts - layer.experts_per_token) * per_expert
-    est = ParamEstimate(embedding=parts.get("embedding", 0), attention=parts.get("attention", 0),
-                        dense_mlp=parts.get("dense_mlp", 0), experts=parts.get("experts", 0),
-                        other=parts.get("other", 0), mtp=parts.get("mtp", 0), mixer=parts.get("mixer", 0))
+    est = ParamEstimate(
+        embedding=parts.get("embedding", 0),
+        attention=parts.get("attention", 0),
+        dense_mlp=parts.get("dense_mlp", 0),
+        experts=parts.get("experts", 0),
+        other=parts.get("other", 0),
+        mtp=parts.get("mtp", 0),
+        mixer=parts.get("mixer", 0),
+    )
     return dataclasses.replace(est, active=est.total - unused - est.embedding)
 
 
@@ -283,7 +333,9 @@ def estimate_bytes_from_architecture(spec: ModelSpec) -> int | None:
     # Quantized: the linear layers of the MLPs and experts; attention too unless the ignore
     # list keeps it unquantized (gpt-oss keeps self_attn in BF16, Kimi-K2.5-NVFP4 too).
     attention_kept = any("self_attn" in pattern or "attn" == pattern for pattern in q.ignore)
-    quantized = est.dense_mlp + est.experts + est.mixer + est.mtp + (0 if attention_kept else est.attention)
+    quantized = (
+        est.dense_mlp + est.experts + est.mixer + est.mtp + (0 if attention_kept else est.attention)
+    )
     kept = est.total_with_mtp - quantized
     return int(quantized * bits / 8) + kept * base
 

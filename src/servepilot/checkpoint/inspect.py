@@ -127,7 +127,8 @@ def _with_estimate(spec: ModelSpec) -> ModelSpec:
     if est is None or nbytes is None:
         missing = "weights: no shards, no index, and too little in config.json to estimate"
         return dataclasses.replace(spec, unknown=spec.unknown + (missing,))
-    weights = WeightsInfo(source="estimate", total_bytes=nbytes, total_params=est.total_with_mtp, estimated=True)
+    weights = WeightsInfo(source="estimate", total_bytes=nbytes, total_params=est.total_with_mtp,
+                          estimated=True)
     return dataclasses.replace(spec, weights=weights)
 
 

@@ -34,13 +34,29 @@ from servepilot.checkpoint.spec import LayerSpec, StateSpec
 LIMITS = {"layers": 2048, "heads": 4096, "experts": 16384, "width": 1 << 20, "vocab": 1 << 24}
 
 # Families whose MLP is up/down only (no gate): c_fc / c_proj or fc1 / fc2 in vLLM's model files.
-UNGATED_MLP_TYPES = ("starcoder2", "gpt2", "gpt_bigcode", "gpt_neox", "gptj", "phi", "falcon", "nemotron")
+UNGATED_MLP_TYPES = (
+    "starcoder2",
+    "gpt2",
+    "gpt_bigcode",
+    "gpt_neox",
+    "gptj",
+    "phi",
+    "falcon",
+    "nemotron",
+)
 
 NEMOTRON_PATTERN = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
 LAYER_TYPE_MIXER = {
-    "full_attention": "full", "attention": "full", "full": "full", "global": "full",
-    "sliding_attention": "sliding", "sliding": "sliding", "local": "sliding",
-    "chunked_attention": "chunked", "linear_attention": "linear", "mamba": "mamba",
+    "full_attention": "full",
+    "attention": "full",
+    "full": "full",
+    "global": "full",
+    "sliding_attention": "sliding",
+    "sliding": "sliding",
+    "local": "sliding",
+    "chunked_attention": "chunked",
+    "linear_attention": "linear",
+    "mamba": "mamba",
 }
 
 
@@ -61,7 +77,9 @@ def check_count(key: str, value, *, minimum: int, limit: str | None) -> int | No
     if value < minimum:
         raise ConfigValueError(f"{key} is {value}, less than {minimum}")
     if limit and value > LIMITS[limit]:
-        raise ConfigValueError(f"{key} is {value:,}, beyond any real model (at most {LIMITS[limit]:,})")
+        raise ConfigValueError(
+            f"{key} is {value:,}, beyond any real model (at most {LIMITS[limit]:,})"
+        )
     return value
 
 
@@ -75,7 +93,9 @@ def ffn_mult_to_intermediate(ffn_mult: float, hidden: int) -> int:
 class LayerReader:
     """Builds the layer list from a _Reader (config.py) and the model-wide attention geometry."""
 
-    def __init__(self, r, *, model_type: str, hidden: int, intermediate: int | None, attention, moe):
+    def __init__(
+        self, r, *, model_type: str, hidden: int, intermediate: int | None, attention, moe
+    ):
         self.r, self.model_type, self.hidden = r, model_type or "", hidden
         self.inter = intermediate or 0
         self.att, self.moe = attention, moe
@@ -89,7 +109,9 @@ class LayerReader:
         pattern = r.raw("hybrid_override_pattern")
         blocks = r.raw("layers_block_type")
         if isinstance(pattern, str) and pattern:
-            return self._single_mixer_blocks([NEMOTRON_PATTERN.get(c, c) for c in pattern], "hybrid_override_pattern")
+            return self._single_mixer_blocks(
+                [NEMOTRON_PATTERN.get(c, c) for c in pattern], "hybrid_override_pattern"
+            )
         if isinstance(blocks, list) and blocks and self.model_type.startswith("nemotron_h"):
             return self._single_mixer_blocks([str(b) for b in blocks], "layers_block_type")
         configs = r.raw("block_configs")
@@ -106,12 +128,16 @@ class LayerReader:
         types = r.raw("layer_types")
         if isinstance(types, list) and types:
             if len(types) != n:
-                self.notes.append(f"layer_types lists {len(types)} layers, num_hidden_layers is {n}")
+                self.notes.append(
+                    f"layer_types lists {len(types)} layers, num_hidden_layers is {n}"
+                )
             out = []
             for t in types[:n]:
                 mixer = LAYER_TYPE_MIXER.get(t) if isinstance(t, str) else None
                 if mixer is None:
-                    self.unknown.append(f"layer_types holds {t!r}, a layer kind servepilot does not know")
+                    self.unknown.append(
+                        f"layer_types holds {t!r}, a layer kind servepilot does not know"
+                    )
                     mixer = "full"
                 out.append((mixer, window if mixer == "sliding" else None))
             chunk = r.get_int("attention_chunk_size", minimum=1)
@@ -122,11 +148,19 @@ class LayerReader:
             return [("full" if (i + 1) % interval == 0 else "linear", None) for i in range(n)]
         hybrid = r.raw("hybrid_layer_pattern")
         if isinstance(hybrid, list) and hybrid:
-            return [("sliding" if (hybrid[i] if i < len(hybrid) else 0) == 1 else "full",
-                     window if i < len(hybrid) and hybrid[i] == 1 else None) for i in range(n)]
+            return [
+                (
+                    "sliding" if (hybrid[i] if i < len(hybrid) else 0) == 1 else "full",
+                    window if i < len(hybrid) and hybrid[i] == 1 else None,
+                )
+                for i in range(n)
+            ]
         attn_types = r.raw("attn_type_list")
         if isinstance(attn_types, list) and attn_types:
-            return [("full" if i < len(attn_types) and attn_types[i] == 1 else "linear", None) for i in range(n)]
+            return [
+                ("full" if i < len(attn_types) and attn_types[i] == 1 else "linear", None)
+                for i in range(n)
+            ]
         period = r.get_int("attn_layer_period", minimum=1)
         if period:  # Jamba: attention where i % period == offset, Mamba-1 elsewhere
             offset = r.get_int("attn_layer_offset", minimum=0) or 0
@@ -137,12 +171,30 @@ class LayerReader:
             return [("full", None)] * n
         every = r.get_int("sliding_window_pattern", minimum=1)
         if every:  # Gemma-3: every pattern-th layer global
-            return [("full" if (i + 1) % every == 0 else "sliding", window if (i + 1) % every else None) for i in range(n)]
-        if mt == "gemma2":  # Gemma-2: even layers slide (modeling_gemma2.py is_sliding = not bool(i % 2))
-            return [("sliding" if i % 2 == 0 else "full", window if i % 2 == 0 else None) for i in range(n)]
+            return [
+                ("full" if (i + 1) % every == 0 else "sliding", window if (i + 1) % every else None)
+                for i in range(n)
+            ]
+        if (
+            mt == "gemma2"
+        ):  # Gemma-2: even layers slide (modeling_gemma2.py is_sliding = not bool(i % 2))
+            return [
+                ("sliding" if i % 2 == 0 else "full", window if i % 2 == 0 else None)
+                for i in range(n)
+            ]
         first_sliding = r.get_int("max_window_layers", minimum=0)
-        if mt.startswith("qwen2") and first_sliding is not None and r.raw("use_sliding_window") is True:
-            return [("sliding" if i >= first_sliding else "full", window if i >= first_sliding else None) for i in range(n)]
+        if (
+            mt.startswith("qwen2")
+            and first_sliding is not None
+            and r.raw("use_sliding_window") is True
+        ):
+            return [
+                (
+                    "sliding" if i >= first_sliding else "full",
+                    window if i >= first_sliding else None,
+                )
+                for i in range(n)
+            ]
         return [("sliding", window)] * n
 
     def _llama4_mixers(self, n: int) -> list[tuple[str, int | None]]:
@@ -161,46 +213,74 @@ class LayerReader:
         att = self.att
         if att is None:
             return {}
-        heads, kv, hd, v = att.num_heads, att.num_kv_heads, att.head_dim, att.v_head_dim or att.head_dim
+        heads, kv, hd, v = (
+            att.num_heads,
+            att.num_kv_heads,
+            att.head_dim,
+            att.v_head_dim or att.head_dim,
+        )
         r = self.r
         if mixer == "sliding" and r.raw("swa_num_attention_heads") is not None:  # MiMo-V2-Flash
             heads = r.get_int("swa_num_attention_heads", minimum=1) or heads
             kv = r.get_int("swa_num_key_value_heads", minimum=1) or kv
             hd = r.get_int("swa_head_dim", minimum=1) or hd
             v = r.get_int("swa_v_head_dim", minimum=1) or hd
-        gate = bool(r.raw("attn_output_gate")) if r.raw("attn_output_gate") is not None else \
-            self.model_type.startswith(("qwen3_next", "qwen3_5"))
+        gate = (
+            bool(r.raw("attn_output_gate"))
+            if r.raw("attn_output_gate") is not None
+            else self.model_type.startswith(("qwen3_next", "qwen3_5"))
+        )
         return dict(num_heads=heads, num_kv_heads=kv, head_dim=hd, v_head_dim=v, q_gate=gate)
 
     def _state(self, mixer: str) -> StateSpec | None:
         r, h = self.r, self.hidden
         if mixer == "linear" and self.model_type.startswith("minimax"):
             heads = self.att.num_heads if self.att else 0
-            return StateSpec("lightning", num_heads=heads, head_dim=self.att.head_dim if self.att else 0)
+            return StateSpec(
+                "lightning", num_heads=heads, head_dim=self.att.head_dim if self.att else 0
+            )
         if mixer == "linear":
             return StateSpec(
-                "gdn", num_heads=r.get_int("linear_num_value_heads", minimum=1) or 0,
+                "gdn",
+                num_heads=r.get_int("linear_num_value_heads", minimum=1) or 0,
                 head_dim=r.get_int("linear_value_head_dim", minimum=1) or 0,
                 num_k_heads=r.get_int("linear_num_key_heads", minimum=1) or 0,
                 k_head_dim=r.get_int("linear_key_head_dim", minimum=1) or 0,
-                conv_kernel=r.get_int("linear_conv_kernel_dim", minimum=1) or 4)
+                conv_kernel=r.get_int("linear_conv_kernel_dim", minimum=1) or 4,
+            )
         if mixer != "mamba":
             return None
         if r.raw("mamba_dt_rank") is not None or self.model_type == "jamba":  # Mamba-1
             expand = r.get_int("mamba_expand", minimum=1) or 2
             dt_rank = r.raw("mamba_dt_rank")
-            dt_rank = math.ceil(h / 16) if dt_rank in (None, "auto") else r.get_int("mamba_dt_rank", minimum=1) or 0
-            return StateSpec("mamba1", state_size=r.get_int("mamba_d_state", minimum=1) or 16,
-                             conv_kernel=r.get_int("mamba_d_conv", minimum=1) or 4, intermediate=expand * h, dt_rank=dt_rank)
+            dt_rank = (
+                math.ceil(h / 16)
+                if dt_rank in (None, "auto")
+                else r.get_int("mamba_dt_rank", minimum=1) or 0
+            )
+            return StateSpec(
+                "mamba1",
+                state_size=r.get_int("mamba_d_state", minimum=1) or 16,
+                conv_kernel=r.get_int("mamba_d_conv", minimum=1) or 4,
+                intermediate=expand * h,
+                dt_rank=dt_rank,
+            )
         heads = r.get_int("mamba_num_heads", "mamba_n_heads", minimum=1) or 0
         head_dim = r.get_int("mamba_head_dim", "mamba_d_head", minimum=1) or 0
         inner = r.get_int("mamba_d_ssm", minimum=1) or heads * head_dim
         if not heads or not head_dim:
-            self.unknown.append("Mamba layers without mamba_num_heads / mamba_head_dim: their size is unknown")
-        return StateSpec("mamba2", num_heads=heads, head_dim=head_dim, intermediate=inner,
-                         state_size=r.get_int("ssm_state_size", "mamba_d_state", minimum=1) or 128,
-                         n_groups=r.get_int("n_groups", "mamba_n_groups", minimum=1) or 1,
-                         conv_kernel=r.get_int("conv_kernel", "mamba_d_conv", minimum=1) or 4)
+            self.unknown.append(
+                "Mamba layers without mamba_num_heads / mamba_head_dim: their size is unknown"
+            )
+        return StateSpec(
+            "mamba2",
+            num_heads=heads,
+            head_dim=head_dim,
+            intermediate=inner,
+            state_size=r.get_int("ssm_state_size", "mamba_d_state", minimum=1) or 128,
+            n_groups=r.get_int("n_groups", "mamba_n_groups", minimum=1) or 1,
+            conv_kernel=r.get_int("conv_kernel", "mamba_d_conv", minimum=1) or 4,
+        )
 
     def _layer(self, i: int, mixer: str, window: int | None) -> LayerSpec:
         fields: dict = {"mixer": mixer, "window": window}
@@ -208,16 +288,22 @@ class LayerReader:
             fields.update(self._attention_fields(mixer, i))
         state = self._state(mixer)
         if state is None and self.model_type.startswith("falcon_h1"):
-            state = self._state("mamba")  # Falcon-H1: attention and Mamba-2 in parallel in every layer
+            state = self._state(
+                "mamba"
+            )  # Falcon-H1: attention and Mamba-2 in parallel in every layer
         fields["state"] = state
         fields.update(self._mlp(i))
         return LayerSpec(**fields)
 
     def _mlp(self, i: int) -> dict:
         r, moe = self.r, self.moe
-        dense_inter = r.get_int("intermediate_size_mlp", minimum=1) or self.inter  # Llama-4 dense layers
-        gated = str(r.raw("mlp_hidden_act") or r.raw("hidden_act") or "silu") not in ("relu2",) \
+        dense_inter = (
+            r.get_int("intermediate_size_mlp", minimum=1) or self.inter
+        )  # Llama-4 dense layers
+        gated = (
+            str(r.raw("mlp_hidden_act") or r.raw("hidden_act") or "silu") not in ("relu2",)
             and self.model_type not in UNGATED_MLP_TYPES
+        )
         if moe is None or not self._is_moe_layer(i):
             return dict(mlp="dense", mlp_intermediate=dense_inter, gated_mlp=gated)
         return dict(mlp="moe", gated_mlp=gated, **self._moe_fields())
@@ -225,15 +311,24 @@ class LayerReader:
     def _moe_fields(self) -> dict:
         r, moe = self.r, self.moe
         ei = moe.expert_intermediate_size or self.inter
-        shared = r.get_int("shared_expert_intermediate_size", "moe_shared_expert_intermediate_size", minimum=0)
+        shared = r.get_int(
+            "shared_expert_intermediate_size", "moe_shared_expert_intermediate_size", minimum=0
+        )
         if shared is None:
             shared = moe.num_shared_experts * ei
         elif moe.num_shared_experts > 1 and r.raw("shared_expert_intermediate_size") is None:
-            shared *= moe.num_shared_experts  # per-expert width times the count (Nemotron-H: one expert)
+            shared *= (
+                moe.num_shared_experts
+            )  # per-expert width times the count (Nemotron-H: one expert)
         if self.model_type.startswith("llama4"):
             shared = ei  # one shared expert of the routed width (llama4.py Llama4MoE.shared_expert)
-        return dict(experts=moe.num_experts, experts_per_token=moe.experts_per_token, expert_intermediate=ei,
-                    shared_intermediate=shared, latent=r.get_int("moe_latent_size", minimum=1) or 0)
+        return dict(
+            experts=moe.num_experts,
+            experts_per_token=moe.experts_per_token,
+            expert_intermediate=ei,
+            shared_intermediate=shared,
+            latent=r.get_int("moe_latent_size", minimum=1) or 0,
+        )
 
     def _is_moe_layer(self, i: int) -> bool:
         r = self.r
@@ -261,7 +356,9 @@ class LayerReader:
         sparse_step = r.get_int("decoder_sparse_step", minimum=1)
         if sparse_step:
             return (i + 1) % sparse_step == 0
-        return i % every == 0  # deepseek_v2.py: layer_idx >= first_k_dense_replace and idx % freq == 0
+        return (
+            i % every == 0
+        )  # deepseek_v2.py: layer_idx >= first_k_dense_replace and idx % freq == 0
 
     # -- families with one mixer per layer ----------------------------------------------
 
@@ -277,7 +374,9 @@ class LayerReader:
             elif k == "attention":
                 out.append(LayerSpec("full", mlp="none", **self._attention_fields("full", 0)))
             elif k == "mlp":
-                out.append(LayerSpec("none", mlp="dense", mlp_intermediate=self.inter, gated_mlp=gated))
+                out.append(
+                    LayerSpec("none", mlp="dense", mlp_intermediate=self.inter, gated_mlp=gated)
+                )
             elif k == "moe" and self.moe is not None:
                 out.append(LayerSpec("none", mlp="moe", gated_mlp=gated, **self._moe_fields()))
             else:
@@ -288,7 +387,9 @@ class LayerReader:
     def _nas_blocks(self, configs: list) -> tuple[LayerSpec, ...]:
         """DeciLM / Llama-Nemotron NAS: per layer attention and FFN, each possibly removed."""
         if len(configs) > LIMITS["layers"]:
-            raise ConfigValueError(f"block_configs has {len(configs):,} layers, beyond any real model")
+            raise ConfigValueError(
+                f"block_configs has {len(configs):,} layers, beyond any real model"
+            )
         out = []
         att = self.att
         for i, block in enumerate(configs):
@@ -301,22 +402,40 @@ class LayerReader:
             elif a.get("replace_with_linear"):
                 fields["mixer"] = "linear_proj"
             else:
-                group = check_count(f"block_configs[{i}].attention.n_heads_in_group", a.get("n_heads_in_group"),
-                                    minimum=1, limit="heads")
+                group = check_count(
+                    f"block_configs[{i}].attention.n_heads_in_group",
+                    a.get("n_heads_in_group"),
+                    minimum=1,
+                    limit="heads",
+                )
                 heads = att.num_heads if att else 0
                 if group is None or not heads:
                     self.unknown.append(f"block_configs[{i}]: attention without n_heads_in_group")
                     group = 1
-                fields.update(mixer="full", num_heads=heads, num_kv_heads=max(1, heads // group),
-                              head_dim=att.head_dim if att else 0, v_head_dim=att.head_dim if att else 0)
+                fields.update(
+                    mixer="full",
+                    num_heads=heads,
+                    num_kv_heads=max(1, heads // group),
+                    head_dim=att.head_dim if att else 0,
+                    v_head_dim=att.head_dim if att else 0,
+                )
             if f.get("no_op"):
                 fields["mlp"] = "none"
             elif f.get("replace_with_linear"):
                 fields["mlp"] = "linear_proj"
             else:
                 mult = f.get("ffn_mult")
-                if isinstance(mult, bool) or not isinstance(mult, int | float) or not math.isfinite(mult) or mult <= 0:
-                    raise ConfigValueError(f"block_configs[{i}].ffn.ffn_mult is {mult!r}, not a positive number")
-                fields.update(mlp="dense", mlp_intermediate=ffn_mult_to_intermediate(mult, self.hidden))
+                if (
+                    isinstance(mult, bool)
+                    or not isinstance(mult, int | float)
+                    or not math.isfinite(mult)
+                    or mult <= 0
+                ):
+                    raise ConfigValueError(
+                        f"block_configs[{i}].ffn.ffn_mult is {mult!r}, not a positive number"
+                    )
+                fields.update(
+                    mlp="dense", mlp_intermediate=ffn_mult_to_intermediate(mult, self.hidden)
+                )
             out.append(LayerSpec(**fields))
         return tuple(out)

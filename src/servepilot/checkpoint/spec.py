@@ -56,7 +56,9 @@ class StateSpec:
     state_size: int = 0  # mamba d_state
     n_groups: int = 1  # mamba2 B/C groups
     conv_kernel: int = 4
-    intermediate: int = 0  # mamba inner size (heads x head_dim for mamba2, expand x hidden for mamba1)
+    intermediate: int = (
+        0  # mamba inner size (heads x head_dim for mamba2, expand x hidden for mamba1)
+    )
     dt_rank: int = 0  # mamba1 dt projection rank
 
 

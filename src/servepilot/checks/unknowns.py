@@ -11,8 +11,18 @@ from dataclasses import dataclass
 
 # config.json keys that announce layers other than plain attention + MLP: in a family
 # servepilot does not know, their presence means the layer kinds were not understood.
-_UNUSUAL_KEYS = ("mamba", "ssm", "linear_", "block_configs", "layer_types", "hybrid", "attn_type_list",
-                 "layers_block_type", "full_attention_interval", "conv_L_cache")
+_UNUSUAL_KEYS = (
+    "mamba",
+    "ssm",
+    "linear_",
+    "block_configs",
+    "layer_types",
+    "hybrid",
+    "attn_type_list",
+    "layers_block_type",
+    "full_attention_interval",
+    "conv_L_cache",
+)
 
 
 @dataclass(frozen=True)
@@ -33,47 +43,90 @@ def unknowns_of(dep, ctx) -> list[Unknown]:
     config = spec.config or {}
     if spec.format == "hf":
         if not config.get("model_type") and not config.get("architectures"):
-            out.append(Unknown("architecture", "config.json has neither model_type nor architectures",
-                               "a config.json that names the model class (architectures) and model_type"))
+            out.append(
+                Unknown(
+                    "architecture",
+                    "config.json has neither model_type nor architectures",
+                    "a config.json that names the model class (architectures) and model_type",
+                )
+            )
         if spec.attention is None and not spec.layers:
-            why = next((u for u in spec.unknown if u.startswith(("attention:", "head_dim:"))), "no layer geometry")
-            out.append(Unknown("model geometry", why,
-                               "num_hidden_layers, num_attention_heads, num_key_value_heads, hidden_size "
-                               "and head_dim in config.json"))
+            why = next(
+                (u for u in spec.unknown if u.startswith(("attention:", "head_dim:"))),
+                "no layer geometry",
+            )
+            out.append(
+                Unknown(
+                    "model geometry",
+                    why,
+                    "num_hidden_layers, num_attention_heads, num_key_value_heads, hidden_size "
+                    "and head_dim in config.json",
+                )
+            )
         for u in spec.unknown:
             if any(w in u for w in ("layer kind", "block kind", "Mamba layers", "kv_lora_rank")):
-                out.append(Unknown("layer kinds", u, "a model family servepilot reads layer by layer"))
+                out.append(
+                    Unknown("layer kinds", u, "a model family servepilot reads layer by layer")
+                )
             elif u.startswith(("weights:", "vocab_size:", "hidden_size:")) and spec.weights is None:
                 # no shard headers and the architecture cannot be counted: the weight and
                 # memory figures the rules compare would rest on a partial count
-                out.append(Unknown("weights", u, "the checkpoint's safetensors shards (or their index), or "
-                                   "a config.json with hidden_size and vocab_size"))
+                out.append(
+                    Unknown(
+                        "weights",
+                        u,
+                        "the checkpoint's safetensors shards (or their index), or "
+                        "a config.json with hidden_size and vocab_size",
+                    )
+                )
         if spec.family is None and spec.attention is not None and not _layers_understood(spec):
             keys = sorted(k for k in _text(spec) if any(w in k for w in _UNUSUAL_KEYS))
-            out.append(Unknown("layer kinds", f"model_type {spec.text_model_type or spec.model_type!r} is not a "
-                               f"family servepilot knows and its config has {', '.join(keys[:4])}",
-                               "a servepilot release that reads this family's layers"))
+            out.append(
+                Unknown(
+                    "layer kinds",
+                    f"model_type {spec.text_model_type or spec.model_type!r} is not a "
+                    f"family servepilot knows and its config has {', '.join(keys[:4])}",
+                    "a servepilot release that reads this family's layers",
+                )
+            )
     q = spec.quant
     if q is not None and (q.method == "unknown" or not q.method):
-        out.append(Unknown("quantization", f"{q.declared_in} declares quantization without a method servepilot "
-                           "knows", "a quant_method (or modelopt quant_algo) servepilot reads"))
+        out.append(
+            Unknown(
+                "quantization",
+                f"{q.declared_in} declares quantization without a method servepilot knows",
+                "a quant_method (or modelopt quant_algo) servepilot reads",
+            )
+        )
     elif q is not None and dep.engine == "vllm":
         resolved = _resolved_quant(ctx)
         if resolved is None:
             words = f"{q.method} {q.quant_algo}" if q.quant_algo else q.method
-            out.append(Unknown("quantization", f"{q.declared_in} declares {words}, which servepilot does not resolve to "
-                               "a vLLM quantization method (kernels, KV cache dtype and weight sizes follow from it)",
-                               "a servepilot release that reads this scheme for the engine version"))
+            out.append(
+                Unknown(
+                    "quantization",
+                    f"{q.declared_in} declares {words}, which servepilot does not resolve to a "
+                    "vLLM quantization method (kernels, KV cache dtype and weight sizes follow it)",
+                    "a servepilot release that reads this scheme for the engine version",
+                )
+            )
     w = spec.weights
     if w is not None and w.source == "safetensors" and w.total_bytes is None and w.damaged:
-        out.append(Unknown("weights", "no shard header could be read", "readable safetensors shards"))
+        out.append(
+            Unknown("weights", "no shard header could be read", "readable safetensors shards")
+        )
     arch = _arch_unknown(dep, ctx)
     if arch is not None:
         out.append(arch)
     for note in ctx.notes:
         if note.startswith("memory plan not available"):
-            out.append(Unknown("memory", note.removeprefix("memory plan not available: "),
-                               "the model geometry and weights the planner needs"))
+            out.append(
+                Unknown(
+                    "memory",
+                    note.removeprefix("memory plan not available: "),
+                    "the model geometry and weights the planner needs",
+                )
+            )
     return out
 
 
@@ -113,6 +166,10 @@ def _arch_unknown(dep, ctx) -> Unknown | None:
     custom = spec.custom_code is not None and bool(spec.custom_code.auto_map)
     if custom and dep.launch.get("trust_remote_code"):
         return None  # the checkpoint's own code runs: the registry does not decide
-    return Unknown("architecture support", f"whether vLLM {version} serves {spec.architectures[0]} "
-                   "(its model registry was not read by servepilot)", "--engine-version of a release servepilot "
-                   "has read, or the checkpoint's own code with --trust-remote-code")
+    return Unknown(
+        "architecture support",
+        f"whether vLLM {version} serves {spec.architectures[0]} "
+        "(its model registry was not read by servepilot)",
+        "--engine-version of a release servepilot "
+        "has read, or the checkpoint's own code with --trust-remote-code",
+    )

@@ -30,9 +30,8 @@ def inspect(path: str, as_json: bool) -> int:
 
     spec = inspect_path(path)
     if as_json:
-        from servepilot.cli.output import emit_json
-
         from servepilot.checkpoint.summary import model_summary
+        from servepilot.cli.output import emit_json
 
         emit_json(SCHEMA, {"model": spec, "model_summary": model_summary(spec)})
     else:

@@ -64,7 +64,8 @@ def cli():
       servepilot fix -- vllm serve /models/kimi-k2.5-nvfp4 -tp 8
       servepilot launch -- vllm serve /models/kimi-k2.5-nvfp4-overlay -tp 8
 
-    Exit codes: 0 ok, 1 predicted failure / root cause found, 2 bad input, 3 launch failed.
+    Exit codes: 0 ok, 1 predicted failure / root cause found, 2 bad input, 3 launch failed,
+    4 check cannot tell (verdict unknown).
     Set SERVEPILOT_DEBUG=1 for tracebacks.
     """
 

@@ -9,11 +9,19 @@ from servepilot.hardware.cluster import Gpu
 from servepilot.planning.facts import fact
 from servepilot.planning.result import GpuRow
 
-
 # vllm/transformers_utils/model_arch_config_convertor.py@v0.18.0 (possible_keys; the same list
 # in vllm/config/model.py@v0.16.0 _get_and_verify_max_len): the smallest one present wins.
-MAX_LEN_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
-                "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len")
+MAX_LEN_KEYS = (
+    "max_position_embeddings",
+    "n_positions",
+    "max_seq_len",
+    "seq_length",
+    "model_max_length",
+    "max_target_positions",
+    "max_sequence_length",
+    "max_seq_length",
+    "seq_len",
+)
 DEFAULT_MAX_LEN = 2048  # vLLM's default when no key is present
 
 
@@ -24,19 +32,28 @@ def derived_max_model_len_and_how(spec: ModelSpec) -> tuple[int, str]:
     unless the type already includes it (su, longrope, llama3) or the model is Gemma-3; yarn
     starts from original_max_position_embeddings."""
     cfg = spec.text_config or spec.config or {}
-    found = [(int(cfg[k]), k) for k in MAX_LEN_KEYS
-             if isinstance(cfg.get(k), int | float) and not isinstance(cfg.get(k), bool) and cfg[k] > 0]
+    found = [
+        (int(cfg[k]), k)
+        for k in MAX_LEN_KEYS
+        if isinstance(cfg.get(k), int | float) and not isinstance(cfg.get(k), bool) and cfg[k] > 0
+    ]
     if not found and spec.max_position_embeddings:
         found = [(spec.max_position_embeddings, "max_position_embeddings")]
     if not found and spec.gguf and spec.gguf.context_length:
         found = [(spec.gguf.context_length, "GGUF context_length")]
-    length, how = min(found) if found else (DEFAULT_MAX_LEN, "vLLM's default (no length key in config.json)")
+    default = (DEFAULT_MAX_LEN, "vLLM's default (no length key in config.json)")
+    length, how = min(found) if found else default
     rope = cfg.get("rope_scaling") or cfg.get("rope_parameters")
     model_type = str(cfg.get("model_type") or spec.text_model_type or spec.model_type or "")
     if isinstance(rope, dict) and "gemma3" not in model_type:
         rtype = rope.get("rope_type") or rope.get("type")
         factor = rope.get("factor")
-        if rtype and rtype not in ("su", "longrope", "llama3") and isinstance(factor, int | float) and factor:
+        if (
+            rtype
+            and rtype not in ("su", "longrope", "llama3")
+            and isinstance(factor, int | float)
+            and factor
+        ):
             if rtype == "yarn" and isinstance(rope.get("original_max_position_embeddings"), int):
                 length = int(rope["original_max_position_embeddings"])
                 how = "original_max_position_embeddings"

@@ -123,8 +123,14 @@ def kv_bytes_per_token_per_layer(spec: ModelSpec, tp: int = 1, kv_cache_dtype: s
     return kv_heads_per_gpu(spec, tp) * (att.head_dim + v_dim) * kv_dtype_bytes(dtype, mdtype)
 
 
-def kv_bytes_per_token(spec: ModelSpec, tp: int = 1, kv_cache_dtype: str = "auto", pp: int = 1,
-                       model_dtype: str | None = None, mla_layout: str = "latent") -> int:
+def kv_bytes_per_token(
+    spec: ModelSpec,
+    tp: int = 1,
+    kv_cache_dtype: str = "auto",
+    pp: int = 1,
+    model_dtype: str | None = None,
+    mla_layout: str = "latent",
+) -> int:
     """KV bytes per token on one GPU over the attention layers of the largest PP stage: the one
     formula check's remedies, plan and inspect read. Every attention layer counts, sliding and
     chunked ones too: vLLM's "GPU KV cache size" sizes each as full (see the module
@@ -138,8 +144,13 @@ def kv_bytes_per_token(spec: ModelSpec, tp: int = 1, kv_cache_dtype: str = "auto
     return int(total)
 
 
-def layer_kv_bytes(spec: ModelSpec, tp: int = 1, kv_cache_dtype: str = "auto", model_dtype: str | None = None,
-                   mla_layout: str = "latent") -> list[float]:
+def layer_kv_bytes(
+    spec: ModelSpec,
+    tp: int = 1,
+    kv_cache_dtype: str = "auto",
+    model_dtype: str | None = None,
+    mla_layout: str = "latent",
+) -> list[float]:
     """KV bytes per token per GPU of every decoder layer (0 for layers without a KV cache)."""
     from dataclasses import replace
 
@@ -150,13 +161,26 @@ def layer_kv_bytes(spec: ModelSpec, tp: int = 1, kv_cache_dtype: str = "auto", m
     for layer in model_layers(spec):
         if not layer.has_kv:
             out.append(0)
-        elif att.kind == "mla" or (layer.num_kv_heads == att.num_kv_heads and layer.head_dim == att.head_dim
-                                   and (layer.v_head_dim or layer.head_dim) == (att.v_head_dim or att.head_dim)):
-            out.append(kv_bytes_per_token_per_layer(spec, tp, kv_cache_dtype, model_dtype, mla_layout))
+        elif att.kind == "mla" or (
+            layer.num_kv_heads == att.num_kv_heads
+            and layer.head_dim == att.head_dim
+            and (layer.v_head_dim or layer.head_dim) == (att.v_head_dim or att.head_dim)
+        ):
+            out.append(
+                kv_bytes_per_token_per_layer(spec, tp, kv_cache_dtype, model_dtype, mla_layout)
+            )
         else:  # a layer with its own geometry (NAS blocks, MiMo's sliding layers)
-            own = replace(att, num_kv_heads=layer.num_kv_heads, head_dim=layer.head_dim,
-                          v_head_dim=layer.v_head_dim or layer.head_dim)
-            out.append(kv_bytes_per_token_per_layer(replace(spec, attention=own), tp, kv_cache_dtype, model_dtype))
+            own = replace(
+                att,
+                num_kv_heads=layer.num_kv_heads,
+                head_dim=layer.head_dim,
+                v_head_dim=layer.v_head_dim or layer.head_dim,
+            )
+            out.append(
+                kv_bytes_per_token_per_layer(
+                    replace(spec, attention=own), tp, kv_cache_dtype, model_dtype
+                )
+            )
     return out
 
 
@@ -185,7 +209,9 @@ def sliding_window(spec: ModelSpec) -> int | None:
     return att.sliding_window or None
 
 
-def state_bytes_per_layer(layer, tp: int = 1, model_dtype: str = "bfloat16", ssm_dtype: str | None = None) -> int:
+def state_bytes_per_layer(
+    layer, tp: int = 1, model_dtype: str = "bfloat16", ssm_dtype: str | None = None
+) -> int:
     """Bytes of one sequence's state in one Mamba / linear-attention layer on one GPU, as vLLM
     allocates it (vllm/model_executor/layers/mamba/mamba_utils.py@v0.18.0
     MambaStateShapeCalculator, same shapes @v0.16.0): conv state + temporal (SSM) state.
@@ -198,16 +224,24 @@ def state_bytes_per_layer(layer, tp: int = 1, model_dtype: str = "bfloat16", ssm
     conv_b = _DTYPE_BYTES.get(model_dtype, 2)
     ssm_b = _DTYPE_BYTES.get(ssm_dtype or model_dtype, conv_b)
     if st.kind == "mamba2":
-        groups = st.n_groups + (0 if st.n_groups % tp == 0 else tp - st.n_groups)  # extra_groups_for_head_shards
+        groups = st.n_groups + (
+            0 if st.n_groups % tp == 0 else tp - st.n_groups
+        )  # extra_groups_for_head_shards
         conv = (st.conv_kernel - 1) * (st.intermediate + 2 * groups * st.state_size) // tp
         temporal = st.num_heads // tp * st.head_dim * st.state_size
     elif st.kind == "mamba1":
         conv = st.intermediate // tp * (st.conv_kernel - 1)
         temporal = st.intermediate // tp * st.state_size
     elif st.kind == "gdn":
-        conv = (2 * st.num_k_heads * st.k_head_dim + st.num_heads * st.head_dim) // tp * (st.conv_kernel - 1)
+        conv = (
+            (2 * st.num_k_heads * st.k_head_dim + st.num_heads * st.head_dim)
+            // tp
+            * (st.conv_kernel - 1)
+        )
         temporal = st.num_heads // tp * st.head_dim * st.k_head_dim
-    elif st.kind == "lightning":  # linear_attention_state_shape: (heads / tp, head_dim, head_dim), float32 kept
+    elif (
+        st.kind == "lightning"
+    ):  # linear_attention_state_shape: (heads / tp, head_dim, head_dim), float32 kept
         return int(st.num_heads // tp * st.head_dim * st.head_dim * 4)
     else:
         return 0
@@ -233,7 +267,9 @@ def ssm_cache_dtype(spec: ModelSpec) -> str | None:
     return value if isinstance(value, str) and value in _DTYPE_BYTES else "float16"
 
 
-def hybrid_block_size(block_size: int, attn_bytes_per_token: int, state_page_bytes: int, mla: bool = False) -> int:
+def hybrid_block_size(
+    block_size: int, attn_bytes_per_token: int, state_page_bytes: int, mla: bool = False
+) -> int:
     """vLLM's page-size unification for attention + Mamba models: the attention block grows to
     a multiple of the kernel alignment (16; 64 for MLA) until one attention page holds at
     least one Mamba state page (model_executor/models/config.py@v0.18.0
@@ -344,7 +380,9 @@ def capacity(
     kv_tokens = num_blocks // n_groups * block_size
 
     def per_layer_usage(kind: str, length: int) -> int:
-        if kind == "mamba":  # one state page per sequence (MambaSpec.max_memory_usage_bytes, mode "none")
+        if (
+            kind == "mamba"
+        ):  # one state page per sequence (MambaSpec.max_memory_usage_bytes, mode "none")
             return page
         if kind == "sliding" and window and use_hybrid:
             tokens = min(window - 1 + max_num_batched_tokens, length)

@@ -46,10 +46,15 @@ def plan_sglang(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: lis
              f"total × mem_fraction_static ({mfs:g}{'' if mfs_exact else ', assumed'}) − weights − CUDA context"),
     )
     bpl = kvmod.kv_bytes_per_token_per_layer(spec, tp, dtype)
-    cell = kvmod.kv_bytes_per_token(spec, tp, dtype)  # attention layers only: Mamba state is a separate pool
+    cell = kvmod.kv_bytes_per_token(
+        spec, tp, dtype
+    )  # attention layers only: Mamba state is a separate pool
     if "mamba" in kvmod.layer_types(spec):
-        notes.append("Mamba / linear-attention layers: SGLang keeps their state in a separate mamba pool, "
-                     f"{kvmod.state_bytes_per_sequence(spec, tp):,} B per request per GPU; not in this KV pool")
+        notes.append(
+            "Mamba / linear-attention layers: SGLang keeps their state in a separate mamba pool, "
+            f"{kvmod.state_bytes_per_sequence(spec, tp):,} B per request per GPU; "
+            "not in this KV pool"
+        )
     tokens = max(0, available) // cell if cell else 0
     max_model_len = as_int(option(launch, "context_length"), "--context-length") or derived_max_model_len(spec)
     runtime = int(cuda_total * (1 - mfs)) + int(reserved.value)

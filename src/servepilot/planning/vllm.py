@@ -157,12 +157,13 @@ def plan_vllm(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list[
                   for s in range(pp)])
     if assumed:
         notes.append(f"engine version unknown: vLLM {version} rules assumed (pass --engine-version)")
+    kv_per_token = kvmod.kv_bytes_per_token(spec, tp, dtype, model_dtype=mdtype, mla_layout=mla_layout)
     return MemoryPlan(
         engine="vllm", engine_version=version, version_assumed=assumed, generation=generation,
         model=spec.name, gpu=gpu.name, gpu_count=max(1, dep.cluster.count), gpu_total_bytes=gpu.memory_bytes,
         tp=tp, pp=pp, dp=dp, expert_parallel=ep, kv_cache_dtype=dtype, block_size=block,
         max_model_len=max_model_len, max_num_batched_tokens=mnbt, max_num_seqs=mns, gpu_memory_utilization=util,
-        bytes_per_token_per_layer=bpl, bytes_per_token=kvmod.kv_bytes_per_token(spec, tp, dtype, model_dtype=mdtype, mla_layout=mla_layout), page_size_bytes=cap.page_size_bytes,
+        bytes_per_token_per_layer=bpl, bytes_per_token=kv_per_token, page_size_bytes=cap.page_size_bytes,
         weights_source="measured" if weights_override is not None else split.source, weights_exact=w_exact,
         terms=tuple(terms), requested_bytes=requested, available_kv_bytes=min(available_per_stage),
         available_exact=available_exact, num_blocks=cap.num_blocks, kv_tokens=cap.kv_tokens,
@@ -325,21 +326,33 @@ def _layers_on(types, pp: int, stage: int, generation: str, hybrid: bool, within
     return group_size
 
 
-def _hybrid_state(spec, tp: int, mdtype: str, bpl: int, block: int, version: str, f, notes: list[str]) -> int:
+def _hybrid_state(
+    spec, tp: int, mdtype: str, bpl: int, block: int, version: str, f, notes: list[str]
+) -> int:
     """Mamba / linear-attention layers: their state per sequence, and the attention block size
     vLLM raises so that one attention page holds one state page (hybrid_state_memory fact)."""
     fact = f("hybrid_state_memory")
     state = kvmod.state_bytes_per_sequence(spec, tp, mdtype)
     if not fact.value:
-        notes.append(f"Mamba / linear-attention layers: how vLLM {version} sizes their state was not read "
-                     f"(read for {fact.get('read', 'other releases')}); the plan counts attention layers only")
+        notes.append(
+            f"Mamba / linear-attention layers: how vLLM {version} sizes their state was not read "
+            f"(read for {fact.get('read', 'other releases')}); "
+            "the plan counts attention layers only"
+        )
         return block
     ssm = kvmod.ssm_cache_dtype(spec)
-    per_layer = max((kvmod.state_bytes_per_layer(ly, tp, mdtype, ssm) for ly in spec.layers), default=0)
+    per_layer = max(
+        (kvmod.state_bytes_per_layer(ly, tp, mdtype, ssm) for ly in spec.layers), default=0
+    )
     new_block = kvmod.hybrid_block_size(block, bpl, per_layer, mla=spec.is_mla)
-    notes.append(f"Mamba / linear-attention layers hold {state:,} B of state per sequence per GPU "
-                 f"(one page per layer per request)")
+    notes.append(
+        f"Mamba / linear-attention layers hold {state:,} B of state per sequence per GPU "
+        f"(one page per layer per request)"
+    )
     if new_block != block:
-        notes.append(f"attention block size raised from {block} to {new_block} tokens so that one page holds "
-                     f"a {per_layer:,} B state page ({fact.source})")
+        notes.append(
+            f"attention block size raised from {block} to {new_block} tokens "
+            "so that one page holds "
+            f"a {per_layer:,} B state page ({fact.source})"
+        )
     return new_block

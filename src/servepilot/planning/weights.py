@@ -310,5 +310,6 @@ def architecture_tensors(spec: ModelSpec) -> list[TensorInfo]:
     out: list[TensorInfo] = []
     for t in tensor_shapes(spec):
         per = _linear_bytes_per_param(spec, t.name) if t.linear and len(t.shape) >= 2 else emb_bytes
-        out.append(TensorInfo(name=t.name, dtype="synthetic", shape=t.shape, nbytes=int(t.params * per)))
+        nbytes = int(t.params * per)
+        out.append(TensorInfo(name=t.name, dtype="synthetic", shape=t.shape, nbytes=nbytes))
     return out

@@ -108,8 +108,12 @@ def derived_max_len(spec) -> tuple[int | None, str]:
     """vLLM's derived max_model_len, from the one derivation (planning/common.py)."""
     from servepilot.planning.common import derived_max_model_len_and_how
 
-    if spec is None or (not spec.config and not spec.text_config and not spec.max_position_embeddings
-                        and not (spec.gguf and spec.gguf.context_length)):
+    if spec is None or (
+        not spec.config
+        and not spec.text_config
+        and not spec.max_position_embeddings
+        and not (spec.gguf and spec.gguf.context_length)
+    ):
         return None, ""
     return derived_max_model_len_and_how(spec)
 
@@ -134,7 +138,8 @@ def max_model_len(dep, ctx) -> list[Finding]:
     allowed = (dep.launch.shell.env or {}).get("VLLM_ALLOW_LONG_MAX_MODEL_LEN") in ("1", "true", "True")
     return [Finding("SP-LEN-001", "max_model_len", "warning" if allowed else "error", f"--max-model-len {want:,} exceeds the model's {limit:,}",
                     f"The derived maximum is {limit:,} ({how}). " + ("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 lets it start, but outputs past the trained length are unreliable." if allowed else f"vLLM will raise: User-specified max_model_len ({want}) is greater than the derived max_model_len ({limit})."),
-                    (Evidence(f"derived max_model_len {limit:,} = {how}", f"{spec.path}/config.json"),),
+                    (Evidence(f"derived max_model_len {limit:,} = {how}",
+                              f"{spec.path}/config.json"),),
                     (Remedy("flag", f"--max-model-len {limit}", f"requests longer than {limit:,} tokens are refused", {"set": {"max_model_len": limit}, "unset": []}),))]
 
 
@@ -244,11 +249,18 @@ def tokenizer_remote_code(dep, ctx) -> list[Finding]:
 
 
 @rule(
-    "SP-CKPT-001", "other", "A weight shard the engine cannot load",
-    facts=("vLLM reads every shard the index names (or every *.safetensors file) with safetensors' safe_open; "
-           "a dangling symlink, a symlink loop, a header whose length runs past the end of the file or whose "
-           "tensors overlap, or a missing shard stops the weight load with an exception.",),
-    sources=("vllm/model_executor/model_loader/weight_utils.py@v0.18.0 (safetensors_weights_iterator)",),
+    "SP-CKPT-001",
+    "other",
+    "A weight shard the engine cannot load",
+    facts=(
+        "vLLM reads every shard the index names (or every *.safetensors file) with "
+        "safetensors' safe_open; a dangling symlink, a symlink loop, a header whose length "
+        "runs past the end of the file or whose "
+        "tensors overlap, or a missing shard stops the weight load with an exception.",
+    ),
+    sources=(
+        "vllm/model_executor/model_loader/weight_utils.py@v0.18.0 (safetensors_weights_iterator)",
+    ),
 )
 def damaged_shards(dep, ctx) -> list[Finding]:
     spec = dep.spec
@@ -258,7 +270,15 @@ def damaged_shards(dep, ctx) -> list[Finding]:
     if not problems:
         return []
     shown = "; ".join(problems[:3]) + (f" (+{len(problems) - 3} more)" if len(problems) > 3 else "")
-    return [Finding("SP-CKPT-001", "other", "error", f"{len(problems)} weight shard problem(s): the load will fail",
-                    f"{shown}. The engine stops while loading the weights, after the start-up work. "
-                    "Restore the shard(s) from the original download (re-download, or fix the links).",
-                    tuple(Evidence(p, spec.path) for p in problems[:5]), ())]
+    return [
+        Finding(
+            "SP-CKPT-001",
+            "other",
+            "error",
+            f"{len(problems)} weight shard problem(s): the load will fail",
+            f"{shown}. The engine stops while loading the weights, after the start-up work. "
+            "Restore the shard(s) from the original download (re-download, or fix the links).",
+            tuple(Evidence(p, spec.path) for p in problems[:5]),
+            (),
+        )
+    ]
