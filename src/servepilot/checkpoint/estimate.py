@@ -325,6 +325,17 @@ def estimate_bytes_from_architecture(spec: ModelSpec) -> int | None:
     q = spec.quant
     if q is None:
         return est.total_with_mtp * base
+    from servepilot.checkpoint.quant import mixed_precision_algos
+
+    mixed = mixed_precision_algos(q)
+    if mixed:  # modelopt MIXED_PRECISION: experts and the other linears each at their own bits
+        def bits_of(kind: str) -> float:
+            return QUANT_BITS.get(("modelopt", mixed.get(kind, "")), base * 8)
+
+        attention_kept = any("self_attn" in p or "attn" == p for p in q.ignore)
+        other = est.dense_mlp + est.mixer + est.mtp + (0 if attention_kept else est.attention)
+        kept = est.total_with_mtp - other - est.experts
+        return int(est.experts * bits_of("experts") / 8 + other * bits_of("other") / 8) + kept * base
     bits = QUANT_BITS.get((q.method, q.quant_algo)) or QUANT_BITS.get((q.method, None))
     if bits is None and q.bits and q.group_size and q.group_size > 0:
         bits = q.bits + 16 / q.group_size  # one 16-bit scale per group (AWQ/GPTQ/int4 group 32: 4.5 bits)

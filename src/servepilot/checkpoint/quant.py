@@ -17,7 +17,7 @@ from servepilot.checkpoint.spec import KVCacheDeclaration, QuantDeclaration, Qua
 SOURCES = Path(__file__).with_name("data") / "quant_sources.json"
 
 # Bits of the weights per modelopt quant_algo (NVIDIA TensorRT Model Optimizer export names).
-MODELOPT_WEIGHT_BITS = {"NVFP4": 4, "FP8": 8, "FP8_PB_WO": 8, "W4A8_AWQ": 4, "W4A16_AWQ": 4,
+MODELOPT_WEIGHT_BITS = {"NVFP4": 4, "FP8": 8, "MIXED_PRECISION": None, "FP8_PB_WO": 8, "W4A8_AWQ": 4, "W4A16_AWQ": 4,
                         "INT8_SQ": 8, "W4A8_NVFP4_FP8": 4, "MXFP8": 8, "NVFP4_AWQ": 4}
 # modelopt NVFP4 scales one group of 16 weights with one FP8 scale (modelopt docs, NVFP4).
 NVFP4_GROUP = 16
@@ -231,3 +231,23 @@ def read_quantization(
 
 def _words(d: QuantDeclaration) -> str:
     return f"{d.method} {d.quant_algo}" if d.quant_algo else d.method
+
+
+def mixed_precision_algos(q) -> dict[str, str]:
+    """modelopt MIXED_PRECISION: the algorithm of the routed experts and of the other linear
+    layers, from `quantized_layers` (module name -> {quant_algo}; vLLM 0.18
+    ModelOptMixedPrecisionConfig). The most common algorithm of each kind wins: module names
+    in the checkpoint (backbone.layers.N.mixer.experts.K.up_proj) differ from servepilot's
+    synthetic tensor names, so the split is by kind. {} for any other scheme."""
+    if q is None or (q.quant_algo or "").upper() != "MIXED_PRECISION":
+        return {}
+    raw = q.raw if isinstance(q.raw, dict) else {}
+    layers = _dict(_dict(raw.get("quantization")).get("quantized_layers")) or _dict(raw.get("quantized_layers"))
+    counts: dict[str, dict[str, int]] = {"experts": {}, "other": {}}
+    for name, entry in layers.items():
+        algo = _dict(entry).get("quant_algo")
+        if not isinstance(algo, str):
+            continue
+        kind = "experts" if ".experts." in str(name) else "other"
+        counts[kind][algo.upper()] = counts[kind].get(algo.upper(), 0) + 1
+    return {kind: max(c, key=c.get) for kind, c in counts.items() if c}

@@ -260,6 +260,12 @@ def _linear_bytes_per_param(spec: ModelSpec, name: str) -> float:
         return dtype_bytes
     method = (q.method or "").lower()
     algo = (q.quant_algo or "").upper()
+    if algo == "MIXED_PRECISION":  # per kind, from quantized_layers (checkpoint/quant.py)
+        from servepilot.checkpoint.quant import mixed_precision_algos
+
+        algo = mixed_precision_algos(q).get("experts" if ".experts." in name else "other", "")
+        if not algo:
+            return dtype_bytes
     if "NVFP4" in algo or method == "nvfp4":
         return 0.5 + 1 / 16  # e2m1 pairs in U8 + one FP8 scale per 16 weights
     if method == "mxfp4":
