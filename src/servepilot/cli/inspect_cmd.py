@@ -83,6 +83,7 @@ def text_rows(spec) -> list[tuple[str, str]]:
         if a.sliding_window and a.num_sliding_layers:
             parts.append(f"{a.num_sliding_layers} sliding (window {a.sliding_window}) + {a.num_full_layers} full")
         rows.append(("attention", " · ".join(parts)))
+    rows.extend(_layer_rows(spec))
     m = spec.moe
     if m is not None and m.num_experts:
         line = f"{m.num_experts} routed + {m.num_shared_experts} shared · {m.experts_per_token} per token"
@@ -156,6 +157,22 @@ def text_rows(spec) -> list[tuple[str, str]]:
         rows.append(("unknown", item))
     for problem in spec.problems:
         rows.append(("PROBLEM", problem))
+    return rows
+
+
+def _layer_rows(spec) -> list[tuple[str, str]]:
+    """The layer kinds and, for hybrids, the state a sequence holds (the figures plan uses)."""
+    from servepilot.checkpoint.summary import model_summary
+
+    kinds = model_summary(spec)["layer_kinds"]
+    if not kinds or set(kinds) <= {"full", "full+moe"}:
+        return []
+    rows = [("layers", " · ".join(f"{n} {k}" for k, n in kinds.items()))]
+    if any("mamba" in k or "linear" in k for k in kinds):
+        from servepilot.planning.kv import state_bytes_per_sequence
+
+        rows.append(("state", f"{_size(state_bytes_per_sequence(spec))} per sequence "
+                              "(Mamba / linear attention, one GPU, no KV cache in these layers)"))
     return rows
 
 
