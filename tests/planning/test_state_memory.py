@@ -107,3 +107,21 @@ def test_a_request_holds_one_state_page_per_mamba_layer():
     assert cap.groups == 4
     # per request: 10 attention blocks + 1 state page in each Mamba group
     assert cap.max_concurrency == pytest.approx(cap.num_blocks / 13)
+
+
+def test_sglang_0_5_5_gives_the_mamba_pool_0_9_of_the_kv_cache(capsys):
+    import json
+
+    from servepilot.cli.main import main
+
+    model = ZOO / "nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"
+    argv = ["plan", "--json", "--gpu", "h100x1", "--engine-version", "0.5.5", "--", "python", "-m",
+            "sglang.launch_server", "--model-path", str(model)]
+    main(argv)
+    plan = json.loads(capsys.readouterr().out)
+    budget = next(t for t in plan["terms"] if t["name"] == "kv_budget")["bytes"]
+    # model_runner.py@v0.5.5: mamba / KV = mamba_full_memory_ratio (0.9) of the rest memory
+    assert plan["available_kv_bytes"] == pytest.approx(budget / 1.9, rel=1e-6)
+    # per request: 23 Mamba layers, conv bf16 + SSM state float32 (--mamba-ssm-dtype default)
+    per_req = 23 * _bytes([((3, 4096 + 2 * 8 * 128), 2), ((64, 64, 128), 4)])
+    assert any(f"x {per_req:,} B of state" in n for n in plan["notes"])

@@ -248,12 +248,13 @@ def state_bytes_per_layer(
     return int(conv * conv_b + temporal * ssm_b)
 
 
-def state_bytes_per_sequence(spec: ModelSpec, tp: int = 1, model_dtype: str | None = None) -> int:
+def state_bytes_per_sequence(spec: ModelSpec, tp: int = 1, model_dtype: str | None = None,
+                             ssm_dtype: str | None = None) -> int:
     """One sequence's Mamba / linear-attention state on one GPU over all such layers."""
     from servepilot.checkpoint.estimate import model_layers
 
     mdtype = model_dtype or model_dtype_name(spec)
-    ssm = ssm_cache_dtype(spec)
+    ssm = ssm_dtype or ssm_cache_dtype(spec)
     return sum(state_bytes_per_layer(ly, tp, mdtype, ssm) for ly in model_layers(spec))
 
 

@@ -8,7 +8,7 @@ from servepilot.planning import kv as kvmod
 from servepilot.planning.budget import Term
 from servepilot.planning.common import derived_max_model_len, engine_version, gpu_rows
 from servepilot.planning.facts import fact
-from servepilot.planning.options import as_float, as_int, option
+from servepilot.planning.options import as_bool, as_float, as_int, option
 from servepilot.planning.result import MemoryPlan
 from servepilot.planning.weights import split_weights
 
@@ -46,15 +46,10 @@ def plan_sglang(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: lis
              f"total × mem_fraction_static ({mfs:g}{'' if mfs_exact else ', assumed'}) − weights − CUDA context"),
     )
     bpl = kvmod.kv_bytes_per_token_per_layer(spec, tp, dtype)
-    cell = kvmod.kv_bytes_per_token(
-        spec, tp, dtype
-    )  # attention layers only: Mamba state is a separate pool
+    # attention layers only: Mamba / linear-attention state lives in SGLang's mamba pool
+    cell = kvmod.kv_bytes_per_token(spec, tp, dtype)
     if "mamba" in kvmod.layer_types(spec):
-        notes.append(
-            "Mamba / linear-attention layers: SGLang keeps their state in a separate mamba pool, "
-            f"{kvmod.state_bytes_per_sequence(spec, tp):,} B per request per GPU; "
-            "not in this KV pool"
-        )
+        available = _mamba_pool(launch, spec, tp, available, version, notes, sources)
     tokens = max(0, available) // cell if cell else 0
     max_model_len = as_int(option(launch, "context_length"), "--context-length") or derived_max_model_len(spec)
     runtime = int(cuda_total * (1 - mfs)) + int(reserved.value)
@@ -73,3 +68,31 @@ def plan_sglang(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: lis
         weights_fit=available > 0, max_model_len_fit=None if tokens >= max_model_len else tokens,
         longest_context=tokens, kv_groups=1, rows=rows, notes=tuple(dict.fromkeys(notes)), sources=tuple(sources),
     )
+
+
+def _mamba_pool(launch, spec: ModelSpec, tp: int, available: int, version: str, notes: list[str],
+                sources: list[str]) -> int:
+    """The KV pool left beside SGLang's mamba pool (model_runner.py@v0.5.5
+    handle_max_mamba_cache): with the radix cache on, the rest memory is split so that mamba
+    state / KV cache = mamba_full_memory_ratio; with it off, the pool holds
+    max_mamba_cache_size (--max-running-requests, else 512) requests."""
+    pool = fact("sglang", "mamba_pool", version)
+    ssm = str(option(launch, "mamba_ssm_dtype") or pool.get("ssm_dtype") or "") or None
+    per_req = kvmod.state_bytes_per_sequence(spec, tp, ssm_dtype=ssm)
+    if not pool.value:
+        notes.append(f"Mamba / linear-attention layers: {per_req:,} B of state per request per GPU; how "
+                     f"SGLang {version} sizes its mamba pool was not read (read for 0.5.5): KV pool not reduced")
+        return available
+    sources.append(pool.source)
+    ratio = as_float(option(launch, "mamba_full_memory_ratio"), "--mamba-full-memory-ratio") or pool.get("ratio")
+    requests = as_int(option(launch, "max_mamba_cache_size"), "--max-mamba-cache-size")
+    if as_bool(option(launch, "disable_radix_cache")) or requests:
+        requests = requests or as_int(option(launch, "max_running_requests"), "--max-running-requests") \
+            or pool.get("requests_without_radix_cache")
+        mamba = requests * per_req
+    else:
+        mamba = int(max(0, available) * ratio / (1 + ratio))
+        requests = mamba // per_req if per_req else 0
+    notes.append(f"mamba pool: {requests:,} requests x {per_req:,} B of state = {mamba / 2**30:.2f} GiB "
+                 "per GPU, taken from the KV pool")
+    return available - mamba
