@@ -237,3 +237,15 @@ def test_a_million_layers_is_refused_before_any_list_is_built():
         read_architecture(
             dict(BASE, model_type="nemotron_h", hybrid_override_pattern="M" * 1_000_000)
         )
+
+
+def test_granite_4_hybrid_shared_mlp_is_the_dense_mlp_and_the_shared_expert():
+    base = dict(BASE, model_type="granitemoehybrid", num_hidden_layers=4, intermediate_size=64,
+                shared_intermediate_size=1024, layer_types=["mamba", "mamba", "mamba", "attention"],
+                mamba_n_heads=8, mamba_d_head=64, mamba_d_state=128, mamba_n_groups=1, mamba_d_conv=4)
+    dense = read_architecture(dict(base, num_local_experts=0)).layers
+    assert [ly.mixer for ly in dense] == ["mamba"] * 3 + ["full"]
+    assert {(ly.mlp, ly.mlp_intermediate) for ly in dense} == {("dense", 1024)}
+    assert dense[0].state.kind == "mamba2" and dense[0].state.intermediate == 512
+    moe = read_architecture(dict(base, num_local_experts=8, num_experts_per_tok=2)).layers
+    assert {(ly.mlp, ly.expert_intermediate, ly.shared_intermediate) for ly in moe} == {("moe", 64, 1024)}

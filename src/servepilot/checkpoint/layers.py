@@ -304,6 +304,9 @@ class LayerReader:
             str(r.raw("mlp_hidden_act") or r.raw("hidden_act") or "silu") not in ("relu2",)
             and self.model_type not in UNGATED_MLP_TYPES
         )
+        if self.model_type.startswith("granitemoehybrid") and (moe is None or not moe.num_experts):
+            # Granite 4 dense: the shared MLP is the layer's MLP (granitemoehybrid.py shared_mlp)
+            dense_inter = r.get_int("shared_intermediate_size", minimum=1) or dense_inter
         if moe is None or not self._is_moe_layer(i):
             return dict(mlp="dense", mlp_intermediate=dense_inter, gated_mlp=gated)
         return dict(mlp="moe", gated_mlp=gated, **self._moe_fields())
@@ -312,7 +315,8 @@ class LayerReader:
         r, moe = self.r, self.moe
         ei = moe.expert_intermediate_size or self.inter
         shared = r.get_int(
-            "shared_expert_intermediate_size", "moe_shared_expert_intermediate_size", minimum=0
+            "shared_expert_intermediate_size", "moe_shared_expert_intermediate_size",
+            "shared_intermediate_size", minimum=0,
         )
         if shared is None:
             shared = moe.num_shared_experts * ei
