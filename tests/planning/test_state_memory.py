@@ -125,3 +125,9 @@ def test_sglang_0_5_5_gives_the_mamba_pool_0_9_of_the_kv_cache(capsys):
     # per request: 23 Mamba layers, conv bf16 + SSM state float32 (--mamba-ssm-dtype default)
     per_req = 23 * _bytes([((3, 4096 + 2 * 8 * 128), 2), ((64, 64, 128), 4)])
     assert any(f"x {per_req:,} B of state" in n for n in plan["notes"])
+
+
+def test_lightning_linear_attention_state_is_one_square_per_head_in_the_model_dtype():
+    st = StateSpec("lightning", num_heads=64, head_dim=128)
+    want = _bytes([((64 // 8, 128, 128), 2)])  # linear_attention_state_shape / _dtype @v0.18.0
+    assert kv.state_bytes_per_layer(LayerSpec("linear", state=st), 8, "bfloat16") == want

@@ -239,10 +239,10 @@ def state_bytes_per_layer(
             * (st.conv_kernel - 1)
         )
         temporal = st.num_heads // tp * st.head_dim * st.k_head_dim
-    elif (
-        st.kind == "lightning"
-    ):  # linear_attention_state_shape: (heads / tp, head_dim, head_dim), float32 kept
-        return int(st.num_heads // tp * st.head_dim * st.head_dim * 4)
+    elif st.kind == "lightning":
+        # linear_attention_state_shape: (heads / tp, head_dim, head_dim) in the model dtype
+        # (linear_attention_state_dtype: mamba_cache_dtype "auto"; float32 is refused)
+        return int(st.num_heads // tp * st.head_dim * st.head_dim * conv_b)
     else:
         return 0
     return int(conv * conv_b + temporal * ssm_b)
