@@ -131,3 +131,13 @@ def test_lightning_linear_attention_state_is_one_square_per_head_in_the_model_dt
     st = StateSpec("lightning", num_heads=64, head_dim=128)
     want = _bytes([((64 // 8, 128, 128), 2)])  # linear_attention_state_shape / _dtype @v0.18.0
     assert kv.state_bytes_per_layer(LayerSpec("linear", state=st), 8, "bfloat16") == want
+
+
+def test_chunked_local_attention_holds_the_chunk_plus_the_batch():
+    types = ("chunked", "chunked", "chunked", "full")
+    common = dict(types=types, window=8192, bytes_per_token_per_layer=1024, available_per_stage=[1 << 34],
+                  block_size=16, generation="v1", hybrid=True, max_num_batched_tokens=2048)
+    cap = kv.capacity(max_model_len=131072, **common)
+    # per request: 3 chunked groups of cdiv(8192 + 2048, 16) blocks + the full group's 131072 / 16
+    assert cap.groups == 4
+    assert cap.max_concurrency == pytest.approx(cap.num_blocks / (3 * 640 + 8192))

@@ -186,7 +186,7 @@ def layer_kv_bytes(
 
 def layer_types(spec: ModelSpec) -> tuple[str, ...]:
     """The KV cache manager's kind of every layer that holds memory per request: "full",
-    "sliding" (sliding window and chunked local attention) or "mamba" (Mamba and linear
+    "sliding" (sliding window), "chunked" (Llama-4 local attention) or "mamba" (Mamba and linear
     attention: one state per sequence). Layers with neither (NAS no-ops, Nemotron-H MLP/MoE
     blocks) are left out, as are MTP / next-n layers (no KV cache without speculative decoding)."""
     from servepilot.checkpoint.estimate import model_layers
@@ -195,7 +195,7 @@ def layer_types(spec: ModelSpec) -> tuple[str, ...]:
     out = []
     for layer in model_layers(spec):
         if layer.has_kv:
-            out.append("sliding" if layer.mixer in ("sliding", "chunked") and window else "full")
+            out.append(layer.mixer if layer.mixer in ("sliding", "chunked") and window else "full")
         elif layer.state is not None:
             out.append("mamba")
     return tuple(out)
@@ -388,6 +388,10 @@ def capacity(
         if kind == "sliding" and window and use_hybrid:
             tokens = min(window - 1 + max_num_batched_tokens, length)
             return (cdiv(tokens, block_size) + 1) * page
+        if kind == "chunked" and window and use_hybrid:
+            # ChunkedLocalAttentionSpec.max_memory_usage_bytes@v0.18.0: the chunk plus the
+            # batched tokens, at most max_model_len
+            return cdiv(min(window + max_num_batched_tokens, length), block_size) * page
         return cdiv(length, block_size) * page
 
     def needed(length: int, rng: range) -> int:
