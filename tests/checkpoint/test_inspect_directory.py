@@ -302,8 +302,10 @@ def test_fifo_is_refused_not_waited_on(tmp_path):
     "qcfg, bits",
     [({"quant_method": "bitsandbytes", "load_in_8bit": True}, 8.0),
      ({"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4"}, 4.5),
-     ({"quant_method": "mxfp4"}, 4.25),
-     ({"quant_method": "awq", "bits": 4, "group_size": 128}, 4 + 16 / 128)],
+     # vLLM's Mxfp4Config quantizes only the routed experts: a dense model's linears stay BF16
+     ({"quant_method": "mxfp4"}, 16.0),
+     # 4 bits + one FP16 scale and one packed 4-bit zero point per group of 128
+     ({"quant_method": "awq", "bits": 4, "group_size": 128}, 4 + (16 + 4) / 128)],
 )
 def test_estimate_bits_per_quantized_weight(tmp_path, qcfg, bits):
     write_json(tmp_path / "config.json", dict(LLAMA_TINY, quantization_config=qcfg))

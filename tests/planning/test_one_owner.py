@@ -125,3 +125,15 @@ def test_modelopt_mixed_precision_is_read_alike_by_inspect_check_and_plan(tmp_pa
     assert planned["rows"][0]["weights_bytes"] == pytest.approx(on_disk, rel=0.03)
     # the vLLM resolution servepilot has does not resolve MIXED_PRECISION: never a PASS on it
     assert checked["verdict"] in ("unknown", "fail")
+
+
+@pytest.mark.parametrize("name", ["openai--gpt-oss-120b", "nvidia--Qwen3-235B-A22B-NVFP4", "Qwen--Qwen3-32B",
+                                  "nvidia--Llama-3.1-70B-Instruct-FP8", "moonshotai--Kimi-K2.5"])
+def test_weight_bytes_from_the_architecture_are_one_rule_for_inspect_and_plan(name):
+    # inspect's estimate and plan's per-tensor split once used two tables (MXFP4 on every
+    # linear in one, on the experts only in the other)
+    from servepilot.planning.weights import split_weights
+
+    spec = inspect_path(ZOO / name)
+    assert spec.weights.source == "estimate"
+    assert split_weights(spec, tp=1).total_bytes == spec.weights.total_bytes

@@ -1,35 +1,30 @@
-"""Parameter count and weight bytes from the architecture alone (no weights on disk).
+"""Parameter count and weight bytes from the architecture alone (no weights on disk): the one
+count inspect, check and plan share (issue 11: one owner per derived fact).
 
-Counted: token embedding, per layer the attention projections (MLA: q_a/q_b or q, kv_a with
-the rope part, kv_b, o; standard: q, k, v, o), the two RMSNorms, dense gated MLPs
-(gate/up/down = 3 x hidden x intermediate), MoE layers (routed + shared experts and the
-router), next-token-prediction (MTP) layers, the final norm and lm_head unless tied. Biases
-and vision towers are left out, which is why the result is marked as an estimate.
+Counted layer by layer from ModelSpec.layers (checkpoint/layers.py): token embedding; per
+layer its mixer (attention: MLA q_a/q_b or q, kv_a with the rope part, kv_b, o; standard q
+(doubled with an output gate), k, v, o; Mamba-1/2, gated delta net or lightning attention
+mixers with their conv and state parameters; a NAS linear replacement), its MLP (dense gated
+or up/down only, MoE routed + shared experts, router and latent projections), its norms; the
+final norm and lm_head unless tied; MTP / next-n layers apart. Biases and vision towers are
+left out, which is why the result is marked as an estimate.
 
-Checks against published counts: Llama-3.1-8B gives 8,030,261,248 (its index: 16,060,522,496
-bytes / 2, exact); gpt-oss-20b 20.91 B (published 20,914,757,184); DeepSeek-V3 671.0 B for the
-main model plus 11.6 B for its MTP layer (DeepSeek reports 671 B + 14 B, the MTP module
-counting its own embedding and head, which this count shares with the main model).
+Checks against published counts: bench/bench_zoo.py over the real configs in bench/zoo
+(73 of 74 within 3%); Llama-3.1-8B gives 8,030,261,248 (its index: 16,060,522,496 bytes / 2,
+exact); DeepSeek-V3 671.0 B for the main model plus its MTP layer apart.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from servepilot.checkpoint.spec import LayerSpec, ModelSpec
 
 # Bytes per parameter of the unquantized dtypes a config.json names.
 DTYPE_BYTES = {"float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2, "float8_e4m3fn": 1}
-
-# Bits per quantized weight including its scales: NVFP4 = 4 + one 8-bit scale per 16
-# (4.5); MXFP4 = 4 + one 8-bit scale per 32 (4.25); block FP8 = 8 + one 32-bit scale per
-# 128x128 (~8.002); bitsandbytes NF4 = 4 + absmax per 64 (~4.5). Integer schemes with a
-# group size (AWQ, GPTQ, compressed-tensors W4A16) use bits + 16 / group_size.
-QUANT_BITS = {("modelopt", "NVFP4"): 4.5, ("modelopt", "FP8"): 8.0, ("fp8", None): 8.0, ("mxfp4", None): 4.25,
-              ("compressed-tensors", "NVFP4"): 4.5, ("compressed-tensors", "FP8"): 8.0, ("bitsandbytes", "NF4"): 4.5,
-              ("bitsandbytes", "FP4"): 4.5, ("bitsandbytes", "INT4"): 4.5, ("bitsandbytes", "INT8"): 8.0}
-
 
 @dataclass(frozen=True)
 class TensorShape:
@@ -316,39 +311,89 @@ def estimate_params(spec: ModelSpec) -> ParamEstimate | None:
     return dataclasses.replace(est, active=est.total - unused - est.embedding)
 
 
-def estimate_bytes_from_architecture(spec: ModelSpec) -> int | None:
-    """Weight bytes from the parameter estimate, the config dtype and the declared quantization."""
-    est = estimate_params(spec)
-    if est is None:
-        return None
-    base = DTYPE_BYTES.get((spec.dtype or "bfloat16").lower(), 2)
+def stored_bytes_per_param(spec: ModelSpec, name: str) -> float:
+    """Stored bytes per weight of one linear layer, scales included: the one rule inspect's
+    estimate and plan's per-GPU split both use. Layers the quantization config ignores, and
+    every layer of an unquantized model, keep the model dtype.
+
+    NVFP4: 4 bits + one FP8 scale per 16; MXFP4: 4 bits + one E8M0 scale per 32, routed experts
+    only (vLLM's Mxfp4Config quantizes FusedMoE layers; gpt-oss keeps attention in BF16); FP8
+    (per tensor, channel or 128x128 block): 1 byte; bitsandbytes: int8 1 byte, NF4/FP4 4 bits +
+    an absmax per 64 (4.5 bits); integer group schemes (AWQ, GPTQ, W4A16): bits + one FP16 scale
+    and one packed zero point per group. modelopt MIXED_PRECISION: each kind at its own algorithm
+    (checkpoint/quant.mixed_precision_algos)."""
     q = spec.quant
-    if q is None:
-        return est.total_with_mtp * base
-    from servepilot.checkpoint.quant import mixed_precision_algos
+    dtype_bytes = 4 if (spec.dtype or "").lower() in ("float32", "float") else 2
+    if q is None or _ignored(name, tuple(q.ignore)):
+        return dtype_bytes
+    method = (q.method or "").lower()
+    algo = (q.quant_algo or "").upper()
+    if algo == "MIXED_PRECISION":
+        from servepilot.checkpoint.quant import mixed_precision_algos
 
-    mixed = mixed_precision_algos(q)
-    if mixed:  # modelopt MIXED_PRECISION: experts and the other linears each at their own bits
-        def bits_of(kind: str) -> float:
-            return QUANT_BITS.get(("modelopt", mixed.get(kind, "")), base * 8)
+        algo = mixed_precision_algos(q).get("experts" if ".experts." in name else "other", "")
+        if not algo:
+            return dtype_bytes
+    if "NVFP4" in algo or method == "nvfp4":
+        return 0.5 + 1 / 16
+    if method == "mxfp4":
+        return 0.5 + 1 / 32 if ".experts." in name else dtype_bytes
+    if method == "bitsandbytes":
+        return 1.0 if q.bits == 8 else 0.5 + 1 / 16
+    if method in ("fp8", "fbgemm_fp8", "ptpc_fp8") or "FP8" in algo or "W8A8" in algo or "INT8" in algo:
+        return 1.0
+    if q.bits:
+        group = q.group_size if q.group_size and q.group_size > 0 else 128
+        return q.bits / 8 + (2 + q.bits / 8) / group
+    return dtype_bytes
 
-        attention_kept = any("self_attn" in p or "attn" == p for p in q.ignore)
-        other = est.dense_mlp + est.mixer + est.mtp + (0 if attention_kept else est.attention)
-        kept = est.total_with_mtp - other - est.experts
-        return int(est.experts * bits_of("experts") / 8 + other * bits_of("other") / 8) + kept * base
-    bits = QUANT_BITS.get((q.method, q.quant_algo)) or QUANT_BITS.get((q.method, None))
-    if bits is None and q.bits and q.group_size and q.group_size > 0:
-        bits = q.bits + 16 / q.group_size  # one 16-bit scale per group (AWQ/GPTQ/int4 group 32: 4.5 bits)
-    if bits is None:
-        bits = float(q.bits) if q.bits else base * 8
-    # Quantized: the linear layers of the MLPs and experts; attention too unless the ignore
-    # list keeps it unquantized (gpt-oss keeps self_attn in BF16, Kimi-K2.5-NVFP4 too).
-    attention_kept = any("self_attn" in pattern or "attn" == pattern for pattern in q.ignore)
-    quantized = (
-        est.dense_mlp + est.experts + est.mixer + est.mtp + (0 if attention_kept else est.attention)
-    )
-    kept = est.total_with_mtp - quantized
-    return int(quantized * bits / 8) + kept * base
+
+@lru_cache(maxsize=64)
+def _ignore_regex(patterns: tuple[str, ...]) -> re.Pattern | None:
+    """One regex for a quant config's ignore / exclude_modules list, matched against a module
+    name (the tensor name without its last part) or the whole tensor name. Entries are module
+    names ("lm_head" also matches "model.lm_head"), globs, or "re:<regex>"; the multimodal
+    wrapper prefix "language_model." is dropped (Kimi-K2.5 names its text tower so)."""
+    from fnmatch import translate
+
+    parts = []
+    for pattern in patterns:
+        pattern = str(pattern)
+        if pattern.startswith("language_model."):
+            pattern = pattern[len("language_model."):]
+        if pattern.startswith("re:"):
+            parts.append(f"(?:.*?(?:{pattern[3:]}).*)")
+        else:
+            glob = translate(pattern).removeprefix("(?s:").removesuffix(")\\Z")
+            parts.append(f"(?:(?:.*\\.)?(?:{glob}))")
+    return re.compile("|".join(parts), re.S) if parts else None
+
+
+def _ignored(name: str, patterns: tuple[str, ...]) -> bool:
+    rx = _ignore_regex(tuple(patterns))
+    if rx is None:
+        return False
+    module = name.rsplit(".", 1)[0]
+    return rx.fullmatch(module) is not None or rx.fullmatch(name) is not None
+
+
+def stored_tensors(spec: ModelSpec) -> list[tuple[TensorShape, int]]:
+    """Every tensor of the architecture with its stored bytes (norms, embeddings and routers
+    in the model dtype, linears by stored_bytes_per_param)."""
+    base = DTYPE_BYTES.get((spec.dtype or "bfloat16").lower(), 2)
+    out = []
+    for t in tensor_shapes(spec):
+        per = stored_bytes_per_param(spec, t.name) if t.linear and len(t.shape) >= 2 else base
+        out.append((t, int(t.params * per)))
+    return out
+
+
+def estimate_bytes_from_architecture(spec: ModelSpec) -> int | None:
+    """Weight bytes from the architecture and the declared quantization (MTP layers included:
+    the checkpoint holds them)."""
+    if estimate_params(spec) is None:
+        return None
+    return sum(nbytes for _, nbytes in stored_tensors(spec))
 
 
 def estimate_param_bytes(spec: ModelSpec) -> int:

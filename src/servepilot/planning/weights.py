@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 from servepilot.checkpoint.spec import ModelSpec, TensorInfo
 from servepilot.planning.kv import cdiv, pp_layer_ranges
@@ -250,72 +249,10 @@ def _tensors(spec: ModelSpec) -> tuple[list[TensorInfo], str, bool, tuple[str, .
     return synthetic, "estimate", False, (*notes, "weights estimated from the architecture (config.json)")
 
 
-def _linear_bytes_per_param(spec: ModelSpec, name: str) -> float:
-    """Stored bytes per weight of a quantized linear layer (scales included), else model dtype."""
-    q = spec.quant
-    dtype_bytes = 4 if (spec.dtype or "").lower() in ("float32", "float") else 2
-    if q is None:
-        return dtype_bytes
-    if _ignored(name, tuple(q.ignore)):
-        return dtype_bytes
-    method = (q.method or "").lower()
-    algo = (q.quant_algo or "").upper()
-    if algo == "MIXED_PRECISION":  # per kind, from quantized_layers (checkpoint/quant.py)
-        from servepilot.checkpoint.quant import mixed_precision_algos
-
-        algo = mixed_precision_algos(q).get("experts" if ".experts." in name else "other", "")
-        if not algo:
-            return dtype_bytes
-    if "NVFP4" in algo or method == "nvfp4":
-        return 0.5 + 1 / 16  # e2m1 pairs in U8 + one FP8 scale per 16 weights
-    if method == "mxfp4":
-        return 0.5 + 1 / 32 if ".experts." in name else dtype_bytes  # gpt-oss: experts only
-    if method in ("fp8", "fbgemm_fp8", "ptpc_fp8") or "FP8" in algo or "W8A8" in algo or "INT8" in algo:
-        return 1.0
-    if q.bits:
-        group = q.group_size or 128
-        return q.bits / 8 + 2.5 / group  # fp16 scale + packed zero point per group
-    return dtype_bytes
-
-
-@lru_cache(maxsize=64)
-def _ignore_regex(patterns: tuple[str, ...]) -> re.Pattern | None:
-    """One regex for a quant config's ignore / exclude_modules list, matched against a module
-    name (the tensor name without its last part) or the whole tensor name. Entries are module
-    names ("lm_head" also matches "model.lm_head"), globs, or "re:<regex>"; the multimodal
-    wrapper prefix "language_model." is dropped (Kimi-K2.5 names its text tower so)."""
-    from fnmatch import translate
-
-    parts = []
-    for pattern in patterns:
-        pattern = str(pattern)
-        if pattern.startswith("language_model."):
-            pattern = pattern[len("language_model."):]
-        if pattern.startswith("re:"):
-            parts.append(f"(?:.*?(?:{pattern[3:]}).*)")
-        else:
-            glob = translate(pattern).removeprefix("(?s:").removesuffix(")\\Z")
-            parts.append(f"(?:(?:.*\\.)?(?:{glob}))")
-    return re.compile("|".join(parts), re.S) if parts else None
-
-
-def _ignored(name: str, patterns: tuple[str, ...]) -> bool:
-    rx = _ignore_regex(tuple(patterns))
-    if rx is None:
-        return False
-    module = name.rsplit(".", 1)[0]
-    return rx.fullmatch(module) is not None or rx.fullmatch(name) is not None
-
-
 def architecture_tensors(spec: ModelSpec) -> list[TensorInfo]:
     """The tensors a checkpoint of this architecture holds (checkpoint/estimate.tensor_shapes,
     the one per-layer count), each with its stored bytes under the declared quantization."""
-    from servepilot.checkpoint.estimate import tensor_shapes
+    from servepilot.checkpoint.estimate import stored_tensors
 
-    emb_bytes = 4 if (spec.dtype or "").lower() in ("float32", "float") else 2
-    out: list[TensorInfo] = []
-    for t in tensor_shapes(spec):
-        per = _linear_bytes_per_param(spec, t.name) if t.linear and len(t.shape) >= 2 else emb_bytes
-        nbytes = int(t.params * per)
-        out.append(TensorInfo(name=t.name, dtype="synthetic", shape=t.shape, nbytes=nbytes))
-    return out
+    return [TensorInfo(name=t.name, dtype="synthetic", shape=t.shape, nbytes=nbytes)
+            for t, nbytes in stored_tensors(spec)]
