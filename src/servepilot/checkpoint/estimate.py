@@ -228,9 +228,27 @@ def _mlp_tensors(
     return out
 
 
+# The last specs counted: check counts the same spec for its summary, its plan and each
+# KV dtype alternative. Keyed by identity (a ModelSpec holds dicts, so it is not hashable);
+# the spec itself is kept so that its id cannot be reused while the entry lives.
+_SHAPES: dict[int, tuple[ModelSpec, list]] = {}
+_SHAPES_KEPT = 4
+
+
 def tensor_shapes(spec: ModelSpec) -> list[TensorShape]:
     """Every tensor of the text model, layer by layer: the one count that inspect (parameters),
     plan (weights per GPU when no headers say) and check (through plan) all read."""
+    hit = _SHAPES.get(id(spec))
+    if hit is not None and hit[0] is spec:
+        return hit[1]
+    shapes = _tensor_shapes(spec)
+    if len(_SHAPES) >= _SHAPES_KEPT:
+        _SHAPES.pop(next(iter(_SHAPES)))
+    _SHAPES[id(spec)] = (spec, shapes)
+    return shapes
+
+
+def _tensor_shapes(spec: ModelSpec) -> list[TensorShape]:
     h, vocab = spec.hidden_size, spec.vocab_size
     layers = model_layers(spec)
     if not layers or not h:
