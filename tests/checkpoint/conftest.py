@@ -126,3 +126,21 @@ def write_gguf(path: Path, *, arch: str = "llama", n_tensors: int = 3, split_max
     if split_max_tensors:
         return sorted(path.parent.glob(f"{path.stem}-*-of-*.gguf"))
     return [path]
+
+
+@pytest.fixture
+def fake_hub(tmp_path, monkeypatch):
+    """A fake Hub on 127.0.0.1 that huggingface_hub (and so servepilot) talks to."""
+    import huggingface_hub.constants as hf_constants
+    from fake_hub import FakeHub
+
+    hub = FakeHub().start()
+    monkeypatch.setenv("HF_ENDPOINT", hub.url)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", False)  # read once at import
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))  # no saved token, an empty cache
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.setenv("HF_HUB_DOWNLOAD_TIMEOUT", "3")
+    yield hub
+    hub.stop()

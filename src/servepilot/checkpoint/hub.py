@@ -11,11 +11,15 @@ from servepilot.errors import BadInput
 MODEL_ID_RE = re.compile(r"^[\w][\w.-]{0,95}/[\w][\w.-]{0,95}$")
 
 
+class NotCached(BadInput):
+    """A model id that is not in the local Hugging Face cache (it may still be on the Hub)."""
+
+
 def looks_like_model_id(text: str) -> bool:
     return bool(MODEL_ID_RE.match(text)) and "--" not in text and ".." not in text
 
 
-def resolve_model_id(model_id: str, revision: str = "main") -> Path:
+def resolve_model_id(model_id: str, revision: str | None = None) -> Path:
     """The cached snapshot of `model_id` (refs/<revision> → snapshots/<commit>); never downloads."""
     from huggingface_hub import constants, snapshot_download
     from huggingface_hub.errors import LocalEntryNotFoundError
@@ -24,9 +28,9 @@ def resolve_model_id(model_id: str, revision: str = "main") -> Path:
 
     cache = hf_cache_dir() or Path(constants.HF_HUB_CACHE)
     try:
-        path = snapshot_download(model_id, revision=revision, cache_dir=str(cache), local_files_only=True)
+        path = snapshot_download(model_id, revision=revision or "main", cache_dir=str(cache), local_files_only=True)
     except LocalEntryNotFoundError:
-        raise BadInput(
+        raise NotCached(
             f"{model_id!r} is neither a path nor a model in the Hugging Face cache at {cache}",
             hint=f"download it first: hf download {model_id} (or set HF_HUB_CACHE)",
         ) from None

@@ -28,17 +28,23 @@ HF_QUANT_CONFIG = "hf_quant_config.json"
 SHOW_NAMES = 5
 
 
-def inspect_path(path: str | Path) -> ModelSpec:
-    """A checkpoint directory, one .safetensors or .gguf file, a config.json, or an HF model id."""
+def inspect_path(path: str | Path, revision: str | None = None) -> ModelSpec:
+    """A checkpoint directory, one .safetensors or .gguf file, a config.json, or an HF model id
+    (from the local cache, else its headers on the Hub; `revision` picks the branch, tag or commit)."""
     if not str(path).strip():
         raise BadInput("empty checkpoint path", hint="give a checkpoint directory, a .safetensors or .gguf file, or a model id")
     # os.path.expanduser leaves "~nosuchuser" as it is (as the shell does); Path's raises.
     p = Path(os.path.expanduser(path))
     if not p.exists():
-        from servepilot.checkpoint.hub import looks_like_model_id, resolve_model_id
+        from servepilot.checkpoint.hub import NotCached, looks_like_model_id, resolve_model_id
 
         if looks_like_model_id(str(path)):
-            return _inspect_dir(resolve_model_id(str(path)))
+            try:
+                return _inspect_dir(resolve_model_id(str(path), revision))
+            except NotCached as not_cached:
+                from servepilot.checkpoint.remote import inspect_remote
+
+                return inspect_remote(str(path), revision, not_cached=not_cached)
         raise BadInput("no such file or directory", path=path)
     if p.is_dir():
         return _inspect_dir(p)

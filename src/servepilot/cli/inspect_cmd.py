@@ -12,28 +12,38 @@ EXIT_DAMAGED = 2  # DESIGN.md: bad input; the report is still printed, the damag
 
 @click.command("inspect")
 @click.argument("path")
+@click.option("--revision", metavar="REV", help="Branch, tag or commit of a Hub model id (default main).")
 @JSON_OPTION
-def inspect(path: str, as_json: bool) -> int:
+def inspect(path: str, revision: str | None, as_json: bool) -> int:
     """Read a checkpoint's headers into a model spec (never the weights).
 
     PATH is a checkpoint directory, one .safetensors or .gguf file, a config.json, or a
-    Hugging Face model id (org/name) already in the local cache. Exit 2 when the path
-    cannot be read, or when some shards are damaged or missing (the rest is still shown).
+    Hugging Face model id (org/name): from the local cache when it is there, else from the
+    Hub by its small files and the safetensors/GGUF headers alone (HTTP range reads, no
+    weights; HF_ENDPOINT, HF_TOKEN and HF_HUB_OFFLINE are honoured; headers are kept by
+    commit, so a repeat makes no request). Exit 2 when the path cannot be read, or when
+    some shards are damaged or missing (the rest is still shown).
 
     \b
     Examples:
       servepilot inspect /models/kimi-k2.5-nvfp4
       servepilot inspect --json /models/Qwen3-8B-Q4_K_M.gguf
       servepilot inspect meta-llama/Llama-3.1-8B
+      servepilot inspect nvidia/Kimi-K2.5-NVFP4 --revision main
     """
     from servepilot.checkpoint.inspect import inspect_path
 
-    spec = inspect_path(path)
+    spec = inspect_path(path, revision=revision)
     if as_json:
+        from servepilot.checkpoint.remote import view_of
         from servepilot.checkpoint.summary import model_summary
         from servepilot.cli.output import emit_json
 
-        emit_json(SCHEMA, {"model": spec, "model_summary": model_summary(spec)})
+        payload: dict = {"model": spec, "model_summary": model_summary(spec)}
+        view = view_of(spec.path)
+        if view is not None:
+            payload["remote"] = view.to_json()
+        emit_json(SCHEMA, payload)
     else:
         render_text(spec)
     return EXIT_DAMAGED if spec.problems else 0
@@ -180,6 +190,11 @@ def display_name(spec) -> str:
     """The checkpoint's name; for a Hugging Face cache snapshot, org/name@commit."""
     from pathlib import Path
 
+    from servepilot.checkpoint.remote import view_of
+
+    view = view_of(spec.path)
+    if view is not None:
+        return f"{view.repo_id}@{view.commit[:12]} (Hub headers only)"
     p = Path(spec.path)
     if p.parent.name == "snapshots" and p.parent.parent.name.startswith("models--"):
         return p.parent.parent.name[len("models--"):].replace("--", "/", 1) + "@" + p.name[:12]
