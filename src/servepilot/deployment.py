@@ -105,7 +105,7 @@ def build_deployment(
     launch = parse_argv(split.argv, split.context, engine_version=engine_version, cwd=cwd)
     notes += launch.notes
 
-    spec, spec_notes = _inspect_model(launch.model, ssh_host, cwd)
+    spec, spec_notes = _inspect_model(launch.model, ssh_host, cwd, revision=launch.options.get("revision"))
     notes += spec_notes
 
     if flag_cluster is not None:
@@ -170,7 +170,7 @@ def working_directory(prefix_commands: tuple[str, ...]) -> tuple[str | None, lis
     return here, [f"the command runs in {here} (its `cd`)"]
 
 
-def _inspect_model(model: str | None, ssh_host: str | None, cwd: str | None):
+def _inspect_model(model: str | None, ssh_host: str | None, cwd: str | None, revision=None):
     """(ModelSpec or None, notes) for the command's model path or Hugging Face id."""
     import os
     from pathlib import Path
@@ -194,10 +194,17 @@ def _inspect_model(model: str | None, ssh_host: str | None, cwd: str | None):
     if ssh_host:
         return None, [f"model {model} is on {ssh_host}, not here: not inspected"]
     if looks_like_model_id(model):
+        from servepilot.checkpoint.remote import view_of
+
         try:
-            return inspect_path(model), []
+            spec = inspect_path(model, revision=revision if isinstance(revision, str) else None)
         except BadInput as exc:
             return None, [f"model {model}: {exc.one_line()}"]
+        view = view_of(spec.path)
+        if view is None:
+            return spec, []
+        return spec, [f"model {model} read from {view.endpoint} at commit {view.commit[:12]}: config files and "
+                      f"weight headers only ({view.requests} requests now; none on a repeat)"]
     raise BadInput("model path does not exist", path=model, hint="give a local checkpoint directory or file, or a Hugging Face id")
 
 

@@ -269,6 +269,11 @@ def _why_not_applicable(dep: Deployment, remedy: Remedy) -> str | None:
             return "the remedy carries no patch"
         if dep.launch.shell.ssh_host:
             return f"the checkpoint is on {dep.launch.shell.ssh_host}; run fix there"
+        from servepilot.checkpoint.remote import view_of
+
+        remote = view_of(dep.spec.path) if dep.spec is not None else None
+        if remote is not None:  # only headers were read: an overlay needs the real files
+            return f"the model was read from the Hub (headers only); download it first: {remote.download_command}"
         if dep.spec is None or not Path(dep.spec.path).exists():
             return "the checkpoint directory is not readable here"
         if not Path(dep.spec.path).is_dir():
