@@ -50,7 +50,19 @@ class Deployment:
             "spec": self.spec,
             "cluster": cluster,
             "notes": list(self.notes),
+            "container": self.extra.get("container"),
+            "remote": _remote_payload(self.spec),
         })
+
+
+def _remote_payload(spec) -> dict | None:
+    """Where a Hub model's headers came from, when it was read remotely (not cached)."""
+    if spec is None:
+        return None
+    from servepilot.checkpoint.remote import view_of
+
+    view = view_of(spec.path)
+    return view.to_json() if view is not None else None
 
 
 def build_deployment(
@@ -87,14 +99,23 @@ def build_deployment(
     notes: list[str] = list(split.notes) + cd_notes
     ssh_host = split.context.ssh_host
 
+    container = split.context.container  # docker run / compose / Kubernetes (engines/containers.py)
     version_source = None
-    # package metadata is read only when it decides the version (importlib.metadata costs ~40 ms)
-    installed = None if ssh_host or engine_version else installed_version(module.ENGINE, program)
+    # The engine in an image is the image's, never the package installed on this host.
+    # Package metadata is read only when it decides the version (importlib.metadata costs ~40 ms).
+    installed = (None if ssh_host or engine_version or container is not None
+                 else installed_version(module.ENGINE, program))
+    if container is not None:
+        notes += list(container.notes)
     if engine_version:
         from servepilot.engines.knowledge import release_version
 
         release_version(engine_version)  # BadInput for a version that is not one
         version_source = "flag"
+    elif container is not None and container.version:
+        engine_version, version_source = container.version, "image"
+    elif container is not None:
+        pass  # the image's note says the version is unknown
     elif installed:
         engine_version, version_source = installed, "installed"
     elif ssh_host:
@@ -105,12 +126,20 @@ def build_deployment(
     launch = parse_argv(split.argv, split.context, engine_version=engine_version, cwd=cwd)
     notes += launch.notes
 
-    spec, spec_notes = _inspect_model(launch.model, ssh_host, cwd, revision=launch.options.get("revision"))
+    model = launch.model
+    if container is not None:
+        model, container_notes = _host_model(container, model)
+        notes += container_notes
+    if model is IN_CONTAINER:
+        spec, spec_notes = None, []
+    else:
+        spec, spec_notes = _inspect_model(model, ssh_host, cwd, revision=launch.options.get("revision"))
     notes += spec_notes
 
+    container_visible = container.visible_devices if container is not None else None
     if flag_cluster is not None:
         cluster = flag_cluster
-        visible = launch.shell.env.get("CUDA_VISIBLE_DEVICES")
+        visible = container_visible or launch.shell.env.get("CUDA_VISIBLE_DEVICES")
         if visible is not None:
             cluster = _restrict_flag_cluster(cluster, visible)
     elif ssh_host:
@@ -122,16 +151,52 @@ def build_deployment(
     elif probe:
         from servepilot.hardware.probe import probe_cluster
 
+        host_port = container.host_port if container is not None else None
         cluster = probe_cluster(
-            port=launch.port,
+            port=int(host_port) if host_port and host_port.isdigit() else launch.port,
             host=launch.options.get("host"),
-            cuda_visible_devices=launch.shell.env.get("CUDA_VISIBLE_DEVICES"),
+            cuda_visible_devices=container_visible or launch.shell.env.get("CUDA_VISIBLE_DEVICES"),
         )
     else:
         cluster = Cluster(source="none", notes=("GPU probe skipped and no --gpu given",))
 
-    extra = {"engine_version_source": version_source, "installed_engine_version": installed, "cwd": cwd}
+    if container is not None and container.shm_bytes is not None:
+        from dataclasses import replace
+
+        cluster = replace(cluster, shm_bytes=container.shm_bytes)  # the container's /dev/shm, not the host's
+    extra = {"engine_version_source": version_source, "installed_engine_version": installed, "cwd": cwd,
+             "container": container_facts(container)}
     return Deployment(launch=launch, cluster=cluster, spec=spec, notes=tuple(dict.fromkeys(notes)), extra=extra)
+
+
+IN_CONTAINER = "<inside the container>"  # a model path no mount maps to the host
+
+
+def container_facts(container) -> dict | None:
+    """The container around the engine, as plain data (deployment --json `container`)."""
+    if container is None:
+        return None
+    return {"runtime": container.runtime, "image": container.image, "engine": container.engine,
+            "version": container.version, "gpus": container.gpus, "visible_devices": container.visible_devices,
+            "gpu_count": container.gpu_count, "mounts": [list(m) for m in container.mounts],
+            "ports": [list(p) for p in container.ports], "ipc_host": container.ipc_host,
+            "shm_bytes": container.shm_bytes, "env": dict(container.env), "source": container.source,
+            "command": list(container.wrapper)}
+
+
+def _host_model(container, model: str | None) -> tuple[str | None, list[str]]:
+    """The host path of a model path inside the container (through its mounts)."""
+    from servepilot.checkpoint.hub import looks_like_model_id
+
+    if model is None or not model.startswith("/"):
+        if model is not None and not looks_like_model_id(model):
+            return model, [f"model {model} is a relative path inside the container: read from here as given"]
+        return model, []
+    host = container.host_path(model)
+    if host is None:
+        return IN_CONTAINER, [f"model {model} is inside the container and no host directory is mounted "
+                                     "there: not inspected"]
+    return host, [f"model {model} in the container is {host} on the host (mount)"]
 
 
 def working_directory(prefix_commands: tuple[str, ...]) -> tuple[str | None, list[str]]:

@@ -12,9 +12,42 @@ JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print one JS
 ENGINE_COMMAND_SETTINGS = {"ignore_unknown_options": True, "allow_interspersed_args": False}
 
 
+def _remember(ctx, param, value):
+    ctx.meta[f"servepilot.{param.name}"] = value
+    return value
+
+
+def _command_or_source(ctx, param, value):
+    """The trailing command; `--compose FILE` / `--manifest FILE` stand for the command that
+    starts them (`docker compose -f FILE up [SERVICE]`, `kubectl apply -f FILE`)."""
+    compose = ctx.meta.get("servepilot.compose")
+    manifest = ctx.meta.get("servepilot.manifest")
+    service = ctx.meta.get("servepilot.service")
+    if compose and manifest:
+        raise click.UsageError("give --compose or --manifest, not both")
+    source = compose or manifest
+    if source and value:
+        raise click.UsageError(f"give the engine command after `--` or --{'compose' if compose else 'manifest'}, not both")
+    if service and not source:
+        raise click.UsageError("--service goes with --compose FILE or --manifest FILE")
+    if not source:
+        return value
+    from servepilot.engines.manifests import compose_command, manifest_command
+
+    return tuple(compose_command(compose, service) if compose else manifest_command(manifest, service))
+
+
 def deployment_options(f, per_node: bool = False):
-    """--gpu, --engine-version, --command-file and the trailing command after `--`."""
-    f = click.argument("command", nargs=-1, type=click.UNPROCESSED)(f)
+    """--gpu, --engine-version, --command-file, --compose/--manifest [--service] and the
+    trailing command after `--`."""
+    f = click.argument("command", nargs=-1, type=click.UNPROCESSED, callback=_command_or_source)(f)
+    f = click.option("--service", metavar="NAME", expose_value=False, callback=_remember, is_eager=True,
+                     help="The compose service (or Kubernetes workload/container) to read.")(f)
+    f = click.option("--manifest", metavar="FILE", expose_value=False, callback=_remember, is_eager=True,
+                     help="Read the engine command from a Kubernetes manifest (Deployment, StatefulSet, "
+                          "LeaderWorkerSet, KServe InferenceService, RayService).")(f)
+    f = click.option("--compose", metavar="FILE", expose_value=False, callback=_remember, is_eager=True,
+                     help="Read the engine command from a docker compose file.")(f)
     f = click.option(
         "--command-file",
         type=click.Path(dir_okay=False),

@@ -92,6 +92,11 @@ def text_rows(d) -> list[tuple[str, str]]:
     if d.extra.get("engine_version_source"):
         version += f" ({d.extra['engine_version_source']})"
     rows = [("engine", f"{launch.engine} {version} · {launch.program}"), ("model", launch.model or "?"), ("spec", _spec_line(d.spec))]
+    c = d.extra.get("container")
+    if c:
+        gpus = c["gpus"] or "none"
+        shm = "host (--ipc=host)" if c["ipc_host"] else (human_bytes(c["shm_bytes"]) if c["shm_bytes"] else "unlimited")
+        rows.append(("container", f"{c['runtime']} {c['image']} · GPUs {gpus} · /dev/shm {shm}"))
     shown = []
     key_options = launch.record.key_options
     for name in key_options:

@@ -22,6 +22,9 @@ class ShellContext:
     ssh_options: tuple[str, ...] = ()  # `ssh -p 2222 -i key HOST ...`: the options before HOST
     wrappers: tuple[str, ...] = ()  # `sudo -E`, `exec`, `time` words run before the engine (not env/nohup)
     shell_wrapper: tuple[str, ...] = ()  # `bash -lc '...'`: the shell and its options, around the line
+    # `docker run ... IMAGE`, a compose service or a Kubernetes container around the engine
+    # (engines/containers.py Container); None when the engine runs directly
+    container: object = None
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,13 @@ class EngineLaunch:
     # a value that does not convert, a missing value, a stray positional, a flag that this
     # release does not have. A subset of `notes`, kept apart so `check` can fail on them.
     rejected: tuple[str, ...] = ()
+
+    @property
+    def run_argv(self) -> tuple[str, ...]:
+        """What to execute: the engine argv, or the container wrapper around it as written."""
+        if self.shell.container is not None:
+            return tuple(self.shell.container.run_argv(self.argv))
+        return self.argv
 
     def get(self, name: str, default=None):
         return self.options.get(name, default)

@@ -364,9 +364,15 @@ def _engine_statement(stmt: Statement, is_engine, variables: dict, exported: dic
         return _ssh(argv[1:], is_engine)
     if PurePosixPath(argv[0]).name in _SHELLS:
         return _shell_c(argv, is_engine)
+    container = None
     if not is_engine(argv):
-        return None
-    ctx = ShellContext(env=env, nohup=nohup, wrappers=tuple(wrappers), **_redirections(redirects))
+        from servepilot.engines.manifests import wrapped_engine  # docker run, compose, kubectl
+
+        wrapped = wrapped_engine(argv, is_engine, env)
+        if wrapped is None:
+            return None
+        argv, container = wrapped
+    ctx = ShellContext(env=env, nohup=nohup, wrappers=tuple(wrappers), container=container, **_redirections(redirects))
     return argv, ctx
 
 
@@ -438,6 +444,8 @@ def render_shell(argv: Sequence[str], ctx: ShellContext) -> str:
     if ctx.nohup:
         parts.append("nohup")
     parts.extend(quote_word(w) for w in ctx.wrappers)
+    if ctx.container is not None:
+        argv = ctx.container.run_argv(argv)
     parts.extend(quote_word(w) for w in argv)
     parts.extend(_render_redirections(ctx))
     line = " ".join(parts)

@@ -97,7 +97,7 @@ def build_launch_command(command: list[str], gpu: str | None, engine_version: st
     gpu_key = dep.cluster.gpus[0].key if dep.cluster.gpus else None
     port = launch.port
     return LaunchCommand(
-        argv=tuple(launch.argv),
+        argv=tuple(launch.run_argv),  # a container command runs as written, wrapper included
         engine=launch.engine,
         engine_version=launch.engine_version,
         model=launch.model,
