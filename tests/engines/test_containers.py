@@ -380,11 +380,10 @@ def test_deployment_reads_the_checkpoint_from_the_host_mount_and_the_version_fro
 
 def test_compose_option_and_service_choice(tmp_path, capsys):
     import json
-
-    from servepilot.cli.main import main
-
     import shutil
     from pathlib import Path
+
+    from servepilot.cli.main import main
 
     example = Path(__file__).resolve().parents[2] / "examples" / "kimi-k2.5-nvfp4"
     shutil.copytree(example, tmp_path / "models" / "kimi-k2.5-nvfp4")
