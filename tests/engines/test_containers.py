@@ -408,3 +408,14 @@ def test_manifest_with_two_engines_asks_for_one(tmp_path, capsys):
     assert main(["deployment", "--gpu", "h100", "--manifest", str(path)]) == 2
     assert "--service NAME" in capsys.readouterr().err
     assert main(["deployment", "--gpu", "h100", "--manifest", str(path), "--service", "other"]) == 0
+
+
+def test_launch_runs_the_container_command_as_written(tmp_path):
+    from servepilot.runs.integration import build_launch_command
+
+    line = ("docker run --gpus all --ipc=host -p 8000:8000 vllm/vllm-openai:v0.16.0 "
+            "--model Qwen/Qwen3-8B --max-model-len 4096")
+    cmd = build_launch_command([line], "h100", None, None, force=False)
+    assert list(cmd.argv) == ["docker", "run", "--gpus", "all", "--ipc=host", "-p", "8000:8000",
+                              "vllm/vllm-openai:v0.16.0", "--model", "Qwen/Qwen3-8B", "--max-model-len", "4096"]
+    assert cmd.engine == "vllm" and cmd.engine_version == "0.16.0"
