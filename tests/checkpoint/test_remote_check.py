@@ -45,3 +45,19 @@ def test_overlay_remedy_on_a_hub_model_says_download_first(fake_hub, capsys):
     assert code == 2
     commit = fake_hub.repos[HUB_ID].commit
     assert f"download it first: hf download {HUB_ID} --revision {commit}" in captured.err
+
+
+def test_flag_remedy_and_plan_work_on_a_hub_id(fake_hub, capsys):
+    files = {p.name: p.read_bytes() for p in EXAMPLE.iterdir() if p.is_file()}
+    fake_hub.add(HUB_ID, FakeRepo(files))
+    code = main(["fix", "--gpu", "rtx-pro-6000x8", "--engine-version", "0.16.0", "--remedy", "1", "--dry-run",
+                 "--", "vllm", "serve", HUB_ID, *FLAGS])
+    out = capsys.readouterr().out
+    assert code == 0 and "--kv-cache-dtype bfloat16" in out
+    assert f"vllm serve {HUB_ID}" in out  # the command keeps the Hub id, not servepilot's header view
+    fake_hub.reset_counts()
+    assert main(["plan", "--gpu", "rtx-pro-6000x8", "--engine-version", "0.16.0", "--json", "--",
+                 "vllm", "serve", HUB_ID, *FLAGS]) in (0, 1)
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["schema"].startswith("servepilot.plan/")
+    assert fake_hub.requests == []  # the second verb read the headers from the cache
