@@ -186,10 +186,10 @@ def container_facts(container) -> dict | None:
 
 def _host_model(container, model: str | None) -> tuple[str | None, list[str]]:
     """The host path of a model path inside the container (through its mounts)."""
-    from servepilot.checkpoint.hub import looks_like_model_id
+    from servepilot.checkpoint.hub import looks_like_model_id, split_quant_tag
 
     if model is None or not model.startswith("/"):
-        if model is not None and not looks_like_model_id(model):
+        if model is not None and not looks_like_model_id(model) and not split_quant_tag(model)[1]:
             return model, [f"model {model} is a relative path inside the container: read from here as given"]
         return model, []
     host = container.host_path(model)
@@ -258,7 +258,9 @@ def _inspect_model(model: str | None, ssh_host: str | None, cwd: str | None, rev
         return inspect_path(path), []
     if ssh_host:
         return None, [f"model {model} is on {ssh_host}, not here: not inspected"]
-    if looks_like_model_id(model):
+    from servepilot.checkpoint.hub import split_quant_tag
+
+    if looks_like_model_id(model) or split_quant_tag(model)[1]:
         from servepilot.checkpoint.remote import view_of
 
         try:

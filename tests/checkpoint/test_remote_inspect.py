@@ -203,3 +203,21 @@ def test_remote_id_in_deployment_notes_a_failure_and_keeps_the_rest(fake_hub, ca
     out = json.loads(capsys.readouterr().out)
     assert code == 0
     assert any("gated" in n for n in out["notes"])
+
+
+def test_a_repo_of_several_gguf_quants_asks_for_one_then_reads_only_it(fake_hub, tmp_path, capsys):
+    (q4,) = write_gguf(tmp_path / "tiny-Q4_K_M.gguf", n_tensors=3)
+    (q8,) = write_gguf(tmp_path / "tiny-Q8_0.gguf", n_tensors=5)
+    fake_hub.add("acme/tiny-GGUF", FakeRepo({q4.name: q4.read_bytes(), q8.name: q8.read_bytes(),
+                                             "mmproj-tiny-f16.gguf": b"GGUF"}))
+    with pytest.raises(BadInput) as info:
+        inspect_path("acme/tiny-GGUF")
+    assert "holds 2 GGUF models" in info.value.problem and "acme/tiny-GGUF:QUANT" in info.value.hint
+    assert not fake_hub.file_requests(".gguf")  # refused before any header was read
+    spec = inspect_path("acme/tiny-GGUF:Q8_0")
+    assert spec.format == "gguf" and spec.weights.params_by_dtype == inspect_path(q8).weights.params_by_dtype
+    assert {r.path.rsplit("/", 1)[1] for r in fake_hub.file_requests(".gguf")} == {q8.name}
+    # llama.cpp's own -hf form in a command reads the same model.
+    assert main(["deployment", "--gpu", "t4", "--json", "--", "llama-server", "-hf", "acme/tiny-GGUF:Q8_0"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["spec"]["format"] == "gguf" and out["remote"]["repo_id"] == "acme/tiny-GGUF"

@@ -19,6 +19,14 @@ def looks_like_model_id(text: str) -> bool:
     return bool(MODEL_ID_RE.match(text)) and "--" not in text and ".." not in text
 
 
+def split_quant_tag(text: str) -> tuple[str, str | None]:
+    """("org/name", "Q4_K_M") from llama.cpp's `-hf org/name:Q4_K_M`; (text, None) otherwise."""
+    repo, sep, tag = text.rpartition(":")
+    if sep and looks_like_model_id(repo) and re.fullmatch(r"[\w.-]+", tag):
+        return repo, tag
+    return text, None
+
+
 def resolve_model_id(model_id: str, revision: str | None = None) -> Path:
     """The cached snapshot of `model_id` (refs/<revision> → snapshots/<commit>); never downloads."""
     from huggingface_hub import constants, snapshot_download

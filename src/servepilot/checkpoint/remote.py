@@ -105,13 +105,14 @@ def _read_marker(d: Path) -> RemoteView | None:
         return None
 
 
-def inspect_remote(repo_id: str, revision: str | None = None, not_cached: BadInput | None = None):
+def inspect_remote(repo_id: str, revision: str | None = None, not_cached: BadInput | None = None,
+                   gguf_tag: str | None = None):
     """ModelSpec of a Hub model from its headers; BadInput (one line) when the Hub cannot say.
     Offline, a model never read before raises `not_cached` (the local cache's own error)."""
     from servepilot.checkpoint.inspect import inspect_path
 
     try:
-        view = remote_view(repo_id, revision)
+        view = remote_view(repo_id, revision, gguf_tag=gguf_tag)
     except OfflineAndUnread:
         if not_cached is not None:
             raise not_cached from None
@@ -123,8 +124,10 @@ def inspect_remote(repo_id: str, revision: str | None = None, not_cached: BadInp
     return spec
 
 
-def remote_view(repo_id: str, revision: str | None = None) -> RemoteView:
-    """The header-only view of `repo_id` at `revision` (default main), fetched if needed."""
+def remote_view(repo_id: str, revision: str | None = None, gguf_tag: str | None = None) -> RemoteView:
+    """The header-only view of `repo_id` at `revision` (default main), fetched if needed.
+    `gguf_tag` picks the GGUF model of a repository that holds several (llama.cpp's
+    `-hf REPO:QUANT`): its view is kept apart from the repository's other models."""
     from servepilot import settings
 
     revision = revision or "main"
@@ -134,7 +137,7 @@ def remote_view(repo_id: str, revision: str | None = None) -> RemoteView:
     ttl = None if settings.hf_offline() else settings.hub_ref_ttl_seconds()
     commit = revision if COMMIT_RE.match(revision) else _pinned_commit(repo_dir, revision, ttl)
     if commit:
-        cached = _finished_view(repo_dir / commit, endpoint)
+        cached = _finished_view(repo_dir / _view_name(commit, gguf_tag), endpoint)
         if cached is not None:
             return dataclasses.replace(cached, revision=revision)
     if settings.hf_offline():
@@ -145,10 +148,14 @@ def remote_view(repo_id: str, revision: str | None = None) -> RemoteView:
     client = HubClient(repo_id, endpoint, settings.hf_timeout_seconds())
     listing = client.listing(revision)
     _pin(repo_dir, revision, listing.commit)
-    cached = _finished_view(repo_dir / listing.commit, endpoint)
+    cached = _finished_view(repo_dir / _view_name(listing.commit, gguf_tag), endpoint)
     if cached is not None:
         return dataclasses.replace(cached, revision=revision, requests=client.requests)
-    return _fetch_view(client, repo_dir / listing.commit, revision, listing)
+    return _fetch_view(client, repo_dir / _view_name(listing.commit, gguf_tag), revision, listing, gguf_tag)
+
+
+def _view_name(commit: str, gguf_tag: str | None) -> str:
+    return commit if not gguf_tag else f"{commit}-{quote(gguf_tag.lower(), safe='')}"
 
 
 def _ref_file(repo_dir: Path, revision: str) -> Path:
@@ -189,14 +196,14 @@ def _finished_view(path: Path, endpoint: str) -> RemoteView | None:
     return _read_marker(path)
 
 
-def _fetch_view(client, dest: Path, revision: str, listing) -> RemoteView:
+def _fetch_view(client, dest: Path, revision: str, listing, gguf_tag: str | None = None) -> RemoteView:
     """Fetch into a fresh directory, then move it into place (a reader never sees half a view)."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     work = dest.with_name(f"{dest.name}.partial-{os.getpid()}-{threading.get_ident()}")
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir()
     try:
-        problems = _fill(client, work, listing)
+        problems = _fill(client, work, listing, gguf_tag)
         marker = {"repo_id": client.repo_id, "revision": revision, "commit": listing.commit,
                   "endpoint": client.endpoint, "complete": not problems, "problems": problems,
                   "fetched_at": time.time(), "sizes": listing.sizes}
@@ -211,7 +218,7 @@ def _fetch_view(client, dest: Path, revision: str, listing) -> RemoteView:
                       tuple(problems))
 
 
-def _fill(client, work: Path, listing) -> list[str]:
+def _fill(client, work: Path, listing, gguf_tag: str | None = None) -> list[str]:
     sizes = listing.sizes
     small = [n for n, s in sizes.items() if _is_small_file(n, s)]
     for name in small:
@@ -220,7 +227,7 @@ def _fill(client, work: Path, listing) -> list[str]:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
     shards = _shards(work, sizes)
-    ggufs = [] if shards or "config.json" in sizes else _gguf_files(sizes)
+    ggufs = [] if shards or "config.json" in sizes else _gguf_files(client.repo_id, sizes, gguf_tag)
     jobs = [(n, _safetensors_header) for n in shards] + [(n, _gguf_header) for n in ggufs]
     problems: list[str] = []
     if not jobs:
@@ -279,8 +286,27 @@ def _shards(work: Path, sizes: dict) -> list[str]:
     return sorted(n for n in sizes if "/" not in n and n.endswith(".safetensors"))
 
 
-def _gguf_files(sizes: dict) -> list[str]:
-    return sorted(n for n in sizes if "/" not in n and n.lower().endswith(".gguf"))
+def _gguf_files(repo_id: str, sizes: dict, tag: str | None) -> list[str]:
+    """The files of the one GGUF model to read (all parts of a split model); BadInput, before
+    any header is fetched, when the repository holds several and `tag` names none of them."""
+    from servepilot.checkpoint.gguf_reader import SPLIT_RE
+
+    models: dict[str, list[str]] = {}
+    for name in sorted(sizes):
+        if "/" in name or not name.lower().endswith(".gguf") or name.lower().startswith("mmproj"):
+            continue
+        m = SPLIT_RE.match(name)
+        models.setdefault(m["stem"] + ".gguf" if m else name, []).append(name)
+    if tag:
+        models = {k: v for k, v in models.items() if tag.lower() in k.lower()}
+        if not models:
+            raise BadInput(f"{repo_id} has no GGUF file matching {tag!r}",
+                           hint="the tag after ':' is a part of the file name, e.g. Q4_K_M")
+    if len(models) > 1:
+        names = ", ".join(list(models)[:6]) + (f" (+{len(models) - 6} more)" if len(models) > 6 else "")
+        raise BadInput(f"{repo_id} holds {len(models)} GGUF models ({names})",
+                       hint=f"name one as {repo_id}:QUANT, as llama.cpp's -hf does (e.g. {repo_id}:Q4_K_M)")
+    return [n for files in models.values() for n in files]
 
 
 def _safetensors_header(client, name: str, commit: str) -> tuple[bytes, int | None]:
