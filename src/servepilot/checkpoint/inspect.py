@@ -36,7 +36,12 @@ def inspect_path(path: str | Path, revision: str | None = None) -> ModelSpec:
     # os.path.expanduser leaves "~nosuchuser" as it is (as the shell does); Path's raises.
     p = Path(os.path.expanduser(path))
     if not p.exists():
-        from servepilot.checkpoint.hub import NotCached, looks_like_model_id, resolve_model_id, split_quant_tag
+        from servepilot.checkpoint.hub import (
+            NotCached,
+            looks_like_model_id,
+            resolve_model_id,
+            split_quant_tag,
+        )
 
         repo, quant = split_quant_tag(str(path))
         if quant:  # llama.cpp's -hf REPO:QUANT: one GGUF model of a Hub repository
