@@ -343,9 +343,9 @@ def test_real_world_container_shapes(case: Case, tmp_path):
         assert launch.options[k] == v
     if case.note:
         assert any(case.note in n for n in c.notes), c.notes
-    # The command still runs as written: the wrapper comes first, the engine's words after it.
-    run = list(launch.run_argv)
-    assert run[: len(c.wrapper)] == list(c.wrapper)
+    # The command is kept as written: the wrapper comes first, the engine's words after it.
+    words = c.words(launch.argv)
+    assert words[: len(c.wrapper)] == list(c.wrapper)
 
 
 def test_a_changed_flag_renders_inside_the_same_docker_run(tmp_path):
@@ -419,3 +419,13 @@ def test_launch_runs_the_container_command_as_written(tmp_path):
     assert list(cmd.argv) == ["docker", "run", "--gpus", "all", "--ipc=host", "-p", "8000:8000",
                               "vllm/vllm-openai:v0.16.0", "--model", "Qwen/Qwen3-8B", "--max-model-len", "4096"]
     assert cmd.engine == "vllm" and cmd.engine_version == "0.16.0"
+
+
+@pytest.mark.parametrize("case", [CASES[2], CASES[12]], ids=["docker-run-detached", "k8s-deployment"])
+def test_launch_refuses_what_it_cannot_supervise(case, tmp_path):
+    from servepilot.errors import BadInput
+
+    launch = _parse(case, tmp_path)
+    with pytest.raises(BadInput) as info:
+        _ = launch.run_argv
+    assert ("nothing to supervise" in info.value.problem) or ("Kubernetes cluster" in info.value.problem)

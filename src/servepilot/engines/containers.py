@@ -51,6 +51,7 @@ class Container:
     source: str | None = None  # the compose file or manifest it came from
     notes: tuple[str, ...] = ()
     inner_shell: tuple[str, ...] = ()  # `bash -c` between the image and the engine command
+    detached: bool = False  # `docker run -d`: the client returns at once
 
     def host_path(self, path: str) -> str | None:
         """The host path behind a path inside the container (longest mount first), else None."""
@@ -70,8 +71,22 @@ class Container:
         return self.ports[0][0] if self.ports else None
 
     def run_argv(self, engine_argv: Sequence[str]) -> list[str]:
-        """The command to run: the wrapper as written, then the engine's own arguments."""
-        if self.runtime == "compose":
+        """The command `launch` runs and supervises: the words as written. BadInput where the
+        command would not stay in the foreground (a manifest, `docker run -d`)."""
+        from servepilot.errors import BadInput
+
+        if self.runtime == "kubernetes":
+            raise BadInput(f"{self.source or 'the manifest'} runs in a Kubernetes cluster (kubectl apply returns at "
+                           "once): servepilot launch supervises processes on this machine",
+                           hint="check, plan and deployment read it; follow the pod with kubectl logs")
+        if self.detached:
+            raise BadInput(f"{self.runtime} run -d returns as soon as the container starts: nothing to supervise",
+                           hint="drop -d/--detach; servepilot launch --detach keeps it running in the background")
+        return self.words(engine_argv)
+
+    def words(self, engine_argv: Sequence[str]) -> list[str]:
+        """The whole command as written: the wrapper, then the engine's own arguments."""
+        if self.runtime in ("compose", "kubernetes"):
             return list(self.wrapper)
         args = list(engine_argv[self.implied :])
         if self.inner_shell:
@@ -276,7 +291,10 @@ def _describe(runtime: str, image: str, opts, facts: ImageFacts | None, notes: l
         notes.append(f"{runtime} run without --gpus or --device: the container sees no GPU")
     if facts is not None and facts.note:
         notes.append(facts.note)
-    return Container(runtime=runtime, image=image, engine=facts.engine if facts else None,
+    detached = any(n in ("-d", "--detach") or (n.startswith("-") and not n.startswith("--") and "d" in n
+                                                and all(ch in _BOOL_SHORT for ch in n[1:]))
+                   for n, _ in opts)
+    return Container(detached=detached, runtime=runtime, image=image, engine=facts.engine if facts else None,
                      version=facts.version if facts else None, gpus=gpus, visible_devices=visible,
                      gpu_count=count, mounts=tuple(mounts), ports=tuple(ports), ipc_host=ipc_host,
                      shm_bytes=shm, env=env, notes=tuple(notes))

@@ -445,7 +445,7 @@ def render_shell(argv: Sequence[str], ctx: ShellContext) -> str:
         parts.append("nohup")
     parts.extend(quote_word(w) for w in ctx.wrappers)
     if ctx.container is not None:
-        argv = ctx.container.run_argv(argv)
+        argv = ctx.container.words(argv)
     parts.extend(quote_word(w) for w in argv)
     parts.extend(_render_redirections(ctx))
     line = " ".join(parts)
