@@ -73,6 +73,12 @@ class FakeHub:
         self.repos[repo_id] = repo
         return repo
 
+    def model_requests(self) -> list[Request]:
+        """Requests about models (info and files). huggingface_hub >= 2 also fetches its AI-agent
+        registry (/api/agent-harnesses) at most once a day on its own: not a model read."""
+        with self._lock:
+            return [r for r in self.requests if r.path.startswith("/api/models/") or "/resolve/" in r.path]
+
     def file_requests(self, suffix: str = "") -> list[Request]:
         with self._lock:
             return [r for r in self.requests if "/resolve/" in r.path and r.path.endswith(suffix)]

@@ -60,4 +60,4 @@ def test_flag_remedy_and_plan_work_on_a_hub_id(fake_hub, capsys):
                  "vllm", "serve", HUB_ID, *FLAGS]) in (0, 1)
     plan = json.loads(capsys.readouterr().out)
     assert plan["schema"].startswith("servepilot.plan/")
-    assert fake_hub.requests == []  # the second verb read the headers from the cache
+    assert fake_hub.model_requests() == []  # the second verb read the headers from the cache

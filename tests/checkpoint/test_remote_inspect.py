@@ -74,13 +74,13 @@ def test_119_shards_one_ranged_read_each_then_none_on_repeat(fake_hub, capsys):
     assert len({r.path for r in shard_reads}) == 119
     small = [r for r in fake_hub.file_requests() if not r.path.endswith(".safetensors")]
     assert sorted(r.path.rsplit("/", 1)[1] for r in small) == ["config.json", "model.safetensors.index.json"]
-    assert len(fake_hub.requests) == 1 + 2 + 119  # repository info, two small files, 119 headers
-    assert first["remote"]["requests"] == len(fake_hub.requests)
+    assert len(fake_hub.model_requests()) == 1 + 2 + 119  # repository info, two small files, 119 headers
+    assert first["remote"]["requests"] == len(fake_hub.model_requests())
 
     fake_hub.reset_counts()
     assert main(["inspect", REPO, "--json"]) == 0
     again = json.loads(capsys.readouterr().out)
-    assert fake_hub.requests == []
+    assert fake_hub.model_requests() == []
     assert again["model"]["weights"] == first["model"]["weights"] and again["remote"]["requests"] == 0
 
 
@@ -137,7 +137,7 @@ def test_a_dropped_shard_is_a_problem_and_the_rest_still_counts(fake_hub, capsys
     # The incomplete view is not reused: once the server behaves, a new call reads again.
     fake_hub.behaviour.drop_on = None
     fake_hub.reset_counts()
-    assert inspect_path(REPO).weights.shards == 3 and fake_hub.requests
+    assert inspect_path(REPO).weights.shards == 3 and fake_hub.model_requests()
 
 
 def test_every_shard_dropped_is_one_line_exit_2(fake_hub, capsys):
@@ -173,7 +173,7 @@ def test_offline_mode_reads_only_what_was_read_before(fake_hub, monkeypatch):
     assert inspect_path(REPO).weights.shards == 2
     fake_hub.reset_counts()
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    assert inspect_path(REPO).weights.shards == 2 and fake_hub.requests == []
+    assert inspect_path(REPO).weights.shards == 2 and fake_hub.model_requests() == []
     with pytest.raises(BadInput) as info:
         inspect_path("acme/never-read")
     assert "hf download acme/never-read" in info.value.hint
