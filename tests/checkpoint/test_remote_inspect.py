@@ -221,3 +221,17 @@ def test_a_repo_of_several_gguf_quants_asks_for_one_then_reads_only_it(fake_hub,
     assert main(["deployment", "--gpu", "t4", "--json", "--", "llama-server", "-hf", "acme/tiny-GGUF:Q8_0"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["spec"]["format"] == "gguf" and out["remote"]["repo_id"] == "acme/tiny-GGUF"
+
+
+def test_a_cache_snapshot_with_only_config_json_reads_the_headers_remotely(fake_hub, tmp_path, monkeypatch):
+    from test_inspect_hub_cli import _fake_hf_cache
+
+    files = sharded_files(2)
+    _fake_hf_cache(tmp_path / "hub", REPO, files={"config.json": files["config.json"]})
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    fake_hub.add(REPO, FakeRepo(files))
+    spec = inspect_path(REPO)
+    assert spec.weights.source == "safetensors" and spec.weights.shards == 2
+    assert view_of(spec.path) is not None
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # offline, the local snapshot is all there is
+    assert inspect_path(REPO).weights.source == "estimate"

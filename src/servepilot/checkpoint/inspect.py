@@ -49,12 +49,15 @@ def inspect_path(path: str | Path, revision: str | None = None) -> ModelSpec:
 
             return inspect_remote(repo, revision, gguf_tag=quant)
         if looks_like_model_id(str(path)):
-            try:
-                return _inspect_dir(resolve_model_id(str(path), revision))
-            except NotCached as not_cached:
-                from servepilot.checkpoint.remote import inspect_remote
+            from servepilot.checkpoint.remote import inspect_remote, without_weights
 
+            try:
+                snapshot = resolve_model_id(str(path), revision)
+            except NotCached as not_cached:
                 return inspect_remote(str(path), revision, not_cached=not_cached)
+            if without_weights(snapshot):  # e.g. only config.json fetched by an earlier tool
+                return inspect_remote(str(path), revision)
+            return _inspect_dir(snapshot)
         raise BadInput("no such file or directory", path=path)
     if p.is_dir():
         return _inspect_dir(p)

@@ -105,6 +105,18 @@ def _read_marker(d: Path) -> RemoteView | None:
         return None
 
 
+def without_weights(snapshot: Path) -> bool:
+    """A Hugging Face cache snapshot that holds config files but no weight file at all (what
+    AutoConfig or a failed engine start leaves behind): its headers are read from the Hub,
+    unless HF_HUB_OFFLINE is set."""
+    from servepilot.settings import hf_offline
+
+    if hf_offline() or not (snapshot / "config.json").is_file():
+        return False
+    return not any(snapshot.glob("*.safetensors")) and not any(snapshot.glob("*.gguf")) and not any(
+        snapshot.glob("*.bin"))
+
+
 def inspect_remote(repo_id: str, revision: str | None = None, not_cached: BadInput | None = None,
                    gguf_tag: str | None = None):
     """ModelSpec of a Hub model from its headers; BadInput (one line) when the Hub cannot say.
