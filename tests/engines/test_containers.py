@@ -429,3 +429,13 @@ def test_launch_refuses_what_it_cannot_supervise(case, tmp_path):
     with pytest.raises(BadInput) as info:
         _ = launch.run_argv
     assert ("nothing to supervise" in info.value.problem) or ("Kubernetes cluster" in info.value.problem)
+
+
+@pytest.mark.parametrize("text, kubernetes, expected", [
+    ("16g", False, 16 * GiB), ("512m", False, 512 * 2**20), ("1073741824", False, GiB),
+    ("16Gi", True, 16 * GiB), ("16G", True, 16 * 10**9), ("500Mi", True, 500 * 2**20), ("lots", False, None),
+])
+def test_sizes_in_docker_and_kubernetes_units(text, kubernetes, expected):
+    from servepilot.engines.containers import parse_size
+
+    assert parse_size(text, kubernetes=kubernetes) == expected

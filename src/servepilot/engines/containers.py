@@ -281,6 +281,8 @@ def _describe(runtime: str, image: str, opts, facts: ImageFacts | None, notes: l
         elif name == "--device" and ("nvidia.com/gpu" in value or value.startswith("/dev/nvidia")):
             gpus = value if gpus is None else f"{gpus},{value}"
             visible, count = gpu_selection(value)
+        elif name == "--env-file":
+            notes.append(f"--env-file {value}: its variables are not read; pass them with -e to have them checked")
         elif name == "--network" and value == "host":
             notes.append("--network host: the engine's own port is the host port")
     if ipc_host:
@@ -331,10 +333,13 @@ def _port(text: str) -> tuple[str | None, str]:
 _SIZE_UNITS = {"": 1, "b": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 
 
-def parse_size(text: str) -> int | None:
-    """Docker/Kubernetes sizes: 16g, 16gb, 512m, 1Gi, 16G, 1073741824."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgtKMGT]?)(i?[bB]?)\s*", str(text))
+def parse_size(text: str, kubernetes: bool = False) -> int | None:
+    """Docker sizes (16g, 512m, 1073741824: binary units) and Kubernetes quantities (16Gi is
+    binary, 16G decimal: https://kubernetes.io/docs/reference/kubernetes-api/common-definitions/quantity/)."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgtKMGT]?)(i?)[bB]?\s*", str(text))
     if not m:
         return None
     unit = m.group(2).lower()
+    if kubernetes and unit and not m.group(3):
+        return int(float(m.group(1)) * 1000 ** "kmgt".index(unit) * 1000)
     return int(float(m.group(1)) * _SIZE_UNITS[unit])

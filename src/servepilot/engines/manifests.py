@@ -275,7 +275,7 @@ def _k8s_container(path: str, kind, workload: str, pod: dict, c: dict, is_engine
             shm_note = False
             limit = (vol["emptyDir"] or {}).get("sizeLimit")
             # A memory emptyDir without a limit may grow to the pod's memory limit.
-            shm = parse_size(str(limit)) if limit else None
+            shm = parse_size(str(limit), kubernetes=True) if limit else None
     if shm_note:
         notes.append("no emptyDir mounted at /dev/shm: the container's /dev/shm is the runtime's 64 MiB default")
     resources = c.get("resources") or {}
