@@ -61,3 +61,11 @@ def test_flag_remedy_and_plan_work_on_a_hub_id(fake_hub, capsys):
     plan = json.loads(capsys.readouterr().out)
     assert plan["schema"].startswith("servepilot.plan/")
     assert fake_hub.model_requests() == []  # the second verb read the headers from the cache
+
+
+def test_a_gated_hub_model_without_token_leaves_the_check_unknown_and_says_why(fake_hub, capsys):
+    files = {p.name: p.read_bytes() for p in EXAMPLE.iterdir() if p.is_file()}
+    fake_hub.add(HUB_ID, FakeRepo(files, gated=True))
+    code, out = _check(capsys, HUB_ID)
+    assert out["verdict"] == "unknown" and code == 4
+    assert "gated" in json.dumps(out)

@@ -38,7 +38,13 @@ class Unknown:
 def unknowns_of(dep, ctx) -> list[Unknown]:
     spec = dep.spec
     out: list[Unknown] = []
-    if spec is None or spec.format == "gguf":
+    if spec is None:
+        unread = _unread_hub_model(dep)
+        if unread:
+            out.append(Unknown("model", unread, "access to the model on the Hub (HF_TOKEN, network), or "
+                                                "`hf download` it and check again"))
+        return out
+    if spec.format == "gguf":
         return out
     config = spec.config or {}
     if spec.format == "hf":
@@ -173,3 +179,15 @@ def _arch_unknown(dep, ctx) -> Unknown | None:
         "--engine-version of a release servepilot "
         "has read, or the checkpoint's own code with --trust-remote-code",
     )
+
+
+def _unread_hub_model(dep) -> str | None:
+    """Why a Hugging Face id in the command could not be read (cache or Hub), else None: an
+    unread model leaves every model rule without its facts, so the check cannot pass."""
+    from servepilot.checkpoint.hub import looks_like_model_id, split_quant_tag
+
+    model = dep.launch.model
+    if not model or dep.launch.shell.ssh_host or not (looks_like_model_id(model) or split_quant_tag(model)[1]):
+        return None
+    prefix = f"model {model}: "
+    return next((n[len(prefix):] for n in dep.notes if n.startswith(prefix)), None)
