@@ -32,6 +32,10 @@ def test_readme_check_from_a_hub_id_matches_the_local_directory(fake_hub, capsys
     assert codes == [(f["code"], f["category"], f["severity"]) for f in local["findings"]]
     assert ("SP-ATTN-001", "kv_cache_dtype", "error") in codes
     assert remote["resolved"]["kv_cache_dtype"] == local["resolved"]["kv_cache_dtype"] == "fp8_e4m3"
+    overlay = [r for f in remote["findings"] for r in f["remedies"] if r["kind"] == "overlay"]
+    commit = fake_hub.repos[HUB_ID].commit
+    assert overlay and all(r["change"].startswith(f"download first (hf download {HUB_ID} --revision {commit})")
+                           for r in overlay)
     # Everything came from small files: the bundled example has no shards, the index is read whole.
     assert {r.path.rsplit("/", 1)[1] for r in fake_hub.file_requests()} <= set(files)
 

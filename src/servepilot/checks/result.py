@@ -111,6 +111,7 @@ def run_checks(dep, measured: dict | None = None) -> CheckResult:
             continue
         findings.extend(r.func(dep, ctx) or ())
     findings.sort(key=lambda f: (_SEVERITY_ORDER[f.severity], finding_stage(f), f.code))
+    findings = _download_before_overlay(dep, findings)
     resolution = ctx.resolution
     from servepilot.checks.unknowns import unknowns_of
 
@@ -127,6 +128,24 @@ def run_checks(dep, measured: dict | None = None) -> CheckResult:
         unknowns=unknowns,
         model_summary=_summary(dep.spec),
     )
+
+
+def _download_before_overlay(dep, findings: list[Finding]) -> list[Finding]:
+    """A model read from the Hub (headers only) has no files to overlay yet: its overlay
+    remedies say to download it first, with the `hf download` line."""
+    from servepilot.checkpoint.remote import view_of
+
+    view = view_of(dep.spec.path) if dep.spec is not None else None
+    if view is None:
+        return findings
+    from dataclasses import replace
+
+    first = f"download first ({view.download_command}), then "
+    out = []
+    for f in findings:
+        remedies = tuple(replace(r, change=first + r.change) if r.kind == "overlay" else r for r in f.remedies)
+        out.append(replace(f, remedies=remedies))
+    return out
 
 
 def _summary(spec) -> dict:
