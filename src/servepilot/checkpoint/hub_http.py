@@ -15,8 +15,9 @@ from servepilot.errors import BadInput
 
 # The first range asked of every safetensors shard. huggingface_hub asks 100,000 bytes
 # ("97% of safetensors files have a metadata size < 100kb", hf_api.py
-# parse_safetensors_file_metadata); big MoE shards carry 200-400 kB headers (Kimi-K2.5
-# NVFP4 ~300 kB), so 512 KiB reads nearly every real header in one request.
+# parse_safetensors_file_metadata); big MoE shards carry bigger ones (a 1T-parameter NVFP4
+# checkpoint: 35 MB of header JSON over 119 shards, ~300 kB each, see checkpoint/safetensors.py),
+# so 512 KiB reads nearly every real header in one request.
 FIRST_RANGE = 512 * 1024
 
 
