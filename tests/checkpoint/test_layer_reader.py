@@ -249,3 +249,21 @@ def test_granite_4_hybrid_shared_mlp_is_the_dense_mlp_and_the_shared_expert():
     assert dense[0].state.kind == "mamba2" and dense[0].state.intermediate == 512
     moe = read_architecture(dict(base, num_local_experts=8, num_experts_per_tok=2)).layers
     assert {(ly.mlp, ly.expert_intermediate, ly.shared_intermediate) for ly in moe} == {("moe", 64, 1024)}
+
+
+@pytest.mark.parametrize("n_inner,width", [(None, 4 * 96), (200, 200)])
+def test_phi_msft_mlp_is_ungated_and_four_times_n_embd_when_n_inner_is_null(n_inner, width):
+    cfg = {
+        "model_type": "phi-msft",
+        "architectures": ["PhiForCausalLM"],
+        "n_embd": 96,
+        "n_head": 4,
+        "n_layer": 3,
+        "n_inner": n_inner,
+        "vocab_size": 1000,
+    }
+    arch = read_architecture(cfg)
+    assert arch.intermediate_size == width
+    assert [(ly.mlp, ly.mlp_intermediate, ly.gated_mlp) for ly in arch.layers] == [
+        ("dense", width, False)
+    ] * 3

@@ -48,6 +48,10 @@ GEOMETRY_KEYS = {
 # Families whose config class ties the output embedding to the input one unless config.json
 # says otherwise (tie_word_embeddings=True in transformers 4.57.1 configuration_gemma*.py,
 # configuration_cohere.py, configuration_ernie4_5*.py; starcoder2 keeps PretrainedConfig's True).
+# Configs whose MLP width defaults to 4 x the hidden size when n_inner is null (the early
+# remote-code Phi configs, model_type phi-msft).
+INNER_IS_4X_HIDDEN = ("phi-msft",)
+
 TIED_BY_DEFAULT = ("gemma", "gemma2", "gemma3", "gemma3_text", "cohere", "starcoder2", "ernie4_5",
                    "ernie4_5_moe")
 
@@ -179,6 +183,11 @@ def read_architecture(config: dict) -> ArchitectureReading:
 
     out.hidden_size = r.get_int("hidden_size", "d_model", "n_embd", minimum=1)
     out.intermediate_size = r.get_int("intermediate_size", "ffn_hidden_size", "n_inner", minimum=1)
+    if out.intermediate_size is None and out.hidden_size and out.model_type in INNER_IS_4X_HIDDEN:
+        # n_inner: null means 4 * n_embd in these configs' MLP (vllm-project/vllm
+        # vllm/model_executor/models/phi_1_5.py PhiMLP, v0.2.x, which served phi-msft)
+        out.intermediate_size = 4 * out.hidden_size
+        out.notes.append(f"n_inner is null: the MLP is 4 x n_embd = {out.intermediate_size} wide")
     out.vocab_size = r.get_int("vocab_size", minimum=1)
     out.max_position_embeddings = r.get_int("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", minimum=1)
     out.dtype = r.get_str("torch_dtype", "dtype")

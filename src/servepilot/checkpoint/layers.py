@@ -41,6 +41,7 @@ UNGATED_MLP_TYPES = (
     "gpt_neox",
     "gptj",
     "phi",
+    "phi-msft",
     "falcon",
     "nemotron",
 )
