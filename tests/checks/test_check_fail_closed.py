@@ -150,3 +150,44 @@ def test_a_broken_shard_is_an_error_finding(tmp_path, capsys, kind):
     assert obj["verdict"] == "fail"
     codes = [f["code"] for f in obj["findings"] if f["severity"] == "error"]
     assert "SP-CKPT-001" in codes
+
+
+# Hunyuan-A13B publishes moe_intermediate_size and moe_topk as per-layer lists (its
+# config.json in Tencent-Hunyuan/Hunyuan-A13B): a real shape, not bad input.
+HUNYUAN_LIKE = {
+    **LLAMA,
+    "architectures": ["HunYuanMoEV1ForCausalLM"],
+    "model_type": "hunyuan_v1_moe",
+    "num_experts": 8,
+    "moe_intermediate_size": [128, 128],
+    "moe_topk": [2, 2],
+}
+
+
+def test_per_layer_lists_are_read_not_refused(tmp_path, capsys):
+    root = _model(tmp_path, HUNYUAN_LIKE)
+    assert main(["inspect", "--json", str(root)]) == 0
+    notes = json.dumps(json.loads(capsys.readouterr().out))
+    assert "per-layer list" in notes
+
+
+def test_per_layer_lists_leave_an_estimated_count_unknown(tmp_path, capsys):
+    root = _model(tmp_path, HUNYUAN_LIKE)
+    assert main(_check(root)) == 4
+    unknowns = json.loads(capsys.readouterr().out)["unknowns"]
+    assert any(u["fact"] == "model geometry" and "per-layer list" in u["why"] for u in unknowns)
+
+
+def test_per_layer_lists_with_exact_shard_sizes_are_not_unknown(tmp_path, capsys):
+    # the headers give the weights, so the unread list changes no figure a rule compares
+    root = _model(tmp_path, HUNYUAN_LIKE)
+    (root / "model.safetensors").write_bytes(_shard(GOOD))
+    main(_check(root))
+    unknowns = json.loads(capsys.readouterr().out).get("unknowns", [])
+    assert not any("per-layer list" in u["why"] for u in unknowns)
+
+
+def test_a_bad_entry_in_a_per_layer_list_is_bad_input(tmp_path, capsys):
+    root = _model(tmp_path, {**HUNYUAN_LIKE, "moe_intermediate_size": [128, "wide"]})
+    assert main(["inspect", str(root)]) == 2
+    assert "moe_intermediate_size[1]" in capsys.readouterr().err

@@ -113,6 +113,13 @@ class _Reader:
                     return v
                 if isinstance(v, float) and v.is_integer() and v >= minimum:
                     return int(v)
+                if isinstance(v, list):
+                    self.notes.append(
+                        f"{self._where(key, in_text)} is a per-layer list, which servepilot "
+                        "does not model: ignored"
+                    )
+                    self.rejected.add(keys[0])
+                    return None
                 self.notes.append(f"{self._where(key, in_text)} is {v!r}, not an integer >= {minimum}: ignored")
                 self.rejected.add(keys[0])
                 return None
@@ -139,8 +146,14 @@ def validate_geometry(config: dict) -> None:
     places = [(config, "")] + ([(text, "text_config.")] if text is not config else [])
     for d, prefix in places:
         for key, (minimum, limit) in GEOMETRY_KEYS.items():
-            if d.get(key) is not None:
-                check_count(prefix + key, d[key], minimum=minimum, limit=limit)
+            value = d.get(key)
+            if value is None:
+                continue
+            # A per-layer list (Hunyuan-A13B's moe_intermediate_size) is a real shape: each
+            # entry must be sane, and the reader then notes the list as not modelled.
+            for i, item in enumerate(value if isinstance(value, list) else [value]):
+                where = f"{prefix}{key}[{i}]" if isinstance(value, list) else prefix + key
+                check_count(where, item, minimum=minimum, limit=limit)
 
 
 def read_architecture(config: dict) -> ArchitectureReading:

@@ -74,6 +74,19 @@ def unknowns_of(dep, ctx) -> list[Unknown]:
                 out.append(
                     Unknown("layer kinds", u, "a model family servepilot reads layer by layer")
                 )
+            elif _sizes_estimated(spec) and (
+                "per-layer list" in u or "experts per token unknown" in u
+            ):
+                # the weights are counted from the geometry, and part of it was not read: the
+                # count (and every memory figure on it) would rest on a silent default
+                out.append(
+                    Unknown(
+                        "model geometry",
+                        u,
+                        "the checkpoint's safetensors shards (or their index), whose sizes "
+                        "do not depend on reading this key",
+                    )
+                )
             elif u.startswith(("weights:", "vocab_size:", "hidden_size:")) and spec.weights is None:
                 # no shard headers and the architecture cannot be counted: the weight and
                 # memory figures the rules compare would rest on a partial count
@@ -141,6 +154,11 @@ def _resolved_quant(ctx):
         return (ctx.resolution.summary() or {}).get("quantization")
     except Exception:  # noqa: BLE001 - a resolution that cannot summarise settles nothing
         return None
+
+
+def _sizes_estimated(spec) -> bool:
+    """True when the weights are counted from config.json rather than read from headers."""
+    return spec.weights is None or spec.weights.source == "estimate"
 
 
 def _text(spec) -> dict:
