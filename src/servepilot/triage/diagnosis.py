@@ -81,6 +81,30 @@ class _Group:
     occurrences: int = 1
 
 
+_REASONS_SHOWN = 3  # a log of 1,000 launches names the first and the last, not 999 banners
+
+
+def _reasons_str(reasons: list[str]) -> str:
+    """Why the log holds several launches, in one short clause however many there are."""
+    if len(reasons) <= 2 * _REASONS_SHOWN:
+        return "; ".join(reasons)
+    skipped = len(reasons) - 2 * _REASONS_SHOWN
+    return "; ".join([*reasons[:_REASONS_SHOWN], f"... {skipped:,} more ...", *reasons[-_REASONS_SHOWN:]])
+
+
+# An excerpt line cut from a 50 MB line must not fill the screen; vLLM's attention selector
+# error, the longest real message seen, is ~1,000 characters. The whole answer stays under
+# 64 KiB (issue 17): other_errors stop once their text passes _OTHER_ERRORS_CHARS.
+_EXCERPT_LINE_CHARS = 1200
+_EXCERPT_CHARS = 3000
+_MESSAGE_CHARS = 1200
+_OTHER_ERRORS_CHARS = 24_000
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit:,} more characters)"
+
+
 def _expand(ev: ErrorEvent, matcher: Matcher) -> list[tuple[ErrorEvent, Match | None]]:
     """An event with its match; a run of error lines gives one event per known line in it."""
     if not ev.block:
@@ -98,9 +122,10 @@ def _expand(ev: ErrorEvent, matcher: Matcher) -> list[tuple[ErrorEvent, Match | 
 
 def _excerpt(ev: ErrorEvent) -> str:
     if ev.block:
-        return "\n".join(text for _, text in ev.block[:6])
-    tail = [ln for ln in ev.lines if ln.strip()][-3:]
-    return "\n".join([*tail, ev.text])
+        lines = [text for _, text in ev.block[:6]]
+    else:
+        lines = [*[ln for ln in ev.lines if ln.strip()][-3:], ev.text]
+    return _clip("\n".join(_clip(line, _EXCERPT_LINE_CHARS) for line in lines), _EXCERPT_CHARS)
 
 
 def _cause(group: _Group) -> Cause:
@@ -134,10 +159,21 @@ def _cause(group: _Group) -> Cause:
         count=max(count, 1),
         processes=processes,
         exception=ev.exc_type,
-        message=ev.message,
+        message=_clip(ev.message, _MESSAGE_CHARS),
         launch=ev.launch,
         phase=ev.phase,
     )
+
+
+def _bounded_causes(groups: list[_Group]) -> tuple[Cause, ...]:
+    out, used = [], 0
+    for g in groups:
+        cause = _cause(g)
+        used += len(cause.excerpt) + len(cause.message) + len(cause.explanation)
+        if out and used > _OTHER_ERRORS_CHARS:
+            break
+        out.append(cause)
+    return tuple(out)
 
 
 def _stall_cause(tail: list[tuple[int, str]], launch: int) -> tuple[Cause, tuple[TriageRemedy, ...]] | None:
@@ -223,7 +259,8 @@ def decide(
     stale_reasons = []
     if asm.launch > 0:
         stale_reasons.append(
-            f"the log holds {asm.launch + 1} launches ({'; '.join(asm.launch_reasons)}); only the last one is diagnosed"
+            f"the log holds {asm.launch + 1} launches ({_reasons_str(asm.launch_reasons)}); "
+            "only the last one is diagnosed"
         )
     if asm.old_lines:
         stale_reasons.append(
@@ -238,7 +275,7 @@ def decide(
     return Diagnosis(
         root_cause=root_cause,
         remedies=remedies,
-        other_errors=tuple(_cause(g) for g in others[:_OTHER_ERRORS_SHOWN]),
+        other_errors=_bounded_causes(others[:_OTHER_ERRORS_SHOWN]),
         stale=bool(stale_reasons),
         stale_reason="; ".join(stale_reasons) or None,
         healthy=healthy_line is not None,
