@@ -186,6 +186,12 @@ def _cause(group: _Group, basis: str | None = None) -> Cause:
     basis = basis or _basis(group)
     if m is not None:
         category, signature, explanation = m.category, m.signature.id, m.explanation
+        if m.tier == "generic" and category == "other" and m.evidence == "message":
+            # a vague known error (a bare KeyError, a process that died) that its frames place
+            by_frames = guess_from_frames(ev.lines)
+            if by_frames is not None:
+                category, basis = by_frames[0], "frames"
+                explanation += f" It was raised in {by_frames[1]!r}, a {category} part of the engine (a guess from where)."
         if m.tier == "echo" and category == "other":
             # a wrapper around a message no signature knows: its words may still say what failed
             guess = guess_category(ev.message)
