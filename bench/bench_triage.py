@@ -52,17 +52,23 @@ def load_rows(path: Path) -> list[dict]:
             row.setdefault("log", row.get("error_excerpt"))
             row.setdefault("split", "dev")
             if row.get("log_file"):  # full logs live beside the index, one file each
-                row["log"] = (path.parent / row["log_file"]).read_text(encoding="utf-8", errors="replace")
+                # bytes, not read_text: universal newlines would turn a progress bar's \r into lines
+                row["log"] = (path.parent / row["log_file"]).read_bytes().decode("utf-8", errors="replace")
             rows.append(row)
     return rows
 
 
 def predict(row: dict) -> tuple[str | None, str, str | None]:
-    """(category, via, the text of the line the answer rests on) for one corpus row."""
+    """(category, via, the text of the line the answer rests on) for one corpus row.
+
+    A row whose category is null is a healthy log: the right answer is no root cause.
+    """
     from servepilot.triage import triage_text
 
     d = triage_text(row["log"], engine=None)
     cause = d.root_cause
+    if row.get("category") is None:
+        return (None, "healthy" if d.healthy else "no error", None) if cause is None else (cause.category, cause.signature or "unmatched", None)
     if cause is None and d.notes:
         cause = d.notes[0]
         via = f"note:{cause.signature}"
@@ -70,7 +76,7 @@ def predict(row: dict) -> tuple[str | None, str, str | None]:
         via = (cause.signature or "unmatched") if cause else "-"
     if cause is None:
         return None, via, None
-    lines = row["log"].splitlines()
+    lines = row["log"].split("\n")  # as triage counts them: a progress bar's \r is no line end
     text = lines[cause.line - 1] if 0 < cause.line <= len(lines) else None
     return cause.category, via, text
 
@@ -81,7 +87,10 @@ def line_hit(expected: str | None, got: str | None) -> bool | None:
         return None
     if not got:
         return False
-    a, b = expected.strip(), got.strip()
+    from servepilot.triage.lines import parse_line
+
+    # the same message printed with other prefixes (an ERROR-level copy of a traceback's last line)
+    a, b = parse_line(expected.strip()).message.strip(), parse_line(got.strip()).message.strip()
     return a in b or (len(b) > 20 and b in a)
 
 
@@ -106,11 +115,11 @@ def accuracy(paths: list[Path], verbose: bool) -> None:
             if on_line is not None:
                 table[2] += on_line
                 table[3] += 1
-        confusion[(row["split"], row.get("engine") or "?")][row["category"]][str(predicted)] += 1
+        confusion[(row["split"], row.get("engine") or "?")][str(row["category"] or "healthy")][str(predicted)] += 1
         if verbose or not ok:
             mark = "hit " if ok else "MISS"
             line_mark = {True: "line ok", False: "LINE MISS", None: ""}[on_line]
-            print(f"  {mark} [{row['split']:<5}] expected {row['category']:<20} got {str(predicted):<20} "
+            print(f"  {mark} [{row['split']:<5}] expected {str(row['category'] or 'healthy'):<20} got {str(predicted):<20} "
                   f"{via:<34} {line_mark:<9} {row.get('id')}")
     for split in ("blind", "dev"):
         if split not in score:

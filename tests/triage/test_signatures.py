@@ -40,6 +40,8 @@ NEEDLELESS = {
     "nccl-cuda-oom": "NCCL WARN before 'NCCL error ... unhandled cuda error', or inside a traceback window",
     "sglang-package-too-old": "the last line of SGLang's 'Scheduler hit an exception: Traceback' block",
     "worker-died-by-signal": "the executor's shutdown lines: the end of a failed start",
+    "worker-stopped-sigterm": "the executor's shutdown lines: the end of a failed start",
+    "ray-object-store-small-shm": "a Ray start-up warning; it only ever explains, never causes (warning rank)",
 }
 
 

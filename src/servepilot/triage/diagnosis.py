@@ -21,10 +21,12 @@ The rule, in order:
    more specific one (higher priority), because the engine wrapped the error with what it
    knows about it (vLLM's "Failed to load the tokenizer ... consider setting
    trust_remote_code" around transformers' "Tokenizer class X does not exist").
-5. After a healthy start ("Application startup complete"), only known causes count: a
-   failed request later in a serving log is reported, not blamed.
-6. No error and no healthy start: if the log's last lines are a phase known to hang (NCCL
-   bootstrap, CUDA graph capture), that hang is the diagnosis.
+5. After a healthy start ("Application startup complete"), only known causes printed after
+   it count: errors before it were survived (a missing generation_config.json notice), and
+   a failed request later in a serving log is reported, not blamed.
+6. No error (or only warnings) and no healthy start: if the log's last lines are a phase
+   known to hang (NCCL bootstrap, CUDA graph capture), that hang is the diagnosis; the
+   warnings become alternatives.
 7. The answer says how sure it is (`confidence`, 0-1, and the `basis` it rests on) and
    lists competing readings (`alternatives`): another known cause of a different category
    in the same launch, the vague error a warning was taken to explain, the other phases a
@@ -152,6 +154,14 @@ def _expand(ev: ErrorEvent, matcher: Matcher) -> list[tuple[ErrorEvent, Match | 
                 level=ll.level or ev.level, timestamp=ll.timestamp or ev.timestamp,
             )
             out.append((sub, m))
+    if out and all(m.tier == "echo" for _, m in out):
+        # only wrappers were recognised ("failed to load model"): the run's first line, which
+        # they wrap, is the error itself ("gguf_init_from_file: failed to open GGUF file")
+        first_no, first_text = ev.block[0]
+        if first_no < out[0][0].line_no:
+            ll = parse_line(first_text)
+            first = replace(ev, line_no=first_no, message=ll.message, text=ll.text, block=[], lines=[])
+            out.insert(0, (first, None))
     return out or [(ev, None)]
 
 
@@ -333,8 +343,10 @@ def decide(
     def candidate(g: _Group) -> bool:
         if g.first.launch != last:
             return False
-        if healthy_line is not None and g.first.line_no > healthy_line:
-            return g.tier_rank == 0
+        if healthy_line is not None:
+            # the launch got through start-up, so whatever it printed before was survived;
+            # only a known cause after readiness (a request that breaks it, a death) counts
+            return g.first.line_no > healthy_line and g.tier_rank == 0
         return True
 
     candidates = [g for g in groups.values() if candidate(g)]
@@ -369,9 +381,13 @@ def decide(
     if root_cause is not None and any(a.basis in ("signature", "warning-explains") for a in alternatives):
         root_cause = replace(root_cause, confidence=min(root_cause.confidence, _COMPETED))
     remedies = root.match.remedies if root and root.match else ()
-    if root is None and healthy_line is None and tail:
+    if healthy_line is None and tail and (root is None or _rank(root) >= _WARNING_CAUSE_RANK):
+        # nothing failed but warnings (a child's leaked-shared-memory notice as it dies): where
+        # the log stopped says more than the warning does
         stalled = _stall_cause(tail, last)
         if stalled is not None:
+            if root_cause is not None:
+                alternatives = (replace(root_cause, confidence=round(root_cause.confidence * 0.6, 2)), *alternatives)
             root_cause, remedies = stalled
     return Diagnosis(
         root_cause=root_cause,

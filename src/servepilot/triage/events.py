@@ -94,12 +94,16 @@ class ErrorEvent:
 
     @property
     def is_warning(self) -> bool:
-        """Printed as a warning: a WARNING level, NCCL's "NCCL WARN", a Python `...Warning:`."""
+        """Printed as a warning: a WARNING level or a Python `...Warning:` (warnings.warn).
+
+        NCCL's "NCCL WARN" lines are not warnings in this sense: NCCL reports its failures
+        that way (the failed system or CUDA call behind "unhandled system error").
+        """
         if self.level in ("WARNING", "WARN"):
             return True
         if self.exc_type is not None:
             return self.exc_type.endswith("Warning")
-        return "NCCL WARN" in self.message or _PY_WARNING.search(self.message) is not None
+        return _PY_WARNING.search(self.message) is not None
 
     @property
     def context(self) -> str:
