@@ -25,7 +25,7 @@ MAX_LINE_BYTES = 1 << 20  # a "line" longer than this (binary garbage) is cut, n
 DENSE_WINDOW = 256 << 10  # bytes parsed line by line after a Traceback: 8 interleaved tracebacks fit
 # The end of a log is parsed line by line too: a failed launch ends with its error, and there
 # every message counts, needle or not (a NCCL WARN, llama.cpp's "couldn't bind").
-DENSE_TAIL = 1 << 20
+DENSE_TAIL = 256 << 10  # ~1,000 lines: eight workers' tracebacks and the echoes after them
 # A line longer than this is not parsed whole: a captured progress bar or a JSON blob can be
 # one 50 MB "line", and regexes over it take minutes and its excerpt fills the screen (issue
 # 17: 198 s and 8.4 MB of output). Only windows around the words an error is made of are
