@@ -115,7 +115,9 @@ def accuracy(paths: list[Path], verbose: bool) -> None:
             if on_line is not None:
                 table[2] += on_line
                 table[3] += 1
-        confusion[(row["split"], row.get("engine") or "?")][str(row["category"] or "healthy")][str(predicted)] += 1
+        # a healthy row (category null) answered with no root cause is a hit: show it as such
+        shown = str(predicted or "healthy") if row["category"] is None else str(predicted)
+        confusion[(row["split"], row.get("engine") or "?")][str(row["category"] or "healthy")][shown] += 1
         if verbose or not ok:
             mark = "hit " if ok else "MISS"
             line_mark = {True: "line ok", False: "LINE MISS", None: ""}[on_line]
