@@ -63,10 +63,9 @@ _FRAME_LINE = re.compile(r'File "[^"]+", line \d+')
 
 @functools.cache
 def load_frame_families() -> tuple[KeywordFamily, ...]:
-    import yaml  # lazy: keeps `servepilot --version` fast
+    from servepilot.datafile import load_yaml_resource
 
-    text = resources.files("servepilot.triage").joinpath("frames.yaml").read_text("utf-8")
-    rows = yaml.safe_load(text)
+    rows = load_yaml_resource("servepilot.triage", "frames.yaml")
     if not isinstance(rows, list) or any(not isinstance(r, dict) or not r.get("source") for r in rows):
         raise KeywordDataError("frames.yaml: every family needs a source")
     return parse_keyword_rows([{k: r[k] for k in ("category", "pattern", "why") if k in r} for r in rows])

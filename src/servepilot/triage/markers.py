@@ -107,7 +107,11 @@ STALL_PHASES: tuple[tuple, ...] = (
     (
         "log-ends-in-cuda-graph-capture",
         "cuda_graph",
-        re.compile(r"Capturing (?:CUDA graph|cudagraphs?)|Capture cuda graph begin|CUDA graph capture"),
+        # SGLang since 2025: "Capture target prefill CUDA graph begin", "Capturing batches (bs=...)",
+        # "Capturing num tokens (num_tokens=...)" (https://github.com/sostrowsk/dgx-spark-local-llm
+        # sglang-versuch1.log; https://github.com/sgl-project/sglang/pull/11275)
+        re.compile(r"Capturing (?:CUDA graph|cudagraphs?)|Capture cuda graph begin|CUDA graph capture"
+                   r"|Capture \w+(?: \w+)? CUDA graph begin|Capturing (?:batches|num tokens) \("),
         "The log ends while CUDA graphs are being captured, with no error: if the engine is "
         "still running it hangs in capture. --enforce-eager (vLLM) or --disable-cuda-graph "
         "(SGLang) confirms it.",
