@@ -1,17 +1,18 @@
 """Benchmark `servepilot triage`: top-1 accuracy on the failure corpus, and speed on 1 GB.
 
 Prints figures; it is not a test. Run:
-    python bench/bench_triage.py [CORPUS.jsonl ...] [--size-mb 1024] [--keep DIR] [--skip-speed]
+    python bench/bench_triage.py [CORPUS.jsonl ...] [--size-mb 1024] [--keep DIR] [--skip-speed] [--verbose]
 
-Any JSON-lines file whose rows carry `error_excerpt` and `category` (and optionally `id`)
-is a corpus: the dev corpus by default, or held-out sets kept outside the repository.
+The corpus is the repository's corpus/ (excerpts.jsonl, full-logs.jsonl; corpus/README.md):
+rows with `log` (or the older `error_excerpt`), `category`, `root_cause_line` and `split`.
+Blind rows (a batch frozen before any change made for it) and dev rows are scored apart.
 
-Figures reported (targets from issue 8):
-  accuracy     each row's error_excerpt triaged as a log; predicted vs expected category,
-               top-1 hit rate (rows without an excerpt are skipped), then per expected
-               category: hits/rows and what the misses were predicted as. When triage finds
-               no failure, the category of a benign note (a known fallback notice) is the
-               prediction, since the row then describes that notice.
+Figures reported (targets from issues 8 and 13):
+  accuracy     each row's log triaged as text; top-1 category and whether the answer's line
+               is the row's root-cause line, for BLIND and DEV separately and per kind
+               (excerpt, full_log), then a confusion matrix per engine (expected ->
+               predicted). When triage finds no failure, the category of a benign note (a
+               known fallback notice) is the prediction, since the row then describes it.
   throughput   triage of a generated vLLM-like log (eight workers interleaved, tqdm
                progress bars redrawn with \\r, request lines, the error near the end) in a
                fresh process: MB/s (target >= 150)
@@ -37,46 +38,109 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "failures-dev.jsonl"
+CORPUS_DIR = Path(__file__).resolve().parents[1] / "corpus"
+DEFAULT_CORPUS = [CORPUS_DIR / "excerpts.jsonl", CORPUS_DIR / "full-logs.jsonl"]
 WORKERS = 8
 
 
-def accuracy(corpus: Path) -> None:
+def load_rows(path: Path) -> list[dict]:
+    """Corpus rows: `log` (or the older `error_excerpt`), `category`, and `split` (dev | blind)."""
+    rows = []
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        if raw.strip():
+            row = json.loads(raw)
+            row.setdefault("log", row.get("error_excerpt"))
+            row.setdefault("split", "dev")
+            if row.get("log_file"):  # full logs live beside the index, one file each
+                # bytes, not read_text: universal newlines would turn a progress bar's \r into lines
+                row["log"] = (path.parent / row["log_file"]).read_bytes().decode("utf-8", errors="replace")
+            rows.append(row)
+    return rows
+
+
+def predict(row: dict) -> tuple[str | None, str, str | None]:
+    """(category, via, the text of the line the answer rests on) for one corpus row.
+
+    A row whose category is null is a healthy log: the right answer is no root cause.
+    """
     from servepilot.triage import triage_text
 
-    if not corpus.is_file():
-        print(f"accuracy: skipped, {corpus} not found")
+    d = triage_text(row["log"], engine=None)
+    cause = d.root_cause
+    if row.get("category") is None:
+        return (None, "healthy" if d.healthy else "no error", None) if cause is None else (cause.category, cause.signature or "unmatched", None)
+    if cause is None and d.notes:
+        cause = d.notes[0]
+        via = f"note:{cause.signature}"
+    else:
+        via = (cause.signature or "unmatched") if cause else "-"
+    if cause is None:
+        return None, via, None
+    lines = row["log"].split("\n")  # as triage counts them: a progress bar's \r is no line end
+    text = lines[cause.line - 1] if 0 < cause.line <= len(lines) else None
+    return cause.category, via, text
+
+
+def line_hit(expected: str | None, got: str | None) -> bool | None:
+    """Whether the answer rests on the row's root-cause line (None: the row names no line)."""
+    if not expected:
+        return None
+    if not got:
+        return False
+    from servepilot.triage.lines import parse_line
+
+    # the same message printed with other prefixes (an ERROR-level copy of a traceback's last line)
+    a, b = parse_line(expected.strip()).message.strip(), parse_line(got.strip()).message.strip()
+    return a in b or (len(b) > 20 and b in a)
+
+
+def accuracy(paths: list[Path], verbose: bool) -> None:
+    rows = [row for p in paths if p.is_file() for row in load_rows(p)]
+    if not rows:
+        print("accuracy: skipped, no corpus rows found")
         return
-    hits = total = 0
-    per_category: dict[str, Counter] = defaultdict(Counter)  # expected -> predicted counts
-    print(f"accuracy on {corpus}:")
-    for raw in corpus.read_text(encoding="utf-8").splitlines():
-        if not raw.strip():
+    # split -> [hits, total, line hits, line rows]; (split, engine) -> expected -> predicted counts
+    score: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    kinds: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    confusion: dict[tuple[str, str], dict[str, Counter]] = defaultdict(lambda: defaultdict(Counter))
+    for row in rows:
+        if not row.get("log"):
             continue
-        row = json.loads(raw)
-        excerpt = row.get("error_excerpt")
-        if not excerpt:
-            print(f"  skip  {row.get('id')}: no error_excerpt")
+        predicted, via, text = predict(row)
+        ok = predicted == row["category"]
+        on_line = line_hit(row.get("root_cause_line"), text)
+        for table in (score[row["split"]], kinds[(row["split"], row.get("kind", "excerpt"))]):
+            table[0] += ok
+            table[1] += 1
+            if on_line is not None:
+                table[2] += on_line
+                table[3] += 1
+        # a healthy row (category null) answered with no root cause is a hit: show it as such
+        shown = str(predicted or "healthy") if row["category"] is None else str(predicted)
+        confusion[(row["split"], row.get("engine") or "?")][str(row["category"] or "healthy")][shown] += 1
+        if verbose or not ok:
+            mark = "hit " if ok else "MISS"
+            line_mark = {True: "line ok", False: "LINE MISS", None: ""}[on_line]
+            print(f"  {mark} [{row['split']:<5}] expected {str(row['category'] or 'healthy'):<20} got {str(predicted):<20} "
+                  f"{via:<34} {line_mark:<9} {row.get('id')}")
+    for split in ("blind", "dev"):
+        if split not in score:
             continue
-        d = triage_text(excerpt)
-        if d.root_cause is not None:
-            predicted, via = d.root_cause.category, d.root_cause.signature or "unmatched"
-        elif d.notes:
-            predicted, via = d.notes[0].category, f"note:{d.notes[0].signature}"
-        else:
-            predicted, via = None, "-"
-        ok = predicted == row.get("category")
-        hits += ok
-        total += 1
-        per_category[str(row.get("category"))][str(predicted)] += 1
-        print(f"  {'hit ' if ok else 'MISS'}  expected {row.get('category'):<20} got {str(predicted):<20} {via:<34} {row.get('id')}")
-    if total:
-        print(f"accuracy: top-1 category {hits}/{total} = {hits / total:.1%}")
-        for expected in sorted(per_category):
-            got = per_category[expected]
-            rows = sum(got.values())
-            misses = ", ".join(f"{p} x{n}" for p, n in got.most_common() if p != expected)
-            print(f"  {expected:<22} {got[expected]}/{rows}" + (f"   missed as: {misses}" if misses else ""))
+        hits, total, lhits, lrows = score[split]
+        print(f"\n{split.upper()}: top-1 category {hits}/{total} = {hits / total:.1%}; "
+              f"root-cause line {lhits}/{lrows} = {lhits / max(lrows, 1):.1%}")
+        for (sp, kind), (h, t, lh, lr) in sorted(kinds.items()):
+            if sp == split:
+                print(f"  {kind:<9} category {h}/{t} = {h / t:.1%}; line {lh}/{lr} = {lh / max(lr, 1):.1%}")
+        for (sp, engine), table in sorted(confusion.items()):
+            if sp != split:
+                continue
+            print(f"  confusion, {engine} (expected -> predicted):")
+            for expected in sorted(table):
+                got = table[expected]
+                rows_n = sum(got.values())
+                misses = ", ".join(f"{p} x{n}" for p, n in got.most_common() if p != expected)
+                print(f"    {expected:<22} {got[expected]}/{rows_n}" + (f"   -> {misses}" if misses else ""))
 
 
 def _block(rng: random.Random, minute: int) -> bytes:
@@ -222,13 +286,13 @@ def speed(size_mb: int, keep: Path | None) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("corpus", nargs="*", type=Path, default=[DEFAULT_CORPUS])
+    ap.add_argument("corpus", nargs="*", type=Path, default=DEFAULT_CORPUS)
+    ap.add_argument("--verbose", action="store_true", help="print every row, not only the misses")
     ap.add_argument("--size-mb", type=int, default=1024)
     ap.add_argument("--keep", type=Path, help="keep the generated log in this directory (and reuse it)")
     ap.add_argument("--skip-speed", action="store_true")
     args = ap.parse_args()
-    for corpus in args.corpus:
-        accuracy(corpus)
+    accuracy(args.corpus, args.verbose)
     if not args.skip_speed:
         speed(args.size_mb, args.keep)
     sys.stdout.flush()

@@ -37,6 +37,11 @@ NEEDLELESS = {
     "sglang-capture-failed": "the advice lines close the 'Capture cuda graph failed' exception they belong to",
     "no-cuda-gpu": "llama.cpp's old 'no CUDA devices found' is a start-up line; a failed start ends there",
     "chat-template-render-error": "llama.cpp's 'Jinja Exception' is a request error returned to the client",
+    "nccl-cuda-oom": "NCCL WARN before 'NCCL error ... unhandled cuda error', or inside a traceback window",
+    "sglang-package-too-old": "the last line of SGLang's 'Scheduler hit an exception: Traceback' block",
+    "worker-died-by-signal": "the executor's shutdown lines: the end of a failed start",
+    "worker-stopped-sigterm": "the executor's shutdown lines: the end of a failed start",
+    "ray-object-store-small-shm": "a Ray start-up warning; it only ever explains, never causes (warning rank)",
 }
 
 

@@ -65,6 +65,7 @@ def _payload(d) -> dict:
         "healthy": d.healthy,
         "launches": d.launches,
         "notes": d.notes,
+        "alternatives": d.alternatives,
         "engine": d.engine,
         "lines_read": d.lines_read,
     }
@@ -81,11 +82,14 @@ def _render(d, log: str) -> None:
     rc = d.root_cause
     if rc is None:
         state = "healthy start" if d.healthy else "no error found"
-        out.print(f"[bold green]{state}[/] in {escape(log)} ({d.lines_read:,} lines, engine {d.engine or 'unknown'})")
+        out.print(f"[bold green]{state}[/] in {escape(log)} ({d.lines_read:,} line{'' if d.lines_read == 1 else 's'}, engine {d.engine or 'unknown'})")
     else:
         count = f" x{rc.count}" if rc.count > 1 else ""
         who = f" in {', '.join(rc.processes)}" if rc.processes else (f" in {rc.process}" if rc.process else "")
-        out.print(f"[bold red]root cause:[/] [bold]{rc.category}[/]{count}{escape(who)}  (line {rc.line}, {rc.signature or 'unknown error'})")
+        out.print(
+            f"[bold red]root cause:[/] [bold]{rc.category}[/]{count}{escape(who)}  "
+            f"(line {rc.line}, {rc.signature or 'unknown error'}, confidence {rc.confidence:.2f})"
+        )
         for line in rc.excerpt.splitlines():
             out.print(f"  [dim]│[/] {escape(line)}")
         out.print(f"\n{escape(rc.explanation)}")
@@ -95,6 +99,10 @@ def _render(d, log: str) -> None:
                 check = f" [dim]({r.check})[/]" if r.check else ""
                 out.print(f"  {i}. {escape(f'[{r.kind}]')} {escape(r.change)}{check}")
                 out.print(f"     [dim]trade-off: {escape(r.tradeoff)}[/]")
+    if d.alternatives:
+        out.print("\n[bold]other readings[/] (less likely):")
+        for a in d.alternatives:
+            out.print(f"  {a.category} (confidence {a.confidence:.2f}, line {a.line}): {escape(a.explanation[:200])}")
     if d.other_errors:
         out.print("\n[bold]other errors[/]:")
         for e in d.other_errors:

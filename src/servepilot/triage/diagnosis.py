@@ -6,20 +6,33 @@ The rule, in order:
 2. Each event is matched to its best signature. Benign matches are notes, never causes.
 3. Events with the same signature and the same message (digits ignored) are one error,
    counted over the processes that printed it: eight workers, one error, "x8".
-4. The root cause is the earliest error of the best tier: a known cause (`cause` rows)
-   beats a vague known error (`generic` rows: "NCCL error", "CUDA error"), which beats an
-   unknown exception, which beats an echo ("Engine core initialization failed. See root
-   cause above."). So a worker's exception explains the engine core's echo, and an earlier
+4. The root cause is the first error of the best rank: a known cause (`cause` rows) beats a
+   vague known error (`generic` rows: "NCCL error", "CUDA error", a worker that died), which
+   beats an unknown exception, which beats a known cause printed only as a *warning*, which
+   beats an echo ("Engine core initialization failed. See root cause above."). A warning
+   never outranks a fatal error, with one exception: a known cause printed as a warning
+   explains a vague error of the same launch (NCCL's "NCCL WARN ... /dev/shm" around
+   "NCCL error: unhandled system error"). "First" is first in time when every candidate carries a
+   timestamp (processes of one launch flush their lines out of order), else first in the
+   file. So a worker's exception explains the engine core's echo, and an earlier
    ImportError from a kernel library explains a later "architecture not supported".
    One exception: an exception raised *from* another ("The above exception was the direct
    cause of the following exception") takes its cause's place when its signature is the
    more specific one (higher priority), because the engine wrapped the error with what it
    knows about it (vLLM's "Failed to load the tokenizer ... consider setting
    trust_remote_code" around transformers' "Tokenizer class X does not exist").
-5. After a healthy start ("Application startup complete"), only known causes count: a
-   failed request later in a serving log is reported, not blamed.
-6. No error and no healthy start: if the log's last lines are a phase known to hang (NCCL
-   bootstrap, CUDA graph capture), that hang is the diagnosis.
+5. After a healthy start ("Application startup complete"), only known causes printed after
+   it count: errors before it were survived (a missing generation_config.json notice), and
+   a failed request later in a serving log is reported, not blamed.
+6. No error (or only warnings) and no healthy start: if the log's last lines are a phase
+   known to hang (NCCL bootstrap, CUDA graph capture), that hang is the diagnosis; the
+   warnings become alternatives.
+7. The answer says how sure it is (`confidence`, 0-1, and the `basis` it rests on) and
+   lists competing readings (`alternatives`): another known cause of a different category
+   in the same launch, the vague error a warning was taken to explain, the other phases a
+   bare CUDA OOM could belong to. An error no signature knows keeps its own words and
+   exception; its category is read from its frames or words when they name a part of the
+   launch (a guess, low confidence), else it is `other`.
 """
 
 from __future__ import annotations
@@ -28,12 +41,30 @@ import re
 from dataclasses import dataclass, replace
 
 from servepilot.triage.events import Assembler, ErrorEvent
-from servepilot.triage.keywords import guess_category
+from servepilot.triage.keywords import guess_category, guess_from_frames
 from servepilot.triage.lines import parse_line
 from servepilot.triage.markers import stall_phase
 from servepilot.triage.signatures import Match, Matcher, TriageRemedy
 
 _TIER_RANK = {"cause": 0, "generic": 1, None: 2, "echo": 3}
+_WARNING_CAUSE_RANK = 2.5  # a known cause printed as a warning: after unknown exceptions
+_WARNING_OTHER_RANK = 3.5  # a vague or unknown warning: after the echoes
+# Confidence of a root cause by what its category rests on (rule 7 of this module).
+CONFIDENCE = {
+    "signature": 0.9,  # a known engine message, category from its text, frames or phase
+    "signature-bare": 0.6,  # a known message whose meaning depends on a phase the log does not show
+    "warning-explains": 0.7,  # a known cause printed as a warning, before a vague fatal error
+    "warning": 0.55,  # a known cause printed only as a warning
+    "generic": 0.5,  # a true but vague known error ("NCCL error", a worker that died)
+    "frames": 0.45,  # an unknown exception, category from where it was raised
+    "words": 0.35,  # an unknown error, category from its words
+    "none": 0.3,  # an unknown error, `other`
+    "echo": 0.2,  # only a wrapper that points at an error the log does not show
+    "stall": 0.5,  # no error: where the log stopped
+    "phase-unknown": 0.25,  # an alternative: the phase a bare message could have come from
+}
+_COMPETED = 0.7  # the most a cause gets when another known cause of a different category competes
+_ALTERNATIVES_SHOWN = 3
 _NORMALISE = re.compile(r"0x[0-9a-fA-F]+|\d+")
 _OTHER_ERRORS_SHOWN = 20
 
@@ -54,6 +85,8 @@ class Cause:
     message: str
     launch: int  # 0 for the first launch in the log
     phase: str | None = None  # start-up phase it interrupted: weights_loading, kv_cache_profiling, ...
+    confidence: float = 0.0  # how sure the category is, 0-1 (CONFIDENCE)
+    basis: str = "none"  # what the category rests on: a CONFIDENCE key
 
 
 @dataclass(frozen=True)
@@ -70,6 +103,7 @@ class Diagnosis:
     engine: str | None
     launches: int
     notes: tuple[Cause, ...] = ()  # benign known messages (fallback notices)
+    alternatives: tuple[Cause, ...] = ()  # competing readings of the failure, best first
 
 
 @dataclass
@@ -81,49 +115,115 @@ class _Group:
     occurrences: int = 1
 
 
+_REASONS_SHOWN = 3  # a log of 1,000 launches names the first and the last, not 999 banners
+
+
+def _reasons_str(reasons: list[str]) -> str:
+    """Why the log holds several launches, in one short clause however many there are."""
+    if len(reasons) <= 2 * _REASONS_SHOWN:
+        return "; ".join(reasons)
+    skipped = len(reasons) - 2 * _REASONS_SHOWN
+    return "; ".join([*reasons[:_REASONS_SHOWN], f"... {skipped:,} more ...", *reasons[-_REASONS_SHOWN:]])
+
+
+# An excerpt line cut from a 50 MB line must not fill the screen; vLLM's attention selector
+# error, the longest real message seen, is ~1,000 characters. The whole answer stays under
+# 64 KiB (issue 17): other_errors stop once their text passes _OTHER_ERRORS_CHARS.
+_EXCERPT_LINE_CHARS = 1200
+_EXCERPT_CHARS = 3000
+_MESSAGE_CHARS = 1200
+_OTHER_ERRORS_CHARS = 24_000
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit:,} more characters)"
+
+
 def _expand(ev: ErrorEvent, matcher: Matcher) -> list[tuple[ErrorEvent, Match | None]]:
     """An event with its match; a run of error lines gives one event per known line in it."""
     if not ev.block:
-        return [(ev, matcher.match(ev.message, ev.context))]
+        return [(ev, matcher.match(ev.message, ev.context, ev.phase))]
     context = "\n".join([text for _, text in ev.block] + ev.situation)
     out = []
     for line_no, text in ev.block:
         ll = parse_line(text)
-        m = matcher.match(ll.message, context)
+        m = matcher.match(ll.message, context, ev.phase)
         if m is not None:
-            sub = replace(ev, line_no=line_no, message=ll.message, text=ll.text, process=ll.process, pid=ll.pid)
+            sub = replace(
+                ev, line_no=line_no, message=ll.message, text=ll.text, process=ll.process, pid=ll.pid,
+                level=ll.level or ev.level, timestamp=ll.timestamp or ev.timestamp,
+            )
             out.append((sub, m))
+    if out and all(m.tier == "echo" for _, m in out):
+        # only wrappers were recognised ("failed to load model"): the run's first line, which
+        # they wrap, is the error itself ("gguf_init_from_file: failed to open GGUF file")
+        first_no, first_text = ev.block[0]
+        if first_no < out[0][0].line_no:
+            ll = parse_line(first_text)
+            first = replace(ev, line_no=first_no, message=ll.message, text=ll.text, block=[], lines=[])
+            out.insert(0, (first, None))
     return out or [(ev, None)]
 
 
 def _excerpt(ev: ErrorEvent) -> str:
     if ev.block:
-        return "\n".join(text for _, text in ev.block[:6])
-    tail = [ln for ln in ev.lines if ln.strip()][-3:]
-    return "\n".join([*tail, ev.text])
+        lines = [text for _, text in ev.block[:6]]
+    else:
+        lines = [*[ln for ln in ev.lines if ln.strip()][-3:], ev.text]
+    return _clip("\n".join(_clip(line, _EXCERPT_LINE_CHARS) for line in lines), _EXCERPT_CHARS)
 
 
-def _cause(group: _Group) -> Cause:
+def _basis(group: _Group) -> str:
+    """What the group's category rests on (a CONFIDENCE key)."""
+    m = group.match
+    if m is None:
+        return "none"
+    if m.tier == "echo":
+        return "echo"
+    if m.tier == "generic":
+        return "generic"
+    if group.first.is_warning:
+        return "warning"
+    if m.evidence == "message" and m.signature.by_phase:
+        return "signature-bare"  # e.g. a CUDA OOM with neither telling frames nor a known phase
+    return "signature"
+
+
+def _cause(group: _Group, basis: str | None = None) -> Cause:
     ev, m = group.first, group.match
     processes = tuple(sorted({p for p, _ in group.keys if p}))
     count = len(group.keys) if processes else group.occurrences
+    basis = basis or _basis(group)
     if m is not None:
         category, signature, explanation = m.category, m.signature.id, m.explanation
+        if m.tier == "generic" and category == "other" and m.evidence == "message":
+            # a vague known error (a bare KeyError, a process that died) that its frames place
+            by_frames = guess_from_frames(ev.lines)
+            if by_frames is not None:
+                category, basis = by_frames[0], "frames"
+                explanation += f" It was raised in {by_frames[1]!r}, a {category} part of the engine (a guess from where)."
         if m.tier == "echo" and category == "other":
             # a wrapper around a message no signature knows: its words may still say what failed
             guess = guess_category(ev.message)
             if guess is not None:
-                category = guess[0]
+                category, basis = guess[0], "words"
                 explanation += f" The wrapped message names {guess[1]!r}: a {category} failure (a guess from its words)."
     else:
         category, signature = "other", None
         what = ev.exc_type or "An error"
         where = f" in {ev.process}" if ev.process else ""
         explanation = f"{what}{where} that no servepilot signature knows; the excerpt is the engine's own words."
-        guess = guess_category(ev.message)
-        if guess is not None:
-            category = guess[0]
-            explanation += f" Its message names {guess[1]!r}, so it is filed under {category} (a guess from its words)."
+        by_frames = guess_from_frames(ev.lines)
+        by_words = guess_category(ev.message)
+        if by_frames is not None:
+            category, basis = by_frames[0], "frames"
+            explanation += (
+                f" It was raised in {by_frames[1]!r}, a {category} part of the engine, so it is filed under "
+                f"{category} (a guess from where it was raised)."
+            )
+        elif by_words is not None:
+            category, basis = by_words[0], "words"
+            explanation += f" Its message names {by_words[1]!r}, so it is filed under {category} (a guess from its words)."
     return Cause(
         category=category,
         signature=signature,
@@ -134,10 +234,52 @@ def _cause(group: _Group) -> Cause:
         count=max(count, 1),
         processes=processes,
         exception=ev.exc_type,
-        message=ev.message,
+        message=_clip(ev.message, _MESSAGE_CHARS),
         launch=ev.launch,
         phase=ev.phase,
+        confidence=CONFIDENCE[basis],
+        basis=basis,
     )
+
+
+def _rank(g: _Group) -> float:
+    """Rule 4's order: known cause, vague known error, unknown exception, warning, echo."""
+    if g.first.is_warning:
+        return _WARNING_CAUSE_RANK if g.tier_rank == 0 else _WARNING_OTHER_RANK
+    return g.tier_rank
+
+
+_TS_YEAR = re.compile(r"^\d{4}-")
+
+
+def _time_key(ts: str | None) -> str | None:
+    """A sortable "MM-DD HH:MM:SS.ffffff" from the engines' timestamp shapes, or None."""
+    if not ts:
+        return None
+    ts = _TS_YEAR.sub("", ts.replace("T", " ")).replace(",", ".")
+    if len(ts) < 14 or ts[2] != "-" or ts[5] != " ":
+        return None
+    main, _, frac = ts[:14], ts[14:15], ts[15:21]
+    return f"{main}.{frac.ljust(6, '0') if frac.isdigit() else '000000'}"
+
+
+def _first(groups: list[_Group], line_of) -> _Group:
+    """The first of equally ranked groups: in time when all carry a timestamp, else in the file."""
+    keys = [_time_key(g.first.timestamp) for g in groups]
+    if all(keys):
+        return min(zip(keys, groups, strict=True), key=lambda kg: (kg[0], line_of(kg[1])))[1]
+    return min(groups, key=line_of)
+
+
+def _bounded_causes(groups: list[_Group]) -> tuple[Cause, ...]:
+    out, used = [], 0
+    for g in groups:
+        cause = _cause(g)
+        used += len(cause.excerpt) + len(cause.message) + len(cause.explanation)
+        if out and used > _OTHER_ERRORS_CHARS:
+            break
+        out.append(cause)
+    return tuple(out)
 
 
 def _stall_cause(tail: list[tuple[int, str]], launch: int) -> tuple[Cause, tuple[TriageRemedy, ...]] | None:
@@ -161,6 +303,8 @@ def _stall_cause(tail: list[tuple[int, str]], launch: int) -> tuple[Cause, tuple
         exception=None,
         message=ll.message,
         launch=launch,
+        confidence=CONFIDENCE["stall"],
+        basis="stall",
     )
     return cause, tuple(TriageRemedy(kind=k, change=c, tradeoff=t) for k, c, t in remedies)
 
@@ -199,14 +343,16 @@ def decide(
     def candidate(g: _Group) -> bool:
         if g.first.launch != last:
             return False
-        if healthy_line is not None and g.first.line_no > healthy_line:
-            return g.tier_rank == 0
+        if healthy_line is not None:
+            # the launch got through start-up, so whatever it printed before was survived;
+            # only a known cause after readiness (a request that breaks it, a death) counts
+            return g.first.line_no > healthy_line and g.tier_rank == 0
         return True
 
     candidates = [g for g in groups.values() if candidate(g)]
     by_line = {g.first.line_no: g for g in candidates}
 
-    def order(g: _Group) -> tuple[int, float]:
+    def line_of(g: _Group) -> float:
         wrapped = by_line.get(g.first.wraps) if g.first.wraps is not None else None
         if (
             wrapped is not None
@@ -215,30 +361,38 @@ def decide(
             and wrapped.tier_rank == g.tier_rank
             and g.match.signature.priority > wrapped.match.signature.priority
         ):
-            return g.tier_rank, wrapped.first.line_no - 0.5
-        return g.tier_rank, g.first.line_no
+            return wrapped.first.line_no - 0.5
+        return g.first.line_no
 
-    root = min(candidates, key=order, default=None)
+    root, root_basis = _choose(candidates, line_of)
     others = sorted((g for g in groups.values() if g is not root), key=lambda g: (g.first.launch != last, g.first.line_no))
     stale_reasons = []
     if asm.launch > 0:
         stale_reasons.append(
-            f"the log holds {asm.launch + 1} launches ({'; '.join(asm.launch_reasons)}); only the last one is diagnosed"
+            f"the log holds {asm.launch + 1} launches ({_reasons_str(asm.launch_reasons)}); "
+            "only the last one is diagnosed"
         )
     if asm.old_lines:
         stale_reasons.append(
             f"{asm.old_lines} lines (first at line {asm.first_old_line}) are older than the run's start; they were ignored"
         )
-    root_cause = _cause(root) if root else None
+    root_cause = _cause(root, root_basis) if root else None
+    alternatives = _alternatives(root, root_cause, candidates) if root else ()
+    if root_cause is not None and any(a.basis in ("signature", "warning-explains") for a in alternatives):
+        root_cause = replace(root_cause, confidence=min(root_cause.confidence, _COMPETED))
     remedies = root.match.remedies if root and root.match else ()
-    if root is None and healthy_line is None and tail:
+    if healthy_line is None and tail and (root is None or _rank(root) >= _WARNING_CAUSE_RANK):
+        # nothing failed but warnings (a child's leaked-shared-memory notice as it dies): where
+        # the log stopped says more than the warning does
         stalled = _stall_cause(tail, last)
         if stalled is not None:
+            if root_cause is not None:
+                alternatives = (replace(root_cause, confidence=round(root_cause.confidence * 0.6, 2)), *alternatives)
             root_cause, remedies = stalled
     return Diagnosis(
         root_cause=root_cause,
         remedies=remedies,
-        other_errors=tuple(_cause(g) for g in others[:_OTHER_ERRORS_SHOWN]),
+        other_errors=_bounded_causes(others[:_OTHER_ERRORS_SHOWN]),
         stale=bool(stale_reasons),
         stale_reason="; ".join(stale_reasons) or None,
         healthy=healthy_line is not None,
@@ -246,4 +400,43 @@ def decide(
         engine=engine,
         launches=asm.launch + 1,
         notes=tuple(_cause(g) for g in notes.values() if g.first.launch == last),
+        alternatives=alternatives,
     )
+
+
+def _choose(candidates: list[_Group], line_of) -> tuple[_Group | None, str | None]:
+    """The root cause by rule 4, and its basis when a warning was taken to explain an error."""
+    if not candidates:
+        return None, None
+    best = min(_rank(g) for g in candidates)
+    root = _first([g for g in candidates if _rank(g) == best], line_of)
+    if best == _TIER_RANK["generic"]:
+        # a known cause printed as a warning explains a vague fatal error of the same launch
+        # (NCCL prints its WARN lines and raises "unhandled system error" in either order)
+        explaining = [g for g in candidates if _rank(g) == _WARNING_CAUSE_RANK]
+        if explaining:
+            return _first(explaining, line_of), "warning-explains"
+    return root, None
+
+
+def _alternatives(root: _Group, root_cause: Cause, candidates: list[_Group]) -> tuple[Cause, ...]:
+    """Competing readings (rule 7), each with its own confidence, best first."""
+    out: list[Cause] = []
+    seen = {root_cause.category}
+    m = root.match
+    if m is not None and root_cause.basis == "signature-bare":
+        # the phases the same message could have come from, had the log shown one
+        for _phase, category, explanation in m.signature.by_phase:
+            if category not in seen:
+                seen.add(category)
+                out.append(replace(root_cause, category=category, explanation=explanation.replace("{alloc}", "?"),
+                                   confidence=CONFIDENCE["phase-unknown"], basis="phase-unknown"))
+    ranked = sorted((g for g in candidates if g is not root and g.match is not None), key=lambda g: (_rank(g), g.first.line_no))
+    for g in ranked:
+        cause = _cause(g)
+        if cause.category in seen or cause.basis == "echo":
+            continue
+        seen.add(cause.category)
+        # a rival reading is never as sure as the chosen one
+        out.append(replace(cause, confidence=round(min(cause.confidence, root_cause.confidence) * 0.6, 2)))
+    return tuple(out[:_ALTERNATIVES_SHOWN])

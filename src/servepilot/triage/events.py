@@ -57,6 +57,8 @@ _PLAIN_ERROR = re.compile(
     r"|GGML_ASSERT|^(?:zsh|bash|sh): (?:abort|killed)\b",
     re.IGNORECASE,
 )
+# `warnings.warn` output: "/x/resource_tracker.py:254: UserWarning: resource_tracker: ..."
+_PY_WARNING = re.compile(r"(?:^|\s|:)[A-Z]\w*Warning: ")
 _FRAMES_KEPT = 40  # frames kept per traceback for the excerpt and the refine context
 # Past this many events, an event whose process and message shape (numbers blanked) were
 # already seen is only counted: a log with a million failed requests stays in bounded memory.
@@ -79,15 +81,29 @@ class ErrorEvent:
     chained: bool = False  # printed after "The above exception was the direct cause ..."
     is_error: bool = True  # False: a plain line kept only in case a signature knows it
     block: list[tuple[int, str]] = field(default_factory=list)  # a run of error lines (number, text)
-    phase: str | None = None  # the start-up phase the log was in (markers.PHASES)
+    phase: str | None = None  # the start-up phase the log was in (markers.PHASES, or "serving")
     hints: tuple[str, ...] = ()  # launch settings seen before it (_LAUNCH_HINTS), e.g. "fp8-kv-cache"
     wraps: int | None = None  # line of the exception this one was raised from ("direct cause")
+    level: str | None = None  # the line's log level as printed ("ERROR", "WARNING", ...)
+    timestamp: str | None = None  # as printed, for ordering errors of several processes in time
 
     @property
     def situation(self) -> list[str]:
-        """Where the launch was when this happened: its phase and settings, for refine rules."""
-        out = [f"[start-up phase: {self.phase}]"] if self.phase else []
-        return out + [f"[launch setting: {h}]" for h in self.hints]
+        """The launch's settings when this happened, for refine rules (the phase goes apart)."""
+        return [f"[launch setting: {h}]" for h in self.hints]
+
+    @property
+    def is_warning(self) -> bool:
+        """Printed as a warning: a WARNING level or a Python `...Warning:` (warnings.warn).
+
+        NCCL's "NCCL WARN" lines are not warnings in this sense: NCCL reports its failures
+        that way (the failed system or CUDA call behind "unhandled system error").
+        """
+        if self.level in ("WARNING", "WARN"):
+            return True
+        if self.exc_type is not None:
+            return self.exc_type.endswith("Warning")
+        return _PY_WARNING.search(self.message) is not None
 
     @property
     def context(self) -> str:
@@ -188,6 +204,7 @@ class Assembler:
             self._pids[ll.process] = ll.pid
         if is_healthy(ll.message):
             self.healthy_launches.setdefault(self.launch, line_no)
+            self.phase = "serving"  # an OOM from here on is a request's, not the start-up's
         elif is_aborted(ll.message):
             self.healthy_launches.pop(self.launch, None)
         if ll.level not in ("ERROR", "CRITICAL"):
@@ -222,7 +239,7 @@ class Assembler:
         inline = msg.find(_TRACEBACK_HEAD)
         if inline > 0:
             # "<what happened>: Traceback (most recent call last):" in one message
-            self._add(ErrorEvent(line_no, ll.process, ll.pid, self.launch, None, msg[:inline].strip(), [], ll.text))
+            self._add(ErrorEvent(line_no, ll.process, ll.pid, self.launch, None, msg[:inline].strip(), [], ll.text), ll)
             msg = msg[inline:]
             self._inline_key = key
         if msg.startswith(_TRACEBACK_HEAD):
@@ -263,7 +280,9 @@ class Assembler:
             if message_line:
                 # A message printed inside a traceback (transformers prints "The repository
                 # for X contains custom code ..." before an EOFError): a signature may know it.
-                self._add(ErrorEvent(line_no, ll.process, ll.pid, self.launch, None, msg, [], ll.text, is_error=False))
+                self._add(
+                    ErrorEvent(line_no, ll.process, ll.pid, self.launch, None, msg, [], ll.text, is_error=False), ll
+                )
             return
         if _FRAME.match(msg):
             # a traceback pasted or cut without its header line: its frames are the context
@@ -287,11 +306,13 @@ class Assembler:
             # A non-error line can still be a known message (a benign fallback notice, an
             # engine message pasted without its exception type): a signature may know it.
             self._add(
-                ErrorEvent(line_no, ll.process, ll.pid, self.launch, None, msg, [], ll.text, is_error=False)
+                ErrorEvent(line_no, ll.process, ll.pid, self.launch, None, msg, [], ll.text, is_error=False), ll
             )
 
-    def _add(self, ev: ErrorEvent) -> None:
+    def _add(self, ev: ErrorEvent, ll: LogLine | None = None) -> None:
         ev.phase = self.phase
+        if ll is not None:
+            ev.level, ev.timestamp = ll.level, ll.timestamp
         if self.hints:
             ev.hints = tuple(sorted(self.hints))
         if len(self.events) >= _EVENTS_KEPT:
@@ -307,7 +328,8 @@ class Assembler:
         self._add(
             ErrorEvent(
                 line_no, process, pid, self.launch, exc_type, message, list(lines), ll.text, chained, wraps=wraps
-            )
+            ),
+            ll,
         )
 
     def _close_block(self, key) -> None:
@@ -321,7 +343,8 @@ class Assembler:
             ErrorEvent(
                 line_no, ll.process, ll.pid, self.launch, None, ll.message, [], ll.text,
                 block=list(zip(opened.numbers, opened.lines, strict=True)),
-            )
+            ),
+            ll,
         )
 
     def _flush_all(self) -> None:

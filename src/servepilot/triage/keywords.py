@@ -3,8 +3,10 @@
 Signatures (signatures.yaml) name exact engine messages; the long tail of messages they do
 not know still usually says which part of a launch failed ("... attention backend ...",
 "... tokenizer ..."). keywords.yaml lists one word family per DESIGN.md category, narrowest
-first. The guess only labels an unknown error: it never changes which error is the root
-cause, and the error keeps `signature: null` so a reader can tell a guess from a match.
+first. frames.yaml does the same for the traceback's frames: where in the engine the error
+was raised (a quantization module, an attention backend). The guess only labels an unknown
+error: it never changes which error is the root cause, the error keeps `signature: null`
+so a reader can tell a guess from a match, and its confidence stays low.
 """
 
 from __future__ import annotations
@@ -53,4 +55,30 @@ def guess_category(message: str, families: tuple[KeywordFamily, ...] | None = No
         m = family.pattern.search(message)
         if m:
             return family.category, m.group(0)
+    return None
+
+
+_FRAME_LINE = re.compile(r'File "[^"]+", line \d+')
+
+
+@functools.cache
+def load_frame_families() -> tuple[KeywordFamily, ...]:
+    from servepilot.datafile import load_yaml_resource
+
+    rows = load_yaml_resource("servepilot.triage", "frames.yaml")
+    if not isinstance(rows, list) or any(not isinstance(r, dict) or not r.get("source") for r in rows):
+        raise KeywordDataError("frames.yaml: every family needs a source")
+    return parse_keyword_rows([{k: r[k] for k in ("category", "pattern", "why") if k in r} for r in rows])
+
+
+def guess_from_frames(lines: list[str], families: tuple[KeywordFamily, ...] | None = None) -> tuple[str, str] | None:
+    """(category, the frame that decided it) from a traceback's frames, innermost first; or None."""
+    families = families if families is not None else load_frame_families()
+    for line in reversed(lines):
+        if not _FRAME_LINE.search(line):
+            continue
+        for family in families:
+            m = family.pattern.search(line)
+            if m:
+                return family.category, _FRAME_LINE.search(line).group(0)
     return None

@@ -43,8 +43,16 @@ ABORTED: tuple[str, ...] = ("Initialization failed. warmup error",)
 _UNIQUE_NAME = re.compile(r"(?:_|\b)(?:TP|DP|PP|EP|PCP|DCP)\d+$|^APIServer$|^EngineCore(?:_DP\d+)?$")
 
 
+# One search per line instead of one per pattern: every line of a log's parsed parts goes
+# through these (the union is only a gate; the tables above still decide).
+_ANY_BANNER = re.compile("|".join(f"(?:{p.pattern})" for _, p in BANNERS))
+_ANY_HEALTHY = re.compile("|".join(f"(?:{p.pattern})" for p in HEALTHY))
+
+
 def banner_kind(message: str) -> str | None:
     """The banner this message is, or None."""
+    if not _ANY_BANNER.search(message):
+        return None
     for kind, pattern in BANNERS:
         if pattern.search(message):
             return kind
@@ -53,7 +61,7 @@ def banner_kind(message: str) -> str | None:
 
 def is_healthy(message: str) -> bool:
     """True for a line that says the server is up and serving."""
-    return any(p.search(message) for p in HEALTHY)
+    return _ANY_HEALTHY.search(message) is not None
 
 
 def is_unique_process_name(name: str) -> bool:
@@ -99,7 +107,11 @@ STALL_PHASES: tuple[tuple, ...] = (
     (
         "log-ends-in-cuda-graph-capture",
         "cuda_graph",
-        re.compile(r"Capturing (?:CUDA graph|cudagraphs?)|Capture cuda graph begin|CUDA graph capture"),
+        # SGLang since 2025: "Capture target prefill CUDA graph begin", "Capturing batches (bs=...)",
+        # "Capturing num tokens (num_tokens=...)" (https://github.com/sostrowsk/dgx-spark-local-llm
+        # sglang-versuch1.log; https://github.com/sgl-project/sglang/pull/11275)
+        re.compile(r"Capturing (?:CUDA graph|cudagraphs?)|Capture cuda graph begin|CUDA graph capture"
+                   r"|Capture \w+(?: \w+)? CUDA graph begin|Capturing (?:batches|num tokens) \("),
         "The log ends while CUDA graphs are being captured, with no error: if the engine is "
         "still running it hangs in capture. --enforce-eager (vLLM) or --disable-cuda-graph "
         "(SGLang) confirms it.",
@@ -131,8 +143,13 @@ PHASES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
 )
 
 
+_ANY_PHASE = re.compile("|".join(f"(?:{p.pattern})" for _, p in PHASES))
+
+
 def phase_of(message: str) -> str | None:
     """The start-up phase this progress line announces, or None."""
+    if not _ANY_PHASE.search(message):
+        return None
     for name, pattern in PHASES:
         if pattern.search(message):
             return name

@@ -97,10 +97,12 @@ def scan_file_parallel(path: str, size: int, needles, tail_from: int, workers: i
         return None
     if any(r is None for r in results):
         return None
-    merged: dict[int, str] = {}
+    # keyed by (line, text): a line seen by two workers counts once, while the windows of one
+    # overlong line (scan.long_line_windows) share a number and all stay, in their order
+    merged: dict[tuple[int, str], None] = {}
     first_line = 0
     for lines, items in results:
         for n, text in items:
-            merged.setdefault(first_line + n, text)
+            merged.setdefault((first_line + n, text))
         first_line += lines
-    return first_line, sorted(merged.items())
+    return first_line, sorted(merged, key=lambda item: item[0])

@@ -25,19 +25,37 @@ MAX_LINE_BYTES = 1 << 20  # a "line" longer than this (binary garbage) is cut, n
 DENSE_WINDOW = 256 << 10  # bytes parsed line by line after a Traceback: 8 interleaved tracebacks fit
 # The end of a log is parsed line by line too: a failed launch ends with its error, and there
 # every message counts, needle or not (a NCCL WARN, llama.cpp's "couldn't bind").
-DENSE_TAIL = 1 << 20
+DENSE_TAIL = 256 << 10  # ~1,000 lines: eight workers' tracebacks and the echoes after them
+# A line longer than this is not parsed whole: a captured progress bar or a JSON blob can be
+# one 50 MB "line", and regexes over it take minutes and its excerpt fills the screen (issue
+# 17: 198 s and 8.4 MB of output). Only windows around the words an error is made of are
+# parsed, each as wide as a long real message, at most LONG_LINE_WINDOWS per piece.
+LONG_LINE_BYTES = 16 << 10
+WINDOW_BYTES = 2 << 10
+LONG_LINE_WINDOWS = 12
+# Strongest first: an exception line beats a bare "error" word, so a real OOM in the middle
+# of a line full of "Error" words still gets a window.
+WINDOW_NEEDLES: tuple[bytes, ...] = (
+    b"Error:", b"Exception:", b"out of memory", b"Traceback", b"FATAL", b"failed", b"rror",
+)
 
-TRACEBACK = b"Traceback"
+# The longer the needle, the faster bytes.find skips (on the 314 MB bench log: "Traceback"
+# 126 ms, "Traceback (most" 84 ms; "LLM" 223 ms, "vLLM API server" 94 ms).
+TRACEBACK = b"Traceback (most"
 ERROR_NEEDLES: tuple[bytes, ...] = (b"rror", TRACEBACK)
 
 # Per engine: the failure words beyond "rror", then start-up banners and readiness lines
 # (the texts are in triage/markers.py).
 ENGINE_NEEDLES: dict[str, tuple[bytes, ...]] = {
     # vLLM raises every failure as a Python exception ("...Error: ...", or a traceback), so
-    # "failed" adds nothing there. "LLM" finds all three vLLM banners, and "Starting vLLM
-    # API server" doubles as vLLM's readiness line, which saves a pass for uvicorn's
-    # "Application startup complete".
-    "vllm": (b"LLM",),
+    # "failed" adds nothing there. "vLLM API server" finds the API server's banner and its
+    # readiness line "Starting vLLM API server" (which saves a pass for uvicorn's
+    # "Application startup complete"). The engine core's own banner ("Initializing a V1 LLM
+    # engine") gets no pass of its own in files over 4 MB (smaller ones are parsed whole): a
+    # second serve launch prints the API server banner too, and an "LLM" pass cost more than
+    # the error passes together (see TRACEBACK). An offline LLM() relaunch mid-file is seen
+    # only through its workers' new pids on error lines.
+    "vllm": (b"vLLM API server",),
     # SGLang: "Capture cuda graph failed"; llama.cpp: "failed to load model", "cudaMalloc failed"
     "sglang": (b"ailed", b"server_args", b"startup complete", b"fired up"),
     "llama.cpp": (b"ailed", b"build", b"listening", b"startup complete"),
@@ -137,6 +155,7 @@ def scan_lines(
         tail_from = max(0, stream.seek(0, 2) - DENSE_TAIL)
         stream.seek(here)
     consumed = stream.tell()  # absolute offset just past what has been read
+    cut_open = False  # the buffer's last piece ended without a newline (a cut endless line)
     while True:
         got = stream.readinto(view[kept : kept + chunk_bytes])
         buf_offset = consumed - kept  # absolute offset of buf[0]
@@ -144,6 +163,8 @@ def scan_lines(
         data = got > 0
         size = kept + got
         if size == 0:
+            if cut_open:
+                line_no += 1
             break
         stats.bytes += got
         if data:
@@ -164,18 +185,55 @@ def scan_lines(
             line_no += buf.count(b"\n", prev, start)
             stop = buf.find(b"\n", start, end)
             stop = end if stop == -1 else stop
-            stats.candidates += 1
-            yield line_no, buf[start:stop].decode("utf-8", errors="replace")
+            if stop - start > LONG_LINE_BYTES:
+                for lo, hi in long_line_windows(buf, start, stop):
+                    stats.candidates += 1
+                    yield line_no, buf[lo:hi].decode("utf-8", errors="replace")
+            else:
+                stats.candidates += 1
+                yield line_no, buf[start:stop].decode("utf-8", errors="replace")
             prev = start
         line_no += buf.count(b"\n", prev, end)
-        if end == size and end > 0 and buf[end - 1] != 0x0A:
-            line_no += 1  # the cut (or final) line without a newline still counts
+        # A piece cut from an endless line is not a line of its own: the line is counted once,
+        # at its newline or at the end of the stream (a one-line file is "1 line").
+        cut_open = end > 0 and buf[end - 1] != 0x0A
+        if cut_open and not data:
+            line_no += 1
+            cut_open = False
         kept = size - end
         buf[:kept] = buf[end:size]
         if not data:
             break
     stats.lines = line_no - 1
     stats.dense_carry = dense_carry
+
+
+def long_line_windows(buf, start: int, stop: int) -> list[tuple[int, int]]:
+    """Byte ranges of an overlong line worth parsing: windows around error words, and its end.
+
+    Each window starts after the last `\r` before the hit (a progress bar's redraw) or
+    WINDOW_BYTES/2 before it, and ends at the next `\r` or `\n` or WINDOW_BYTES/2 after it.
+    The line's last window is kept too: a terminal shows what follows the last `\r`.
+    """
+    half = WINDOW_BYTES // 2
+    hits: list[int] = []
+    for needle in WINDOW_NEEDLES:
+        pos = buf.find(needle, start, stop)
+        while pos != -1 and len(hits) < LONG_LINE_WINDOWS - 1:
+            hits.append(pos)
+            pos = buf.find(needle, pos + half, stop)
+        if len(hits) >= LONG_LINE_WINDOWS - 1:
+            break
+    windows = []
+    for pos in sorted(set(hits)):
+        lo = max(start, pos - half)
+        cr = buf.rfind(b"\r", lo, pos)
+        lo = cr + 1 if cr != -1 else lo
+        hi = min(stop, pos + half)
+        cr = buf.find(b"\r", pos, hi)
+        windows.append((lo, cr if cr != -1 else hi))
+    windows.append((max(start, stop - WINDOW_BYTES), stop))
+    return [tuple(w) for w in _merge(windows)]
 
 
 def _all_starts(buf: bytes, end: int) -> list[int]:

@@ -16,6 +16,11 @@ and how it ranks:
   than the wrapper's;
 - `refine` rules re-categorise by context (the traceback frames and nearby error lines),
   e.g. a CUDA OOM inside CUDA graph capture is `cuda_graph`, not `oom_weights`;
+- `by_phase` maps the start-up phase the process was in (triage/markers.py PHASES, or
+  `serving` after the readiness line) to a category, for errors whose meaning depends on
+  it: one CUDA OOM is the weights while loading, the KV cache while profiling, CUDA graphs
+  during capture, a request's when serving. It applies when no refine rule matched (the
+  traceback frames, when there are any, are the more direct evidence);
 - `analyzer` names a function below that reads a structured message (the attention
   selector's per-backend reasons).
 """
@@ -30,6 +35,7 @@ from servepilot.categories import REMEDY_KINDS, check_category
 from servepilot.engines.registry import ENGINE_NAMES as ENGINES
 
 TIERS = ("cause", "generic", "echo")
+PHASES = ("weights_loading", "kv_cache_profiling", "cuda_graph_capture", "after_cuda_graph_capture", "serving")
 _DIGITS = re.compile(r"\d+")
 
 
@@ -66,6 +72,7 @@ class Signature:
     refine: tuple[RefineRule, ...] = ()
     analyzer: str | None = None
     examples: tuple[str, ...] = ()
+    by_phase: tuple[tuple[str, str, str], ...] = ()  # (phase, category, explanation)
 
 
 @dataclass(frozen=True)
@@ -77,6 +84,7 @@ class Match:
     explanation: str
     remedies: tuple[TriageRemedy, ...]
     groups: dict
+    evidence: str = "message"  # what decided the category: message | frames | phase
 
     @property
     def tier(self) -> str:
@@ -130,6 +138,15 @@ def build_signature(raw: dict) -> Signature:
     if analyzer is not None and analyzer not in ANALYZERS:
         raise SignatureDataError(f"{where}: unknown analyzer {analyzer!r}")
     patterns = tuple(_compile(p, where) for p in raw["patterns"])
+    by_phase = []
+    for phase, rule in (raw.get("by_phase") or {}).items():
+        if phase not in PHASES:
+            raise SignatureDataError(f"{where}: by_phase names {phase!r}, not one of {PHASES}")
+        try:
+            check_category(rule["category"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise SignatureDataError(f"{where}: by_phase {phase}: {exc}") from exc
+        by_phase.append((phase, rule["category"], rule.get("explanation") or raw["explanation"]))
     unwrap = raw.get("unwrap")
     if unwrap and not any(unwrap in p.groupindex for p in patterns):
         raise SignatureDataError(f"{where}: unwrap group {unwrap!r} is in no pattern")
@@ -151,6 +168,7 @@ def build_signature(raw: dict) -> Signature:
         ),
         analyzer=analyzer,
         examples=tuple(raw.get("examples", ())),
+        by_phase=tuple(by_phase),
     )
 
 
@@ -218,8 +236,12 @@ class Matcher:
             self._misses.add(shape)
         return None
 
-    def match(self, message: str, context: str = "") -> Match | None:
-        """The best signature for a message; `context` (frames, nearby lines) feeds refine rules."""
+    def match(self, message: str, context: str = "", phase: str | None = None) -> Match | None:
+        """The best signature for a message.
+
+        `context` (frames, nearby lines) feeds refine rules; `phase` (where the start-up
+        was) feeds `by_phase` when no refine rule decided.
+        """
         raw = self._raw(message[:4000])
         if raw is None:
             return None
@@ -229,24 +251,31 @@ class Matcher:
             # The wrapped message wins unless it is vaguer than the wrapper: SGLang's "Capture
             # cuda graph failed: <gloo: Connection closed by peer>" is a capture failure first.
             if inner is not None and not inner[0].benign and TIERS.index(inner[0].tier) <= TIERS.index(sig.tier):
-                return self._finish(inner[0], inner[1], message + "\n" + context)
-        return self._finish(sig, groups, context + "\n" + message)
+                return self._finish(inner[0], inner[1], message + "\n" + context, phase)
+        return self._finish(sig, groups, context + "\n" + message, phase)
 
-    def _finish(self, sig: Signature, groups: dict, context: str) -> Match:
+    def _finish(self, sig: Signature, groups: dict, context: str, phase: str | None = None) -> Match:
         category, explanation = sig.category, _render(sig.explanation, groups)
         remedies = sig.remedies
+        evidence = "message"
         for rule in sig.refine:
             if rule.pattern.search(context):
                 category = rule.category
+                evidence = "frames"
                 if rule.explanation:
                     explanation = _render(rule.explanation, groups)
                 break
+        else:
+            for when, phase_category, phase_explanation in sig.by_phase:
+                if when == phase:
+                    category, explanation, evidence = phase_category, _render(phase_explanation, groups), "phase"
+                    break
         remedies = tuple(
             TriageRemedy(r.kind, _render(r.change, groups), _render(r.tradeoff, groups), r.check) for r in remedies
         )
         if sig.analyzer:
             category, explanation, remedies = ANALYZERS[sig.analyzer](groups, category, explanation, remedies)
-        return Match(sig, category, explanation, remedies, groups)
+        return Match(sig, category, explanation, remedies, groups, evidence)
 
 
 # --- analyzers ------------------------------------------------------------------------------

@@ -91,6 +91,13 @@ BANNERS = (
     ("llamacpp_build", r"^(?:main: )?build(?: =|:) \d+", "common/common.cpp (common_params print)"),
 )
 READY = (r"server is listening on",)  # tools/server/server.cpp "main: server is listening on %s"
-STAGES = ()
+# llama.cpp's own phase prefixes: "load_tensors:" while the weights load ("llm_load_tensors:"
+# before 2025), "llama_context:" / "llama_new_context_with_model:" / "llama_kv_cache_init:"
+# while the context (KV cache, compute buffers) is built.
+STAGES = (
+    ("kv_cache_profiling", r"^llama_(?:new_context_with_model|context|init_from_model|kv_cache_init):",
+     "src/llama-context.cpp@b5000"),
+    ("weights_loading", r"^(?:llm_)?load_tensors:", "src/llama-model.cpp@b5000"),
+)
 LOG_HINT = rb"llama_model_load|ggml_|llama_init|llama_context|main: build|\bsrv  "
 LOG_HINT_ORDER = 2

@@ -98,8 +98,13 @@ BANNERS = (
 READY = (r"The server is fired up",)  # sglang/srt/entrypoints/http_server.py
 STAGES = (
     ("after_cuda_graph_capture", r"Capture cuda graph end", "sglang/srt/model_executor/cuda_graph_runner.py@v0.4.3"),
-    ("cuda_graph_capture", r"Capture cuda graph begin", "sglang/srt/model_executor/cuda_graph_runner.py@v0.4.3"),
-    ("kv_cache_profiling", r"KV Cache is allocated|Memory pool (?:end|begin)|Init memory pool",
+    ("cuda_graph_capture", r"Capture cuda graph begin|Capture \w+(?: \w+)? CUDA graph begin"
+     r"|Capturing (?:batches|num tokens) \(",
+     "sglang/srt/model_executor/cuda_graph_runner.py@v0.4.3; newer lines ('Capture target prefill CUDA"
+     " graph begin', 'Capturing num tokens (') https://github.com/sostrowsk/dgx-spark-local-llm"
+     " sglang-versuch1.log, https://github.com/sgl-project/sglang/pull/11275"),
+    # "Load weight end": the weights are in, the memory pool comes next
+    ("kv_cache_profiling", r"Load weight end|KV Cache is allocated|Memory pool (?:end|begin)|Init memory pool",
      "sglang/srt/model_executor/model_runner.py@v0.4.3"),
     ("weights_loading", r"Load weight begin", "sglang/srt/model_executor/model_runner.py@v0.4.3"),
 )

@@ -138,13 +138,18 @@ BANNERS = (
     ("vllm_api_start", r"Starting vLLM API server", "vllm/entrypoints/openai/api_server.py@v0.16.0"),
 )
 # vLLM logs this once the engine is up, right before uvicorn serves.
-READY = (r"Starting vLLM API server",)
+# An offline LLM(...) run has no server: its engine core says the start-up is done
+# (vllm/v1/engine/core.py@v0.12.0, "init engine (profile, create kv cache, warmup model) took").
+READY = (r"Starting vLLM API server", r"init engine \(profile, create kv cache, warmup model\) took")
 STAGES = (
     ("after_cuda_graph_capture", r"Graph capturing finished", "vllm/v1/worker/gpu_model_runner.py@v0.10.0"),
     ("cuda_graph_capture", r"Capturing (?:the model for )?(?:CUDA graphs?|cudagraphs?)",
      "vllm/worker/model_runner.py@v0.6.3; vllm/v1/worker/gpu_model_runner.py@v0.10.0"),
-    ("kv_cache_profiling", r"Memory profiling takes|Available KV cache memory|determine_available_memory",
-     "vllm/v1/worker/gpu_worker.py@v0.10.0"),
+    # The end of the weights starts profiling: torch.compile and the dummy run come next, so
+    # an OOM after "Model loading took" is no longer the weights'.
+    ("kv_cache_profiling", r"Model loading took|Memory profiling takes|Available KV cache memory"
+     r"|determine_available_memory",
+     "vllm/v1/worker/gpu_worker.py@v0.10.0; vllm/v1/worker/gpu_model_runner.py@v0.12.0 (Model loading took)"),
     ("weights_loading", r"Loading (?:weights|model weights|safetensors checkpoint shards)|Starting to load model",
      "vllm model_loader@v0.10.0"),
 )
