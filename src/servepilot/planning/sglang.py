@@ -27,8 +27,19 @@ def plan_sglang(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: lis
     sources = [table.source]
     mfs_exact = mfs is not None
     if mfs is None:
-        mfs = next(v for t, v in table.get("table") if tp >= t)
-        notes.append(f"--mem-fraction-static not given: {mfs} assumed for TP {tp} (newer SGLang derives it from GPU memory)")
+        from servepilot.engines.sglang.memory import defaults
+
+        engine_defaults = defaults(version, gpu.memory_bytes >> 20, tp=tp, pp=pp, use_mla=spec.is_mla)
+        if engine_defaults is not None:
+            mfs = engine_defaults.mem_fraction_static
+            # SGLang lowers it further for vision towers, DP attention and speculative decoding
+            mfs_exact = dp == 1
+            sources = [engine_defaults.source]
+            notes.append(f"--mem-fraction-static not given: SGLang {version} computes {mfs:g} "
+                         f"for {gpu.memory_bytes >> 20} MiB at TP {tp} x PP {pp}")
+        else:
+            mfs = next(v for t, v in table.get("table") if tp >= t)
+            notes.append(f"--mem-fraction-static not given: {mfs} assumed for TP {tp} (SGLang {version}'s own rule was not read)")
     ctx = fact("sglang", "cuda_context_bytes", version)
     reserved = fact("vllm", "driver_reserved_bytes", "0")  # one value for every version
     cuda_total = gpu.memory_bytes - int(reserved.value)

@@ -1,6 +1,8 @@
-"""What SGLang will pick for a Deployment: KV cache dtype and quantization kernels.
+"""What SGLang will pick for a Deployment: KV cache dtype, attention backend, page size,
+quantization kernels and its memory defaults.
 
-SGLang's attention backend choice is not modelled yet; the Resolution says so in its notes.
+The attention backend follows engines/sglang/attention.py (knowledge/attention.yaml) for the
+release lines read; for others the Resolution says the choice is not modelled.
 """
 
 from __future__ import annotations
@@ -9,13 +11,14 @@ import dataclasses
 
 from servepilot.engines import knowledge as kb
 from servepilot.engines.resolution import Evidence, QuantKernels, Resolution
+from servepilot.engines.sglang import attention
 
 ENGINE = "sglang"
 DEFAULT_VERSION = "0.5.10"
 
 
 def resolve(dep) -> Resolution:
-    notes = ["SGLang's attention backend choice is not modelled by servepilot"]
+    notes = []
     version = dep.engine_version or DEFAULT_VERSION
     kb.parse_version(version)
     read = kb.load_file(ENGINE, "engine").read_releases
@@ -42,14 +45,53 @@ def resolve(dep) -> Resolution:
     head = None
     if spec is not None and spec.attention is not None:
         head = spec.attention.mla_head_size if use_mla else spec.attention.head_dim
+    choice = None
+    if cc is not None:
+        choice = attention.choose(
+            version, cc, use_mla=use_mla, arch=_arch(spec), sparse=bool(spec is not None and spec.attention is not None and spec.attention.sparse),
+            kv_cache_dtype=requested, backend=opts.get("attention_backend"), page_size=_int(opts.get("page_size")))
+    if choice is None:
+        notes.append(f"SGLang {version}'s attention backend choice is not modelled by servepilot"
+                     + (" (GPU compute capability unknown)" if cc is None else ""))
+    extra = {}
+    facts = ()
+    if choice is not None:
+        notes.extend(choice.notes)
+        what = f"attention backend {choice.backend}, page size {choice.page_size}" if choice.backend \
+            else f"SGLang refuses ({choice.stage}): {choice.error}"
+        facts = (Evidence(what, choice.source),)
+        extra = {"attention_stage": choice.stage, "attention_category": choice.category}
+    if choice is not None and (opts.get("prefill_attention_backend") or opts.get("decode_attention_backend")):
+        notes.append("--prefill/--decode-attention-backend are not modelled: the backend shown is --attention-backend's")
     return Resolution(
         engine=ENGINE, engine_version=version, gpu_cc=cc,
+        attention_backend=choice.backend if choice else None,
+        forced_backend=opts.get("attention_backend") if choice else None,
+        forced_by=choice.forced_by if choice else None,
+        selection_error=choice.error if choice else None,
+        block_size=choice.page_size if choice else None,
+        extra=extra,
         kv_cache_dtype=requested, kv_cache_storage=requested_storage,
         kv_requested=requested, kv_evidence=evidence, kv_valid=not valid_values or requested in valid_values,
         kv_valid_values=valid_values, use_mla=use_mla, head_size=head, model_dtype=model_dtype,
-        quant=_quant(dep, version, cc), facts=(Evidence("valid --kv-cache-dtype values", row.source),) if row else (),
+        quant=_quant(dep, version, cc),
+        facts=((Evidence("valid --kv-cache-dtype values", row.source),) if row else ()) + facts,
         notes=tuple(notes),
     )
+
+
+def _arch(spec) -> str | None:
+    if spec is None:
+        return None
+    archs = (spec.config or {}).get("architectures") or []
+    return archs[0] if archs else None
+
+
+def _int(value) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
 
 
 def resolve_with(dep, *, kv_cache_dtype: str | None = None, engine_version: str | None = None, unset_env: tuple[str, ...] = ()) -> Resolution:

@@ -3,6 +3,26 @@
 from servepilot.engines.knowledge import VALUE, KeyedRows, Rows
 
 SCHEMA = {
+    "attention": {
+        "choices": Rows(("values",)),
+        "defaults": Rows(("where", "mha", "mla", "arch_overrides")),
+        "fa3_default_architectures": Rows(("values",)),
+        "mla_backends": Rows(("values",)),
+        "page_size": Rows(("forced", "keeps")),
+        "fa3_e5m2_fallback": Rows(("backend",)),
+        "refusals": Rows(("backend", "stage", "fa3_rule", "cc_major_not_in", "mla", "kv_not_in",
+                          "error", "category")),
+        "known_differences": Rows(("when", "servepilot_error_starts", "reason")),
+    },
+    "memory": {
+        "mem_fraction_static": Rows(("kind", "small_gpu_max_mib", "table", "large_fraction",
+                                     "raise_above_mib", "tiers", "dp_attention_extra_gib", "base_mib",
+                                     "per_prefill_token_mib", "per_graph_bs_mib", "per_parallel_mib",
+                                     "piecewise_mha_mib_per_size", "piecewise_mla_mib", "floor_mib",
+                                     "floor_above_mib")),
+        "size_defaults": Rows(("tiers",)),
+        "piecewise_capture_sizes": Rows(("ranges", "mla_max_tokens")),
+    },
     "builds": {
         "wheels": Rows(("archs",)),
     },
