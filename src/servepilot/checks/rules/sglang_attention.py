@@ -74,8 +74,10 @@ def _remedies(dep, ctx, res) -> list[Remedy]:
                                   f"keeps {alt.attention_backend}; "
                                   + ("fp8 e4m3 KV cache, same size as e5m2" if kv != "auto" else "16-bit KV cache: twice the KV memory"),
                                   {"set": {"kv_cache_dtype": kv}, "unset": []}))
+    default = None
     if res.forced_backend:
         alt = again(attention_backend=None)
+        default = alt.attention_backend
         if not alt.fails:
             out.append(Remedy("flag", "drop --attention-backend",
                               f"SGLang picks {alt.attention_backend} itself", {"set": {}, "unset": ["attention_backend"]}))
@@ -83,7 +85,7 @@ def _remedies(dep, ctx, res) -> list[Remedy]:
     for name in _ALTERNATIVES:
         if name in (mha_only if res.use_mla else mla_only):
             continue  # SGLang's constructors would fail later for the other attention kind
-        if name == res.forced_backend or any(name in r.change for r in out):
+        if name in (res.forced_backend, default) or any(name in r.change for r in out):
             continue
         alt = again(attention_backend=name)
         if not alt.fails:

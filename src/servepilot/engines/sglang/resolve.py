@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from servepilot.engines import knowledge as kb
-from servepilot.engines.resolution import Evidence, QuantKernels, Resolution
+from servepilot.engines.resolution import Candidate, Evidence, QuantKernels, Resolution
 from servepilot.engines.sglang import attention
 
 ENGINE = "sglang"
@@ -70,6 +70,8 @@ def resolve(dep) -> Resolution:
         forced_by=choice.forced_by if choice else None,
         selection_error=choice.error if choice else None,
         block_size=choice.page_size if choice else None,
+        candidates=(Candidate(opts.get("attention_backend") or "SGLang's default", (choice.error,)),)
+        if choice is not None and choice.error else (),
         extra=extra,
         kv_cache_dtype=requested, kv_cache_storage=requested_storage,
         kv_requested=requested, kv_evidence=evidence, kv_valid=not valid_values or requested in valid_values,
