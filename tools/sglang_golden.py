@@ -100,7 +100,11 @@ def grid() -> list[dict]:
 # Child side: runs inside the SGLang environment; imports nothing from servepilot.
 # ---------------------------------------------------------------------------------------------
 
-def _fake_gpu(cc: tuple[int, int], mem_mib: int) -> None:
+# The GPU the fakes report; switched between groups of cases (one import serves all GPUs).
+_CURRENT = {"cc": (9, 0), "mem_mib": 81559}
+
+
+def _fake_gpu() -> None:
     import types
 
     import torch
@@ -110,17 +114,30 @@ def _fake_gpu(cc: tuple[int, int], mem_mib: int) -> None:
     except ImportError:
         pass
     torch.cuda.is_available = lambda: True
-    torch.cuda.get_device_capability = lambda device=None: tuple(cc)
+    torch.cuda.get_device_capability = lambda device=None: tuple(_CURRENT["cc"])
     torch.cuda.device_count = lambda: 8
     torch.cuda.get_device_name = lambda device=None: "faked"
     torch.cuda.current_device = lambda: 0
     torch.cuda.set_device = lambda device=None: None
-    torch.cuda.mem_get_info = lambda device=None: (mem_mib << 20, mem_mib << 20)
+    torch.cuda.mem_get_info = lambda device=None: (_CURRENT["mem_mib"] << 20,) * 2
     torch.cuda.get_device_properties = lambda device=None: types.SimpleNamespace(
-        major=cc[0], minor=cc[1], total_memory=mem_mib << 20, name="faked",
-        multi_processor_count=132)
+        major=_CURRENT["cc"][0], minor=_CURRENT["cc"][1], total_memory=_CURRENT["mem_mib"] << 20,
+        name="faked", multi_processor_count=132)
     torch.version.cuda = "12.8"
     os.environ.setdefault("SGLANG_IS_FLASHINFER_AVAILABLE", "true")
+
+
+def _switch_gpu(gpu: dict) -> None:
+    """Report another GPU: SGLang caches its capability tests (functools.lru_cache)."""
+    import functools
+
+    _CURRENT.update(cc=tuple(gpu["cc"]), mem_mib=gpu["mem_mib"])
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("sglang") or module is None:
+            continue
+        for value in list(vars(module).values()):
+            if isinstance(value, functools._lru_cache_wrapper):
+                value.cache_clear()
 
 
 # CUDA-only packages the import chain reaches; they stand in as inert modules (never called
@@ -258,16 +275,16 @@ class _Runner:
         return None
 
 
-def child(gpu: dict, cases: list[dict], model_dirs: dict) -> list[dict]:
+def child(groups: list[dict], model_dirs: dict) -> list[dict]:
     import logging
     import types
 
     logging.disable(logging.CRITICAL)
-    _fake_gpu(tuple(gpu["cc"]), gpu["mem_mib"])
+    _fake_gpu()
     _install_stub_packages()
     _install_backend_recorders()
     utils = _utils_module()
-    utils.get_nvgpu_memory_capacity = lambda: gpu["mem_mib"]
+    utils.get_nvgpu_memory_capacity = lambda: _CURRENT["mem_mib"]
     import sglang.srt.server_args as sa_mod
     from sglang.srt.configs.model_config import AttentionArch, ModelConfig
 
@@ -290,9 +307,12 @@ def child(gpu: dict, cases: list[dict], model_dirs: dict) -> list[dict]:
                                "_get_attention_backend", "_get_attention_backend_from_str"],
                               namespace)
     out = []
-    for case in cases:
-        out.append({**case, **_one(case, sa_mod, ModelConfig, AttentionArch, methods,
-                                   model_dirs, types)})
+    for group in groups:
+        _switch_gpu(group["gpu"])
+        for case in group["cases"]:
+            out.append({**case, **_one(case, sa_mod, ModelConfig, AttentionArch, methods,
+                                       model_dirs, types)})
+        print(f"{len(out)} cases done", file=sys.stderr, flush=True)
     return out
 
 
@@ -341,7 +361,7 @@ def _one(case, sa_mod, ModelConfig, AttentionArch, methods, model_dirs, types) -
 # Parent side
 # ---------------------------------------------------------------------------------------------
 
-def run_release(release: str, python: str, timeout: int = 1800) -> dict:
+def run_release(release: str, python: str, timeout: int = 3600) -> dict:
     cases = grid()
     results = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -351,15 +371,14 @@ def run_release(release: str, python: str, timeout: int = 1800) -> dict:
             d.mkdir()
             (d / "config.json").write_text(json.dumps(config))
             dirs[name] = str(d)
-        for gpu_key, gpu in GPUS.items():
-            mine = [c for c in cases if c["gpu"] == gpu_key]
-            request = json.dumps({"gpu": gpu, "cases": mine, "model_dirs": dirs})
-            proc = subprocess.run([python, __file__, "--child"], input=request, text=True,
-                                  capture_output=True, timeout=timeout, cwd=tmp)
-            if proc.returncode != 0:
-                raise SystemExit(f"SGLang {release} child failed on {gpu_key}:\n"
-                                 f"{proc.stderr[-3000:]}")
-            results.extend(json.loads(proc.stdout.strip().splitlines()[-1]))
+        groups = [{"gpu": gpu, "cases": [c for c in cases if c["gpu"] == key]}
+                  for key, gpu in GPUS.items()]
+        request = json.dumps({"groups": groups, "model_dirs": dirs})
+        proc = subprocess.run([python, __file__, "--child"], input=request, text=True,
+                              capture_output=True, timeout=timeout, cwd=tmp)
+        if proc.returncode != 0:
+            raise SystemExit(f"SGLang {release} child failed:\n{proc.stderr[-3000:]}")
+        results.extend(json.loads(proc.stdout.strip().splitlines()[-1]))
     version = subprocess.run([python, "-c", "import sglang; print(sglang.__version__)"],
                              text=True, capture_output=True).stdout.strip()
     return {
@@ -385,7 +404,7 @@ def main() -> None:
     a = ap.parse_args()
     if a.child:
         request = json.loads(sys.stdin.read())
-        answers = child(request["gpu"], request["cases"], request["model_dirs"])
+        answers = child(request["groups"], request["model_dirs"])
         sys.stdout.write("\n" + json.dumps(answers) + "\n")
         return
     if not (a.release and a.python and a.out):

@@ -35,8 +35,11 @@ def plan_sglang(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: lis
             # SGLang lowers it further for vision towers, DP attention and speculative decoding
             mfs_exact = dp == 1
             sources = [engine_defaults.source]
+            graph_bs = engine_defaults.cuda_graph_max_bs
             notes.append(f"--mem-fraction-static not given: SGLang {version} computes {mfs:g} "
-                         f"for {gpu.memory_bytes >> 20} MiB at TP {tp} x PP {pp}")
+                         f"for {gpu.memory_bytes >> 20} MiB at TP {tp} x PP {pp} (with its defaults "
+                         f"chunked_prefill_size {engine_defaults.chunked_prefill_size}, cuda_graph_max_bs "
+                         f"{graph_bs if graph_bs is not None else 'unset'})")
         else:
             mfs = next(v for t, v in table.get("table") if tp >= t)
             notes.append(f"--mem-fraction-static not given: {mfs} assumed for TP {tp} (SGLang {version}'s own rule was not read)")
