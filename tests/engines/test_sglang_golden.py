@@ -13,11 +13,11 @@ import json
 from pathlib import Path
 
 import pytest
-from servepilot.engines.launch import EngineLaunch, ShellContext
 
 from servepilot.checkpoint.inspect import inspect_path
 from servepilot.deployment import Deployment
 from servepilot.engines import knowledge as kb
+from servepilot.engines.command import EngineLaunch, ShellContext
 from servepilot.engines.sglang import memory
 from servepilot.engines.sglang.resolve import resolve
 from servepilot.hardware.cluster import Cluster, Gpu
