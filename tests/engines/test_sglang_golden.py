@@ -80,7 +80,8 @@ def _compare(data: dict, specs: dict) -> tuple[int, list[str]]:
                 case["page_size"])
         if got != want:
             wrong.append(f"{label}: backend/page {got} != SGLang's {want}")
-        mem = memory.defaults(release, gpu["mem_mib"], tp=case["tp"], use_mla=spec.is_mla)
+        mem = memory.defaults(release, gpu["mem_mib"], tp=case["tp"], use_mla=spec.is_mla,
+                              arch=spec.config["architectures"][0])
         got_mem = (mem.chunked_prefill_size, mem.cuda_graph_max_bs)
         want_mem = (case["chunked_prefill_size"], case["cuda_graph_max_bs"])
         if got_mem != want_mem or abs(mem.mem_fraction_static - case["mem_fraction_static"]) > 1e-9:

@@ -29,7 +29,10 @@ def plan_sglang(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: lis
     if mfs is None:
         from servepilot.engines.sglang.memory import defaults
 
-        engine_defaults = defaults(version, gpu.memory_bytes >> 20, tp=tp, pp=pp, use_mla=spec.is_mla)
+        archs = (spec.config or {}).get("architectures") or [None]
+        sparse = spec.attention is not None and spec.attention.sparse
+        engine_defaults = defaults(version, gpu.memory_bytes >> 20, tp=tp, pp=pp, use_mla=spec.is_mla,
+                                   arch=archs[0], sparse=sparse)
         if engine_defaults is not None:
             mfs = engine_defaults.mem_fraction_static
             # SGLang lowers it further for vision towers, DP attention and speculative decoding

@@ -25,7 +25,7 @@ class MemoryDefaults:
 
 
 def defaults(version: str, mem_mib: int, *, tp: int = 1, pp: int = 1, use_mla: bool = False,
-             piecewise_graphs: bool = True) -> MemoryDefaults | None:
+             arch: str | None = None, sparse: bool = False) -> MemoryDefaults | None:
     """What SGLang `version` sets when none of the three flags is given; None when the
     release line was not read."""
     data = kb.load_file(ENGINE, "memory")
@@ -42,8 +42,9 @@ def defaults(version: str, mem_mib: int, *, tp: int = 1, pp: int = 1, use_mla: b
         fraction = _reserved_by_memory(frac_row["tiers"], mem_mib, tp * pp)
     else:
         pieces = kb.row_for(data["piecewise_capture_sizes"], version)
+        piecewise = pp == 1 and not sparse and arch not in (pieces["disabled_archs"] or ())
         fraction = _reserved_from_sizes(frac_row, pieces, mem_mib, tp, pp, chunked, graph_bs,
-                                        use_mla, piecewise_graphs and pp == 1)
+                                        use_mla, piecewise)
     return MemoryDefaults(fraction, chunked, graph_bs, f"{frac_row.source}; {size_row.source}",
                           tuple(notes))
 

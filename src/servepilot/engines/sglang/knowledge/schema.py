@@ -21,7 +21,7 @@ SCHEMA = {
                                      "piecewise_mha_mib_per_size", "piecewise_mla_mib", "floor_mib",
                                      "floor_above_mib")),
         "size_defaults": Rows(("tiers",)),
-        "piecewise_capture_sizes": Rows(("ranges", "mla_max_tokens")),
+        "piecewise_capture_sizes": Rows(("ranges", "mla_max_tokens", "disabled_archs")),
     },
     "builds": {
         "wheels": Rows(("archs",)),
