@@ -45,8 +45,8 @@ def defaults(version: str, mem_mib: int, *, tp: int = 1, pp: int = 1, use_mla: b
         piecewise = pp == 1 and not sparse and arch not in (pieces["disabled_archs"] or ())
         fraction = _reserved_from_sizes(frac_row, pieces, mem_mib, tp, pp, chunked, graph_bs,
                                         use_mla, piecewise)
-    return MemoryDefaults(fraction, chunked, graph_bs, f"{frac_row.source}; {size_row.source}",
-                          tuple(notes))
+    source = frac_row.source if frac_row.source == size_row.source else f"{frac_row.source}; {size_row.source}"
+    return MemoryDefaults(fraction, chunked, graph_bs, source, tuple(notes))
 
 
 def _sizes(tiers, mem_mib: int, tp: int) -> tuple[int | None, int | None]:
