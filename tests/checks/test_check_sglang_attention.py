@@ -66,3 +66,21 @@ def test_unread_release_says_the_choice_is_not_modelled(tmp_path):
     res = run_checks(dep).resolution
     assert res.attention_backend is None and not res.fails
     assert any("not modelled" in n for n in res.notes)
+
+
+def test_model_specific_architecture_names_no_backend_but_keeps_generic_refusals(tmp_path):
+    root = tmp_path / "oss"
+    root.mkdir()
+    config = {"architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "vocab_size": 201088,
+              "hidden_size": 2880, "intermediate_size": 2880, "num_hidden_layers": 24,
+              "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64,
+              "max_position_embeddings": 131072, "num_local_experts": 32, "num_experts_per_tok": 4,
+              "sliding_window": 128, "torch_dtype": "bfloat16"}
+    _write(root, "config.json", config)
+    dep = deployment(root, cc=(9, 0), n=1, version="0.5.10.post1", engine="sglang", options={"tp_size": 1})
+    res = run_checks(dep).resolution
+    assert res.attention_backend is None and not res.fails
+    assert any("GptOssForCausalLM (model-specific rules)" in n for n in res.notes)
+    dep = deployment(root, cc=(12, 0), n=1, version="0.5.10.post1", engine="sglang",
+                     options={"tp_size": 1, "attention_backend": "trtllm_mha"})
+    assert run_checks(dep).resolution.fails

@@ -33,7 +33,8 @@ def modelled(version: str) -> bool:
 def choose(version: str, cc: tuple[int, int], *, use_mla: bool, arch: str | None,
            sparse: bool, kv_cache_dtype: str, backend: str | None,
            page_size: int | None) -> Choice | None:
-    """None when this release line's selection was not read."""
+    """None when this release line's selection was not read, or when the model's architecture
+    has model-specific rules servepilot does not model (and the generic rules refuse nothing)."""
     data = kb.load_file(ENGINE, "attention")
     default_row = kb.row_for(data["defaults"], version)
     if default_row is None:
@@ -78,6 +79,10 @@ def choose(version: str, cc: tuple[int, int], *, use_mla: bool, arch: str | None
     refused = _refused(refusals, "backend_init", chosen, major, use_mla, kv_cache_dtype)
     if refused:
         return _refusal(refused, page, forced_by)
+    unmodelled = kb.row_for(data["unmodelled_architectures"], version)
+    if unmodelled and arch and (arch in unmodelled["values"]
+                                or any(arch.startswith(p) for p in unmodelled["prefix"] or ())):
+        return None  # SGLang's model-specific rules may pick or refuse differently
     return Choice(chosen, page, forced_by, source=default_row.source, notes=tuple(notes))
 
 

@@ -51,8 +51,9 @@ def resolve(dep) -> Resolution:
             version, cc, use_mla=use_mla, arch=_arch(spec), sparse=bool(spec is not None and spec.attention is not None and spec.attention.sparse),
             kv_cache_dtype=requested, backend=opts.get("attention_backend"), page_size=_int(opts.get("page_size")))
     if choice is None:
-        notes.append(f"SGLang {version}'s attention backend choice is not modelled by servepilot"
-                     + (" (GPU compute capability unknown)" if cc is None else ""))
+        why = " (GPU compute capability unknown)" if cc is None else \
+            f" for {_arch(spec)} (model-specific rules)" if cc is not None and attention.modelled(version) else ""
+        notes.append(f"SGLang {version}'s attention backend choice is not modelled by servepilot{why}")
     extra = {}
     facts = ()
     if choice is not None:

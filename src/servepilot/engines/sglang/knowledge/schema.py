@@ -12,6 +12,7 @@ SCHEMA = {
         "fa3_e5m2_fallback": Rows(("backend",)),
         "refusals": Rows(("backend", "stage", "fa3_rule", "cc_major_not_in", "mla", "kv_not_in",
                           "error", "category")),
+        "unmodelled_architectures": Rows(("values", "prefix")),
         "known_differences": Rows(("when", "servepilot_error_starts", "reason")),
     },
     "memory": {
