@@ -14,9 +14,7 @@ other thread alive in this process (a fork copies locks held by other threads).
 from __future__ import annotations
 
 import os
-import pickle
 import sys
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -26,6 +24,8 @@ MIN_SHARDS = 16
 
 
 def can_fork() -> bool:
+    import threading  # here and pickle below: `check` on a small checkpoint never forks
+
     if sys.platform != "linux" or threading.active_count() != 1:
         return False
     try:
@@ -38,6 +38,8 @@ class Forked:
     """A call running in a forked child; `result()` returns its value or None if it failed."""
 
     def __init__(self, fn: Callable[[], Any]):
+        import pickle  # before the fork, so the child does not import it again
+
         self.pid: int | None = None
         self.fd: int | None = None
         r, w = os.pipe()
@@ -71,6 +73,8 @@ class Forked:
         _, status = os.waitpid(self.pid, 0)
         if status != 0 or not chunks:
             return None
+        import pickle
+
         try:
             return pickle.loads(b"".join(chunks))
         except Exception:  # noqa: BLE001 - a truncated payload: do the work in the parent

@@ -33,7 +33,7 @@ def check(command, gpu, engine_version, command_file, nodes, ray_address, as_jso
       servepilot check --gpu h200x8 --nodes 2 -- vllm serve M -tp 8 -pp 2 --distributed-executor-backend ray
     """
     from servepilot.checks import run_checks
-    from servepilot.multinode.analysis import is_multinode
+    from servepilot.multinode import is_multinode
     from servepilot.runs.store import measurement_for
 
     if is_multinode(command_file, nodes, ray_address):  # one command per node, or a Ray launch

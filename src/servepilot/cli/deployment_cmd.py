@@ -26,7 +26,7 @@ def deployment(command, gpu, engine_version, command_file, nodes, ray_address, a
       servepilot deployment -- "NCCL_PROTO=LL nohup vllm serve /m --port 8001 > log 2>&1 &"
       servepilot deployment --command-file launch.sh --json
     """
-    from servepilot.multinode.analysis import is_multinode
+    from servepilot.multinode import is_multinode
 
     if is_multinode(command_file, nodes, ray_address):  # world size, ranks per node, API node
         from servepilot.cli.multinode_views import deployment_set

@@ -48,7 +48,7 @@ def plan(command, gpu, engine_version, command_file, nodes, ray_address, tp_size
     Example:
       servepilot plan --gpu h200x8 -- vllm serve /models/deepseek-v3 -tp 8 --max-model-len 65536
     """
-    from servepilot.multinode.analysis import is_multinode
+    from servepilot.multinode import is_multinode
     from servepilot.planning import plan_deployment
     from servepilot.runs.store import measurement_for
 

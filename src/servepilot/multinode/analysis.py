@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 
 from servepilot.deployment import Deployment
 from servepilot.errors import BadInput
+from servepilot.multinode import is_multinode  # noqa: F401  (re-exported)
 from servepilot.multinode.commandset import CommandSet, load_command_set
 from servepilot.multinode.findings import NodeFinding
 from servepilot.multinode.topology import Topology, derive
@@ -56,10 +57,6 @@ def _pairs(a: MultiNodeAnalysis):
     cmds = a.command_set.nodes
     for role in a.topology.nodes:
         yield role, cmds[role.index] if role.index < len(cmds) else cmds[0]
-
-
-def is_multinode(command_files: Sequence[str], nodes: int | None, ray_address: str | None) -> bool:
-    return len(command_files) > 1 or bool(nodes and nodes > 1) or bool(ray_address)
 
 
 def analyze_command_set(

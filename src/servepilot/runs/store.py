@@ -9,15 +9,17 @@ readers never block the writer, and a writer waits up to BUSY_TIMEOUT_MS for ano
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from servepilot import settings
 from servepilot.errors import BadInput
+
+if TYPE_CHECKING:  # sqlite3 loads when the history is opened: `check` without one skips it
+    import sqlite3
 
 # 10 s: a migration or a run update holds the write lock for milliseconds; ten seconds
 # covers a slow disk without letting a wedged process hang the CLI forever.
@@ -27,7 +29,7 @@ DB_NAME = "history.sqlite3"
 # States of a run whose process is (as far as the record knows) alive.
 LIVE_STATES = ("starting", "ready")
 
-Migration = Callable[[sqlite3.Connection], None]
+Migration = Callable[["sqlite3.Connection"], None]
 MIGRATIONS: list[tuple[str, Migration]] = []
 
 
@@ -120,6 +122,8 @@ def connect(path: Path | None = None) -> sqlite3.Connection:
     BadInput naming the file when the state directory is not a directory or the history is
     not a database: servepilot reports it and changes nothing, so the operator can move it aside.
     """
+    import sqlite3
+
     path = path or db_path()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -137,6 +141,8 @@ def _open(path: Path) -> sqlite3.Connection:
     # isolation_level=None: we issue BEGIN IMMEDIATE ourselves so that a read-then-write
     # (migrations, state updates) takes the write lock up front instead of failing to
     # upgrade a read lock later with SQLITE_BUSY.
+    import sqlite3
+
     db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
     try:
         db.row_factory = sqlite3.Row
