@@ -387,12 +387,39 @@ def _ignore_regex(patterns: tuple[str, ...]) -> re.Pattern | None:
     return re.compile("|".join(parts), re.S) if parts else None
 
 
+@lru_cache(maxsize=64)
+def _ignore_matcher(patterns: tuple[str, ...]) -> tuple[frozenset[str], tuple[str, ...], re.Pattern | None]:
+    """_ignore_regex split for speed, with the same answers: plain module names (a set), globs
+    whose one wildcard is a trailing "*" (prefixes), and a regex for the rest. A checkpoint's
+    ignore list is mostly the first two kinds (Kimi-K2.5: 64 "...layers.N.self_attn*"), and
+    one big regex over them costs ~20 ms per `check` to compile and match."""
+    names, prefixes, rest = set(), [], []
+    for pattern in patterns:
+        pattern = str(pattern)
+        bare = pattern.removeprefix("language_model.")
+        if not bare or pattern.startswith("re:") or bare.startswith("re:"):
+            rest.append(pattern)
+        elif not any(c in bare for c in "*?["):
+            names.add(bare)
+        elif bare.endswith("*") and not any(c in bare[:-1] for c in "*?["):
+            prefixes.append(bare[:-1])
+        else:
+            rest.append(pattern)
+    return frozenset(names), tuple(prefixes), _ignore_regex(tuple(rest))
+
+
 def _ignored(name: str, patterns: tuple[str, ...]) -> bool:
-    rx = _ignore_regex(tuple(patterns))
-    if rx is None:
-        return False
+    """Whether the module of tensor `name` (or `name` itself) is on the ignore list: an entry
+    matches the whole name or a dotted tail of it ("lm_head" matches "model.lm_head")."""
+    names, prefixes, rx = _ignore_matcher(tuple(patterns))
     module = name.rsplit(".", 1)[0]
-    return rx.fullmatch(module) is not None or rx.fullmatch(name) is not None
+    starts = [0, *(i + 1 for i, c in enumerate(name) if c == ".")]
+    if names and any(name[i:] in names or module[i:] in names for i in starts):
+        return True
+    # a prefix at a dotted boundary of the module is one of the name too (the name extends it)
+    if prefixes and any(name.startswith(prefixes, i) for i in starts):
+        return True
+    return rx is not None and (rx.fullmatch(module) is not None or rx.fullmatch(name) is not None)
 
 
 def stored_tensors(spec: ModelSpec) -> list[tuple[TensorShape, int]]:
