@@ -413,12 +413,14 @@ def _ignored(name: str, patterns: tuple[str, ...]) -> bool:
     matches the whole name or a dotted tail of it ("lm_head" matches "model.lm_head")."""
     names, prefixes, rx = _ignore_matcher(tuple(patterns))
     module = name.rsplit(".", 1)[0]
-    starts = [0, *(i + 1 for i, c in enumerate(name) if c == ".")]
-    if names and any(name[i:] in names or module[i:] in names for i in starts):
-        return True
-    # a prefix at a dotted boundary of the module is one of the name too (the name extends it)
-    if prefixes and any(name.startswith(prefixes, i) for i in starts):
-        return True
+    if names or prefixes:
+        start = 0  # each dotted tail of the name (a prefix at a tail of the module is one here too)
+        while True:
+            if name.startswith(prefixes, start) or name[start:] in names or module[start:] in names:
+                return True
+            start = name.find(".", start) + 1
+            if start == 0:
+                break
     return rx is not None and (rx.fullmatch(module) is not None or rx.fullmatch(name) is not None)
 
 

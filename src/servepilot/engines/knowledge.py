@@ -159,11 +159,12 @@ def _specifier(text: str):
     return SpecifierSet(text)
 
 
+@lru_cache(maxsize=8192)
 def version_in(version: str, specifier: str) -> bool:
     """Whether `version` (its release part) satisfies the PEP 440 `specifier` ("" = any).
 
-    Both are cached: parsing one command line asks this for every row of a flag table (~1,500
-    rows for vLLM), with only a handful of distinct versions and specifiers.
+    Cached, answers included: parsing one command line asks this for every row of a flag table
+    (~1,500 rows for vLLM), with only a handful of distinct versions and specifiers.
     """
     if not specifier:
         return True
