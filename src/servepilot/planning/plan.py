@@ -15,11 +15,8 @@ from servepilot.deployment import Deployment
 from servepilot.errors import BadInput
 from servepilot.planning import kv as kvmod
 from servepilot.planning.common import attr, gpu_planned_for
-from servepilot.planning.llamacpp import plan_llamacpp
 from servepilot.planning.options import option
 from servepilot.planning.result import Alternative, GpuRow, MemoryPlan
-from servepilot.planning.sglang import plan_sglang
-from servepilot.planning.vllm import plan_vllm
 
 __all__ = ["Alternative", "GpuRow", "MemoryPlan", "plan_deployment"]
 
@@ -61,7 +58,10 @@ def plan_deployment(dep: Deployment, resolution=None, kv_cache_dtype: str | None
 
 # Each registered engine's budget (planning sits above engines/, so the registry cannot name
 # these; tests/test_engine_registry.py checks that every registered engine has one).
-PLANNERS = {"vllm": plan_vllm, "sglang": plan_sglang, "llama.cpp": plan_llamacpp}
+# Named, not imported: a plan imports only its own engine's planner.
+PLANNERS = {"vllm": "servepilot.planning.vllm:plan_vllm",
+            "sglang": "servepilot.planning.sglang:plan_sglang",
+            "llama.cpp": "servepilot.planning.llamacpp:plan_llamacpp"}
 
 
 def planner_for(engine: str):
@@ -71,7 +71,14 @@ def planner_for(engine: str):
     name = engine_record(engine).name
     if name not in PLANNERS:
         raise BadInput(f"engine {engine!r}: the planner knows {', '.join(PLANNERS)}")
-    return PLANNERS[name]
+    return _planner(name)
+
+
+def _planner(name: str):
+    import importlib
+
+    module, attr = PLANNERS[name].split(":")
+    return getattr(importlib.import_module(module), attr)
 
 
 def _try_resolve(dep: Deployment, notes: list[str]):
@@ -123,7 +130,7 @@ def _matching(found: dict | None, plan: MemoryPlan) -> dict | None:
 
 def _apply_measured(dep, spec, gpu, plan: MemoryPlan, measured: dict, dtype, block, backend) -> MemoryPlan:
     notes = [*plan.notes, f"measured figures from run {measured.get('run_id')} used"]
-    planner = {"vllm": plan_vllm, "sglang": plan_sglang}.get(plan.engine)
+    planner = _planner(plan.engine) if plan.engine in ("vllm", "sglang") else None
     if planner is None:
         return replace(plan, measured=measured, notes=tuple(notes))
     new = planner(dep, spec, gpu, dtype=dtype, block=block, notes=notes, tp=plan.tp,
