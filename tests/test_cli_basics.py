@@ -2,10 +2,13 @@
 
 import subprocess
 import sys
+from pathlib import Path
 
 from servepilot import __version__
 from servepilot.cli.main import COMMANDS, main
 from servepilot.errors import CheckpointError
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
 def test_version_prints_package_version(capsys):
@@ -58,6 +61,29 @@ def test_every_verb_help_imports_no_heavy_module():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == "HEAVY="
+
+
+README_CHECK = ["check", "--gpu", "rtx-pro-6000x8", "--engine-version", "0.16.0", "--", "vllm", "serve",
+                str(EXAMPLES / "kimi-k2.5-nvfp4"), "--tensor-parallel-size", "8", "--trust-remote-code",
+                "--kv-cache-dtype", "auto"]
+
+
+def test_single_node_check_imports_only_what_it_needs():
+    """`check` on the README command (compiled data cache warm, no run history): no YAML parser,
+    no SQLite, no multi-node layer, no other engine's planner, no fork machinery, no heavy
+    optional library. bench/bench_startup.py measures what this keeps cheap."""
+    code = (
+        "import sys; from servepilot.cli.main import main\n"
+        f"rc = main({README_CHECK!r})\n"
+        "unwanted = ('rich', 'numpy', 'gguf', 'httpx', 'huggingface_hub', 'pynvml', 'psutil', 'yaml',"
+        " 'sqlite3', 'pickle', 'servepilot.multinode.analysis', 'servepilot.multinode.commandset',"
+        " 'servepilot.multinode.topology', 'servepilot.planning.sglang', 'servepilot.planning.llamacpp',"
+        " 'servepilot.overlay', 'servepilot.triage', 'servepilot.runs.launch')\n"
+        "print('RC=%s LOADED=%s' % (rc, ','.join(m for m in unwanted if m in sys.modules)))"
+    )
+    for _ in range(2):  # the first run fills the compiled data cache (and may parse YAML)
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "RC=1 LOADED="
 
 
 def test_usage_errors_are_one_line_naming_the_verb(capsys):
