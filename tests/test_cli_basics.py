@@ -70,13 +70,13 @@ README_CHECK = ["check", "--gpu", "rtx-pro-6000x8", "--engine-version", "0.16.0"
 
 def test_single_node_check_imports_only_what_it_needs():
     """`check` on the README command (compiled data cache warm, no run history): no YAML parser,
-    no SQLite, no multi-node layer, no other engine's planner, no fork machinery, no heavy
-    optional library. bench/bench_startup.py measures what this keeps cheap."""
+    no SQLite, no multi-node layer, no other engine's planner, no fork machinery, no socket (the
+    GPUs are named, not probed), no heavy optional library. bench/bench_startup.py measures what this keeps cheap."""
     code = (
         "import sys; from servepilot.cli.main import main\n"
         f"rc = main({README_CHECK!r})\n"
         "unwanted = ('rich', 'numpy', 'gguf', 'httpx', 'huggingface_hub', 'pynvml', 'psutil', 'yaml',"
-        " 'sqlite3', 'pickle', 'servepilot.multinode.analysis', 'servepilot.multinode.commandset',"
+        " 'sqlite3', 'pickle', 'socket', 'servepilot.multinode.analysis', 'servepilot.multinode.commandset',"
         " 'servepilot.multinode.topology', 'servepilot.planning.sglang', 'servepilot.planning.llamacpp',"
         " 'servepilot.overlay', 'servepilot.triage', 'servepilot.runs.launch')\n"
         "print('RC=%s LOADED=%s' % (rc, ','.join(m for m in unwanted if m in sys.modules)))"

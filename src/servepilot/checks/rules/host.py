@@ -22,10 +22,10 @@ def _local(dep) -> bool:
     sources=("vllm/entrypoints/openai/api_server.py@v0.16.0 (create_server_socket)",),
 )
 def port_in_use(dep, ctx) -> list[Finding]:
-    import socket
-
     if not _local(dep):
         return []
+    import socket  # only a local probe connects: a check for a named --gpu never loads it
+
     port = dep.launch.port or {"vllm": 8000, "sglang": 30000, "llama.cpp": 8080}.get(dep.engine)
     host = dep.launch.get("host") or "127.0.0.1"
     host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
