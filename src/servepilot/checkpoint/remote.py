@@ -20,10 +20,7 @@ import dataclasses
 import json
 import os
 import re
-import shutil
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
@@ -210,6 +207,9 @@ def _finished_view(path: Path, endpoint: str) -> RemoteView | None:
 
 def _fetch_view(client, dest: Path, revision: str, listing, gguf_tag: str | None = None) -> RemoteView:
     """Fetch into a fresh directory, then move it into place (a reader never sees half a view)."""
+    import shutil  # here and in _fill: a local check only asks view_of, and these cost ~15 ms
+    import threading
+
     dest.parent.mkdir(parents=True, exist_ok=True)
     work = dest.with_name(f"{dest.name}.partial-{os.getpid()}-{threading.get_ident()}")
     shutil.rmtree(work, ignore_errors=True)
@@ -244,6 +244,8 @@ def _fill(client, work: Path, listing, gguf_tag: str | None = None) -> list[str]
     problems: list[str] = []
     if not jobs:
         return problems
+    from concurrent.futures import ThreadPoolExecutor
+
     with ThreadPoolExecutor(max_workers=min(WORKERS, len(jobs))) as pool:
         futures = [(name, pool.submit(read, client, name, listing.commit)) for name, read in jobs]
         results = [(name, _result(f)) for name, f in futures]
