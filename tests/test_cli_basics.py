@@ -70,8 +70,9 @@ README_CHECK = ["check", "--gpu", "rtx-pro-6000x8", "--engine-version", "0.16.0"
 
 def test_single_node_check_imports_only_what_it_needs():
     """`check` on the README command (compiled data cache warm, no run history): no YAML parser,
-    no SQLite, no multi-node layer, no other engine's planner, no fork machinery, no socket (the
-    GPUs are named, not probed), no heavy optional library. bench/bench_startup.py measures what this keeps cheap."""
+    no SQLite, no multi-node layer, no other engine's planner, no fork or Hub-fetch machinery,
+    no socket (the GPUs are named, not probed), no heavy optional library.
+    bench/bench_startup.py measures what this keeps cheap."""
     code = (
         "import sys; from servepilot.cli.main import main\n"
         f"rc = main({README_CHECK!r})\n"
