@@ -63,9 +63,16 @@ def test_every_verb_help_imports_no_heavy_module():
     assert out.stdout.strip().splitlines()[-1] == "HEAVY="
 
 
-README_CHECK = ["check", "--gpu", "rtx-pro-6000x8", "--engine-version", "0.16.0", "--", "vllm", "serve",
-                str(EXAMPLES / "kimi-k2.5-nvfp4"), "--tensor-parallel-size", "8", "--trust-remote-code",
-                "--kv-cache-dtype", "auto"]
+README_CHECK = ["check", "--gpu", "rtx-pro-6000x8", "--engine-version", "0.16.0", "--",
+                "vllm", "serve", str(EXAMPLES / "kimi-k2.5-nvfp4"), "--tensor-parallel-size", "8",
+                "--trust-remote-code", "--kv-cache-dtype", "auto"]
+UNWANTED_IN_CHECK = (
+    "rich", "numpy", "gguf", "httpx", "huggingface_hub", "pynvml", "psutil", "yaml", "sqlite3",
+    "pickle", "socket", "shutil", "concurrent.futures", "servepilot.multinode.analysis",
+    "servepilot.multinode.commandset", "servepilot.multinode.topology",
+    "servepilot.planning.sglang", "servepilot.planning.llamacpp", "servepilot.overlay",
+    "servepilot.triage", "servepilot.runs.launch",
+)
 
 
 def test_single_node_check_imports_only_what_it_needs():
@@ -76,15 +83,12 @@ def test_single_node_check_imports_only_what_it_needs():
     code = (
         "import sys; from servepilot.cli.main import main\n"
         f"rc = main({README_CHECK!r})\n"
-        "unwanted = ('rich', 'numpy', 'gguf', 'httpx', 'huggingface_hub', 'pynvml', 'psutil', 'yaml',"
-        " 'sqlite3', 'pickle', 'socket', 'shutil', 'concurrent.futures', 'servepilot.multinode.analysis',"
-        " 'servepilot.multinode.commandset',"
-        " 'servepilot.multinode.topology', 'servepilot.planning.sglang', 'servepilot.planning.llamacpp',"
-        " 'servepilot.overlay', 'servepilot.triage', 'servepilot.runs.launch')\n"
-        "print('RC=%s LOADED=%s' % (rc, ','.join(m for m in unwanted if m in sys.modules)))"
+        f"loaded = [m for m in {UNWANTED_IN_CHECK!r} if m in sys.modules]\n"
+        "print('RC=%s LOADED=%s' % (rc, ','.join(loaded)))"
     )
     for _ in range(2):  # the first run fills the compiled data cache (and may parse YAML)
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             check=True)
     assert out.stdout.strip().splitlines()[-1] == "RC=1 LOADED="
 
 

@@ -388,7 +388,9 @@ def _ignore_regex(patterns: tuple[str, ...]) -> re.Pattern | None:
 
 
 @lru_cache(maxsize=64)
-def _ignore_matcher(patterns: tuple[str, ...]) -> tuple[frozenset[str], tuple[str, ...], re.Pattern | None]:
+def _ignore_matcher(
+    patterns: tuple[str, ...],
+) -> tuple[frozenset[str], tuple[str, ...], re.Pattern | None]:
     """_ignore_regex split for speed, with the same answers: plain module names (a set), globs
     whose one wildcard is a trailing "*" (prefixes), and a regex for the rest. A checkpoint's
     ignore list is mostly the first two kinds (Kimi-K2.5: 64 "...layers.N.self_attn*"), and
