@@ -283,19 +283,59 @@ def _select_backend(dep, version: str, cc: tuple[int, int], res: Resolution) -> 
         "head_size": res.head_size, "dtype": res.model_dtype, "kv": res.kv_cache_dtype,
         "block_size": block_size if mode_row.validates_block_size in (True, "when_given") else None,
         "use_mla": res.use_mla, "sink": res.has_sink, "sparse": res.use_sparse, "cc": cc,
-        "qk_nope_head_dim": qk_nope,
+        "qk_nope_head_dim": qk_nope, "trtllm_cubins": trtllm_cubins(dep),
     }
     out = {"selection_mode": mode_row.mode, "block_size": block_size, "forced_backend": forced, "forced_by": forced_by, "facts": facts}
 
     if mode_row.mode == "legacy":
         return out | _legacy_select(backends, order, ctx, version, forced)
     if block_size is None:
-        return _with_backend_block_size(_validated_select(out, backends, order, ctx, version, forced, res), block_row, backends, version)
-    return _validated_select(out, backends, order, ctx, version, forced, res)
+        out = _with_backend_block_size(_validated_select(out, backends, order, ctx, version, forced, res), block_row, backends, version)
+    else:
+        out = _validated_select(out, backends, order, ctx, version, forced, res)
+    return _note_environment_decides(out, backends, order, ctx, version, forced, res)
+
+
+def trtllm_cubins(dep) -> bool | None:
+    """Whether FlashInfer's TRTLLM/XQA cubins are available where vLLM runs: True with
+    VLLM_HAS_FLASHINFER_CUBIN=1 in the command, False when the deployment says NVIDIA's
+    artifactory is unreachable and no flashinfer-cubin is installed, None when unknown
+    (vllm/utils/flashinfer.py has_nvidia_artifactory answers at start-up, over the network)."""
+    env = dep.launch.shell.env or {}
+    if str(env.get("VLLM_HAS_FLASHINFER_CUBIN", "0")).strip() not in ("", "0"):
+        return True
+    return dep.extra.get("nvidia_artifactory") if isinstance(dep.extra, dict) else None
+
+
+def _note_environment_decides(out: dict, backends, order, ctx, version: str, forced, res: Resolution) -> dict:
+    """A backend chosen for attention sinks only because cubins are assumed reachable: name
+    what vLLM picks on a host without them."""
+    chosen = out.get("attention_backend")
+    row = kb.row_for(backends.get(chosen, []), version) if chosen else None
+    if not (row and ctx["sink"] and row.get("sinks_need_trtllm_cubins") and ctx["trtllm_cubins"] is None):
+        return out
+    offline = _validated_select({"facts": []}, backends, order, dict(ctx, trtllm_cubins=False), version, forced, res)
+    instead = offline.get("attention_backend") or "no valid backend"
+    note = (f"the environment decides: {chosen} takes the model's attention sinks only with FlashInfer's "
+            f"TRTLLM cubins, downloaded from NVIDIA's artifactory at start-up or installed with "
+            f"flashinfer-cubin (VLLM_HAS_FLASHINFER_CUBIN=1); on a host with neither, vLLM {version} "
+            f"picks {instead} (check --ask-engine asks the engine on this host)")
+    out["facts"].append(Fact(note, row.source))
+    out["notes_extra"] = tuple(out.get("notes_extra", ())) + (note,)
+    return out
 
 
 def _forced_mla_block_size(block_row, res: Resolution, family: int, qk_nope, given_block, forced, forced_by):
     """0.10-0.17: check_and_update_config's MLA block size (and, 0.16-0.17, its SM100 forcing)."""
+    block_size, forced, forced_by = _mla_block_size(block_row, res, family, qk_nope, given_block, forced, forced_by)
+    sparse_block = block_row.get("sparse_mla_block")
+    if res.use_sparse and sparse_block:
+        # sparse MLA (index_topk): the same branch then sets its size on every GPU, given or not
+        block_size = int(sparse_block)
+    return block_size, forced, forced_by
+
+
+def _mla_block_size(block_row, res: Resolution, family: int, qk_nope, given_block, forced, forced_by):
     adjusts_given = block_row.get("given_block_adjusted", False)
     if given_block is not None and not adjusts_given:
         return int(given_block), forced, forced_by
@@ -490,7 +530,8 @@ def validate(row, ctx) -> list[str]:
         reasons.append("MLA not supported" if ctx["use_mla"] else "non-MLA not supported")
     if ctx["sink"]:
         sinks = row.sink_families
-        if not (sinks == "any" or (isinstance(sinks, list) and family in sinks)):
+        cubins_missing = row.sinks_need_trtllm_cubins and ctx.get("trtllm_cubins") is False
+        if cubins_missing or not (sinks == "any" or (isinstance(sinks, list) and family in sinks)):
             reasons.append("sink setting not supported")
     if ctx["sparse"] != bool(row.sparse):
         reasons.append("sparse not supported" if ctx["sparse"] else "non-sparse not supported")
