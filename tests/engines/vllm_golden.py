@@ -26,7 +26,7 @@ def stored_files() -> list[Path]:
     return sorted(DATA.glob("vllm-*.jsonl.gz"))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def models_root(tmp: str) -> Path:
     return tool.write_models(tool.load_grid(), Path(tmp))
 
@@ -65,8 +65,26 @@ class Resolver:
 
 def refuses(res) -> bool:
     """Whether the knowledge says vLLM stops at configuration or attention selection."""
-    return (not res.kv_valid) or res.fails or bool(res.config_error if hasattr(res, "config_error") else None) \
-        or (res.quant is not None and not res.quant.supported)
+    return (not res.kv_valid) or res.fails or (res.quant is not None and not res.quant.supported)
+
+
+def known_difference(answer: dict, case: dict, aspect: str, release: str):
+    """The row of attention.yaml known_differences that explains this disagreement, if any."""
+    from servepilot.engines import knowledge as kb
+
+    family = int(case["cc"].split(".")[0]) * 10
+    engine_kv = answer.get("kv_cache_dtype_final") or answer.get("cache_dtype_after_config") or "auto"
+    for row in kb.load_file("vllm", "attention").get("known_differences", []):
+        if row["aspect"] != aspect or kb.row_for([row], release) is None:
+            continue
+        when = row["when"]
+        if ("gpu_family" in when and when["gpu_family"] != family
+                or "sparse" in when and when["sparse"] != bool(answer.get("use_sparse"))
+                or "backend" in when and when["backend"] != answer.get("backend")
+                or "engine_kv" in when and engine_kv not in when["engine_kv"]):
+            continue
+        return row
+    return None
 
 
 def judge(answer: dict, res) -> dict[str, bool]:

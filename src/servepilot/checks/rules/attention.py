@@ -175,6 +175,11 @@ def kv_dtype_invalid(dep, ctx) -> list[Finding]:
     if model_dtype in res.kv_valid_values:
         remedies.append(Remedy("flag", f"--kv-cache-dtype {model_dtype}", "same storage as the model dtype", {"set": {"kv_cache_dtype": model_dtype}, "unset": []}))
     remedies.append(Remedy("flag", "--kv-cache-dtype auto", "the engine default: model dtype, or the checkpoint's KV scheme", {"set": {"kv_cache_dtype": "auto"}, "unset": []}))
+    config_error = res.extra.get("config_error")
+    if config_error:  # a valid value the engine refuses for this model dtype (vLLM 0.33+)
+        return [Finding("SP-KV-001", "kv_cache_dtype", "error", f"KV cache dtype {res.kv_requested} does not match the model dtype {model_dtype}",
+                        f"{dep.engine} {res.engine_version} stops while building its configuration:\n  {config_error}",
+                        _evidence(res.kv_evidence), tuple(remedies))]
     return [Finding("SP-KV-001", "kv_cache_dtype", "error", f"KV cache dtype {res.kv_requested} is not valid for {dep.engine} {res.engine_version or ''}".rstrip(),
                     f"{dep.engine} {res.engine_version or ''} accepts: {', '.join(res.kv_valid_values)}. The argument parser rejects anything else.",
                     _evidence(res.kv_evidence), tuple(remedies))]

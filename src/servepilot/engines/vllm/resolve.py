@@ -48,7 +48,7 @@ def resolve(dep) -> Resolution:
     has_sink = _has_sink(spec)
     head_size = _head_size(spec, use_mla)
 
-    kv = resolve_kv_cache_dtype(dep, version, use_mla=use_mla, use_sparse=use_sparse)
+    kv = resolve_kv_cache_dtype(dep, version, use_mla=use_mla, use_sparse=use_sparse, model_dtype=model_dtype)
     facts.extend(kv["facts"])
 
     quant = resolve_quant(dep, version, cc, given=given)
@@ -73,6 +73,7 @@ def resolve(dep) -> Resolution:
         quant=quant,
         non_mla_kv_forced=kv["non_mla_forced"],
         notes=tuple(notes),
+        extra={"config_error": kv["config_error"]} if kv.get("config_error") else {},
     )
     if spec is None or spec.attention is None or cc is None or not kv["valid"]:
         if spec is None or spec.attention is None:
@@ -160,7 +161,7 @@ def _quant_method_of(cfg: dict) -> str:
     return str(cfg.get("quant_method", "")).lower().replace("compressed_tensors", "compressed-tensors")
 
 
-def resolve_kv_cache_dtype(dep, version: str, *, use_mla: bool, use_sparse: bool) -> dict:
+def resolve_kv_cache_dtype(dep, version: str, *, use_mla: bool, use_sparse: bool, model_dtype: str | None = None) -> dict:
     """The KV cache dtype string vLLM will use, with the evidence of how it was derived."""
     opts = dep.launch.options
     requested = str(opts.get("kv_cache_dtype") or "auto")
@@ -217,7 +218,23 @@ def resolve_kv_cache_dtype(dep, version: str, *, use_mla: bool, use_sparse: bool
             evidence.append(Evidence(f"compressed-tensors kv_cache_scheme in {cfg_where}: attention layers use fp8 whatever --kv-cache-dtype says", row.source))
             resolved = "fp8"
     out["resolved"] = resolved
+    _reject_mismatched_float_kv(out, version, model_dtype)
     return out
+
+
+def _reject_mismatched_float_kv(out: dict, version: str, model_dtype: str | None) -> None:
+    """0.34+: VllmConfig refuses a 16-bit KV dtype other than the model's (after the model's
+    own verify hook has had its say: DeepSeek-V3.2 turns bfloat16 into auto first)."""
+    row = kb.row_for(kb.load_file(ENGINE, "kv_cache").get("float_kv_must_match_dtype", []), version)
+    kv = out["resolved"]
+    if row is None or kv not in row["values"] or model_dtype is None or model_dtype == kv:
+        return
+    allowed = f"`auto` or `{model_dtype}`" if model_dtype in row["values"] else "`auto`"
+    message = (f'ValueError: kv_cache_dtype="{kv}" is incompatible with dtype="{model_dtype}". '
+               f"Please set `--kv-cache-dtype` to {allowed}.")
+    out["valid"] = False
+    out["config_error"] = message
+    out["evidence"].append(Fact(f"vLLM {version} refuses --kv-cache-dtype {kv} with a {model_dtype} model", row.source))
 
 
 def _modelopt_kv_value(cfg: dict):
@@ -329,7 +346,8 @@ def _forced_mla_block_size(block_row, res: Resolution, family: int, qk_nope, giv
     """0.10-0.17: check_and_update_config's MLA block size (and, 0.16-0.17, its SM100 forcing)."""
     block_size, forced, forced_by = _mla_block_size(block_row, res, family, qk_nope, given_block, forced, forced_by)
     sparse_block = block_row.get("sparse_mla_block")
-    if res.use_sparse and sparse_block:
+    kept = (block_row.get("sparse_mla_block_kept") or {}).get(forced) or ()
+    if res.use_sparse and sparse_block and not (given_block is not None and int(given_block) in kept):
         # sparse MLA (index_topk): the same branch then sets its size on every GPU, given or not
         block_size = int(sparse_block)
     return block_size, forced, forced_by
@@ -520,7 +538,8 @@ def validate(row, ctx) -> list[str]:
     kv = ctx["kv"]
     if kv is not None:
         allowed = list(row.kv_cache_dtypes or [])
-        if kv.startswith("fp8") and family in (row.fp8_kv_families or []):
+        fp8_values = row.fp8_kv_values
+        if kv.startswith("fp8") and family in (row.fp8_kv_families or []) and (not fp8_values or kv in fp8_values):
             allowed.append(kv)
         if allowed and kv not in allowed:
             reasons.append("kv_cache_dtype not supported")
@@ -542,7 +561,9 @@ def validate(row, ctx) -> list[str]:
             continue
         if combo.get("when_sink") and not ctx["sink"]:
             continue
-        if "requires_family" in combo and family not in combo["requires_family"]:
+        if "requires_kv_cache_dtype" in combo and kv is not None and kv not in combo["requires_kv_cache_dtype"]:
+            reasons.append(combo["reason"])
+        elif "requires_family" in combo and family not in combo["requires_family"]:
             reasons.append(combo["reason"])
         elif "requires_qk_nope_head_dim" in combo and ctx["qk_nope_head_dim"] is not None and ctx["qk_nope_head_dim"] not in combo["requires_qk_nope_head_dim"]:
             reasons.append(combo["reason"].format(qk_nope_head_dim=ctx["qk_nope_head_dim"]))
