@@ -160,4 +160,4 @@ def _kill_group(proc) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         proc.kill()
-    proc.wait()
+    proc.communicate()  # reaps it and closes the stderr pipe

@@ -140,7 +140,7 @@ def _engine_args(model, args):
             ns, unknown = parser.parse_known_args(["--model", model, *args])
         except SystemExit:
             last = (err.getvalue().strip().splitlines() or ["(no message)"])[-1]
-            raise ValueError(f"vLLM's argument parser refused the flags: {last}"[:600])
+            raise ValueError(f"vLLM's argument parser refused the flags: {last}"[:600]) from None
     engine_args = EngineArgs.from_cli_args(ns)
     # the answer must not need weights, a tokenizer or CUDA graphs
     engine_args.skip_tokenizer_init = True
@@ -314,7 +314,7 @@ def main():
             else:
                 from vllm.platforms import current_platform as platform
             out["device"] = {"faked": bool(FAKE_CC), "name": platform.get_device_name(),
-                             "capability": "%d.%d" % tuple(platform.get_device_capability())}
+                             "capability": "{}.{}".format(*tuple(platform.get_device_capability()))}
             _set_artifactory(REQUEST.get("artifactory"))
             from vllm.v1.attention import selector
 
