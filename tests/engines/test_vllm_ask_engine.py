@@ -129,3 +129,16 @@ def test_the_real_engine_answers_like_its_stored_golden_answers(tmp_path):
         want = golden[answer["id"]]
         assert (answer["backend"], answer["block_size_final"]) == (want["backend"], want["block_size_final"])
         assert answer["kv_cache_dtype_final"] == want.get("kv_cache_dtype_final")
+
+
+def test_launch_preflight_asks_the_engine_too_and_notes_why_it_could_not(tmp_path):
+    from servepilot.runs.launch import prepare_launch
+
+    root = G.models_root(str(tmp_path / "m"))
+    command = ["vllm", "serve", str(root / "llama-h128")]
+    plan = prepare_launch(command, gpu="h100", engine_version="0.18.0", ask_engine=True,
+                          engine_python=str(tmp_path / "no-such-python"))
+    assert not plan.predicted_failure
+    assert any("not an executable" in n for n in plan.check.notes)
+    plain = prepare_launch(command, gpu="h100", engine_version="0.18.0")
+    assert not any("engine was not asked" in n for n in plain.check.notes)

@@ -114,3 +114,18 @@ def test_check_cli_says_what_the_engine_said(release, cid, root, grid_cases, cap
         assert resolved["attention_backend"] is None
         if answer.get("stage") == "config":
             assert any("incompatible" in f["detail"] for f in data["findings"])
+
+
+def test_sinks_on_sm100_say_the_host_decides_and_the_offline_answer(root, capsys):
+    from servepilot.cli.main import main
+
+    model = str(root / "gptoss-sinks")
+    main(["check", "--json", "--gpu", "b200", "--engine-version", "0.18.0", "--", "vllm", "serve", model])
+    data = json.loads(capsys.readouterr().out)
+    (info,) = [f for f in data["findings"] if f["code"] == "SP-ATTN-004"]
+    offline = G.tool.load_answers(G.DATA / "vllm-0.18.0-b200-offline-artifactory.jsonl.gz")[1]
+    assert offline["gptoss-sinks|b200|bfloat16|auto|None"]["backend"] in info["title"]
+    assert data["resolved"]["attention_backend"] == "FLASHINFER"
+    main(["check", "--json", "--gpu", "b200", "--engine-version", "0.18.0", "--",
+          "VLLM_HAS_FLASHINFER_CUBIN=1", "vllm", "serve", model])
+    assert not [f for f in json.loads(capsys.readouterr().out)["findings"] if f["code"] == "SP-ATTN-004"]

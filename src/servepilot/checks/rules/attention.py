@@ -254,3 +254,31 @@ def v1_fp8_kv_cache(dep, ctx) -> list[Finding]:
                     (Evidence(f"VLLM_USE_V1=1, --kv-cache-dtype {kv}", "command line"), Evidence(f"V1 FP8 KV cache in vLLM {fact.versions}", fact.source)),
                     (Remedy("env", "unset VLLM_USE_V1", "the V0 engine runs the FP8 KV cache", {"env": {"set": {}, "unset": ["VLLM_USE_V1"]}}),
                      Remedy("flag", "--kv-cache-dtype auto", "a 16-bit KV cache, twice the memory per token", {"set": {"kv_cache_dtype": "auto"}, "unset": []})))]
+
+
+@rule(
+    "SP-ATTN-004", "attention_backend", "The host decides the backend for attention sinks",
+    facts=(
+        "FlashInfer takes attention sinks (gpt-oss) only through its TRTLLM kernels, whose cubins vLLM finds installed "
+        "(flashinfer-cubin, VLLM_HAS_FLASHINFER_CUBIN=1) or downloads from NVIDIA's artifactory at start-up; "
+        "has_nvidia_artifactory() makes an HTTP request then.",
+        "Without them FlashInfer reports 'sink setting not supported' and vLLM takes the next backend (TRITON_ATTN).",
+    ),
+    sources=(KNOWLEDGE, "vllm/utils/flashinfer.py@v0.18.0 (has_nvidia_artifactory, supports_trtllm_attention)",
+             "vllm/v1/attention/backends/flashinfer.py@v0.18.0 (supports_sink)"),
+    engines=("vllm",),
+)
+def sinks_backend_depends_on_host(dep, ctx) -> list[Finding]:
+    decides = ctx.resolution.extra.get("environment_decides")
+    if not decides:
+        return []
+    instead = decides["without_cubins"] or "no valid backend"
+    detail = (f"{decides['backend']} is predicted on the assumption that FlashInfer's TRTLLM cubins are available where "
+              f"vLLM runs: NVIDIA's artifactory reachable at start-up, or flashinfer-cubin installed "
+              f"(VLLM_HAS_FLASHINFER_CUBIN=1). On an air-gapped host without them vLLM picks {instead}. "
+              f"`check --ask-engine` on the serving host asks the engine itself.")
+    return [Finding("SP-ATTN-004", "attention_backend", "info", f"{decides['backend']} or {instead}: the host's network decides",
+                    detail, (Evidence(decides["fact"], decides["source"]),),
+                    (Remedy("env", "VLLM_HAS_FLASHINFER_CUBIN=1 (with pip install flashinfer-cubin)",
+                            "the cubins come from the package, not the network; FlashInfer keeps the sinks",
+                            {"env": {"set": {"VLLM_HAS_FLASHINFER_CUBIN": "1"}, "unset": []}}),))]

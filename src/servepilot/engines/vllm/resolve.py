@@ -83,7 +83,11 @@ def resolve(dep) -> Resolution:
     selection = _select_backend(dep, version, cc, base)
     facts.extend(selection.pop("facts"))
     extra_notes = selection.pop("notes_extra", ())
-    resolved = dataclasses.replace(base, facts=tuple(facts), notes=base.notes + tuple(extra_notes), **selection)
+    extra = dict(base.extra)
+    if selection.get("environment_decides"):
+        extra["environment_decides"] = selection.pop("environment_decides")
+    selection.pop("environment_decides", None)
+    resolved = dataclasses.replace(base, facts=tuple(facts), notes=base.notes + tuple(extra_notes), extra=extra, **selection)
     return _sparse_kv_after_selection(resolved, version) if use_sparse else resolved
 
 
@@ -338,7 +342,8 @@ def _note_environment_decides(out: dict, backends, order, ctx, version: str, for
             f"flashinfer-cubin (VLLM_HAS_FLASHINFER_CUBIN=1); on a host with neither, vLLM {version} "
             f"picks {instead} (check --ask-engine asks the engine on this host)")
     out["facts"].append(Fact(note, row.source))
-    out["notes_extra"] = tuple(out.get("notes_extra", ())) + (note,)
+    out["environment_decides"] = {"backend": chosen, "without_cubins": offline.get("attention_backend"),
+                                  "fact": note, "source": row.source}
     return out
 
 
