@@ -129,3 +129,12 @@ def test_sinks_on_sm100_say_the_host_decides_and_the_offline_answer(root, capsys
     main(["check", "--json", "--gpu", "b200", "--engine-version", "0.18.0", "--",
           "VLLM_HAS_FLASHINFER_CUBIN=1", "vllm", "serve", model])
     assert not [f for f in json.loads(capsys.readouterr().out)["findings"] if f["code"] == "SP-ATTN-004"]
+
+
+@pytest.mark.parametrize("version,block", [("0.11.0", None), ("0.12.0", 64), ("0.14.1", 64), ("0.17.0", 64)])
+def test_sparse_mla_block_is_64_on_sm100_whatever_was_given(version, block, root, grid_cases):
+    res = G.Resolver(root, version).resolve(grid_cases["dsv32-sparse-mla|b200|bfloat16|auto|16"])
+    if block is None:  # not read for 0.10-0.11: the given size stands
+        assert res.block_size == 16
+    else:
+        assert res.block_size == block
