@@ -17,7 +17,7 @@ import pytest
 import vllm_golden as G
 
 from servepilot.cli.main import main
-from servepilot.engines.vllm import ask, preflight
+from servepilot.engines.vllm import ask, engine_answer
 
 
 def _script(tmp_path, body: str):
@@ -83,11 +83,11 @@ def test_a_disagreement_is_a_finding_and_the_engine_wins():
               "environment": {"flashinfer_cubin": False, "nvidia_artifactory": False},
               "device": {"name": "NVIDIA B200", "capability": "10.0", "faked": True}}
     resolved = {"attention_backend": "FLASHINFER", "kv_cache_dtype": "auto", "block_size": 16}
-    assert preflight.compare(answer, resolved) == ["attention backend: engine TRITON_ATTN, knowledge FLASHINFER"]
-    assert preflight.compare(dict(answer, backend="FLASHINFER"), resolved) == []
+    assert engine_answer.compare(answer, resolved) == ["attention backend: engine TRITON_ATTN, knowledge FLASHINFER"]
+    assert engine_answer.compare(dict(answer, backend="FLASHINFER"), resolved) == []
     from servepilot.checks.result import CheckResult
 
-    result = preflight.with_engine_answer(CheckResult("pass", (), resolved), answer)
+    result = engine_answer.with_engine_answer(CheckResult("pass", (), resolved), answer)
     (finding,) = result.findings
     assert finding.code == "SP-ENGINE-001" and result.verdict == "warn"
     assert "artifactory reachable False" in finding.detail and "engine's answer wins" in finding.detail
@@ -99,7 +99,7 @@ def test_an_engine_refusal_fails_the_check():
     answer = {"asked": True, "ok": False, "stage": "config", "engine_version": "0.34.0",
               "error": 'ValueError: kv_cache_dtype="bfloat16" is incompatible with dtype="float16".'}
     resolved = {"attention_backend": "FLASH_ATTN", "kv_cache_dtype": "bfloat16", "block_size": 16}
-    result = preflight.with_engine_answer(CheckResult("pass", (), resolved), answer)
+    result = engine_answer.with_engine_answer(CheckResult("pass", (), resolved), answer)
     assert result.verdict == "fail" and result.findings[0].category == "kv_cache_dtype"
     assert "incompatible" in result.findings[0].detail
 
