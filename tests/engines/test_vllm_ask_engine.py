@@ -142,3 +142,25 @@ def test_launch_preflight_asks_the_engine_too_and_notes_why_it_could_not(tmp_pat
     assert any("not an executable" in n for n in plan.check.notes)
     plain = prepare_launch(command, gpu="h100", engine_version="0.18.0")
     assert not any("engine was not asked" in n for n in plain.check.notes)
+
+
+@pytest.mark.parametrize("command,flags", [
+    (["vllm", "serve", "MODEL", "--kv-cache-dtype", "fp8"], ["--kv-cache-dtype", "fp8"]),
+    (["vllm", "serve", "--port", "8000", "MODEL", "-tp", "2"], ["--port", "8000", "-tp", "2"]),
+    (["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "MODEL", "--dtype", "half"], ["--dtype", "half"]),
+])
+def test_the_engine_gets_the_commands_flags_without_program_and_model(command, flags, tmp_path):
+    from servepilot.deployment import build_deployment
+
+    root = G.models_root(str(tmp_path / "m"))
+    model = str(root / "llama-h128")
+    dep = build_deployment([model if t == "MODEL" else t for t in command], gpu="h100", engine_version="0.18.0")
+    assert engine_answer.engine_flags(dep.launch) == flags
+
+
+def test_the_commands_environment_reaches_the_engine(tmp_path):
+    out = tmp_path / "env-seen"
+    python = _script(tmp_path, f'echo "$VLLM_HAS_FLASHINFER_CUBIN" > {out}; exit 1')
+    ask.ask_engine([{"id": "x", "model": str(tmp_path), "args": []}], python=python, cc="10.0", timeout_s=30,
+                   env={"VLLM_HAS_FLASHINFER_CUBIN": "1"})
+    assert out.read_text().strip() == "1"

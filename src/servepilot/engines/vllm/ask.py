@@ -107,15 +107,18 @@ def _limit_child():
 
 def ask_engine(questions: list[dict], *, python: str | None = None, cc: str | None = None,
                gpu_name: str | None = None, gpu_count: int = 1, artifactory: bool | None = None,
-               timeout_s: float = DEFAULT_TIMEOUT_S) -> EngineReply:
-    """Ask the vLLM of `python` each question ({id, model, args}); `cc` None: the real device."""
+               timeout_s: float = DEFAULT_TIMEOUT_S, env: dict | None = None) -> EngineReply:
+    """Ask the vLLM of `python` each question ({id, model, args}); `cc` None: the real device.
+    `env`: the command's own environment assignments (VLLM_* settings decide things too)."""
     started = time.monotonic()
     python, why = find_engine_python(python)
     if python is None:
         return EngineReply(error=why)
     reply = EngineReply(python=python)
+    command_env = dict(env or {})
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)  # the engine's environment, not servepilot's
+    env.update({k: str(v) for k, v in command_env.items()})
     if cc is not None:
         stubs, why = stub_driver_dir()
         if stubs is None:

@@ -40,12 +40,9 @@ def ask_for(dep, *, python: str | None = None, timeout_s: float | None = None) -
     if cc is None:
         out["note"] = "no GPU probed and no --gpu: the engine was not asked"
         return out
-    args = list(dep.launch.argv)
-    # the flags after the model: `vllm serve MODEL ...` or `python -m vllm... --model MODEL ...`
-    if model in args:
-        args = args[args.index(model) + 1:] + _flags_before(args[:args.index(model)])
+    args = engine_flags(dep.launch)
     kwargs = {"python": python, "cc": None if real else cc, "gpu_name": dep.cluster.gpus[0].name,
-              "gpu_count": len(dep.cluster.gpus)}
+              "gpu_count": len(dep.cluster.gpus), "env": dict(dep.launch.shell.env or {})}
     if timeout_s:
         kwargs["timeout_s"] = timeout_s
     reply = ask.ask_engine([{"id": "check", "model": str(dep.spec.path), "args": args}], **kwargs)
@@ -62,9 +59,18 @@ def ask_for(dep, *, python: str | None = None, timeout_s: float | None = None) -
     return out
 
 
-def _flags_before(prefix: list[str]) -> list[str]:
-    """Flags written before the model (after the program words), e.g. `vllm serve --port 1 M`."""
-    return [a for a in prefix if a.startswith("-")]
+def engine_flags(launch) -> list[str]:
+    """The command's engine flags without the program words and the model:
+    `vllm serve M --x 1` and `python -m vllm.entrypoints.openai.api_server --model M --x 1` give
+    ["--x", "1"] (the model is passed to the engine on its own)."""
+    tokens = list(launch.argv)[len(str(launch.program or "").split()):]
+    model = launch.model
+    for i, token in enumerate(tokens):
+        if token == "--model" and i + 1 < len(tokens) and tokens[i + 1] == model:
+            return tokens[:i] + tokens[i + 2:]
+        if token == f"--model={model}" or token == model:
+            return tokens[:i] + tokens[i + 1:]
+    return tokens
 
 
 def compare(answer: dict, resolved: dict) -> list[str]:
