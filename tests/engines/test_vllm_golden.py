@@ -138,3 +138,14 @@ def test_sparse_mla_block_is_64_on_sm100_whatever_was_given(version, block, root
         assert res.block_size == 16
     else:
         assert res.block_size == block
+
+
+@pytest.mark.parametrize("version,offline_backend", [("0.18.0", "TRITON_ATTN"), ("0.25.0", "FLASHINFER"),
+                                                     ("0.34.0", "FLASH_ATTN")])
+def test_offline_sinks_follow_whether_the_wheel_brings_flashinfer_cubin(version, offline_backend, root, grid_cases):
+    """0.19-0.25 wheels depend on flashinfer-cubin: FlashInfer keeps the sinks without the network."""
+    case = grid_cases["gptoss-sinks|b200|bfloat16|auto|None"]
+    assert G.Resolver(root, version, artifactory=False).resolve(case).attention_backend == offline_backend
+    online = G.Resolver(root, version).resolve(case)
+    assert online.attention_backend == "FLASHINFER"
+    assert ("environment_decides" in online.extra) == (offline_backend != "FLASHINFER")

@@ -304,7 +304,7 @@ def _select_backend(dep, version: str, cc: tuple[int, int], res: Resolution) -> 
         "head_size": res.head_size, "dtype": res.model_dtype, "kv": res.kv_cache_dtype,
         "block_size": block_size if mode_row.validates_block_size in (True, "when_given") else None,
         "use_mla": res.use_mla, "sink": res.has_sink, "sparse": res.use_sparse, "cc": cc,
-        "qk_nope_head_dim": qk_nope, "trtllm_cubins": trtllm_cubins(dep),
+        "qk_nope_head_dim": qk_nope, "trtllm_cubins": trtllm_cubins(dep, version),
     }
     out = {"selection_mode": mode_row.mode, "block_size": block_size, "forced_backend": forced, "forced_by": forced_by, "facts": facts}
 
@@ -317,13 +317,17 @@ def _select_backend(dep, version: str, cc: tuple[int, int], res: Resolution) -> 
     return _note_environment_decides(out, backends, order, ctx, version, forced, res)
 
 
-def trtllm_cubins(dep) -> bool | None:
+def trtllm_cubins(dep, version: str | None = None) -> bool | None:
     """Whether FlashInfer's TRTLLM/XQA cubins are available where vLLM runs: True with
-    VLLM_HAS_FLASHINFER_CUBIN=1 in the command, False when the deployment says NVIDIA's
-    artifactory is unreachable and no flashinfer-cubin is installed, None when unknown
-    (vllm/utils/flashinfer.py has_nvidia_artifactory answers at start-up, over the network)."""
+    VLLM_HAS_FLASHINFER_CUBIN=1 in the command or for releases whose wheel depends on
+    flashinfer-cubin, False when the deployment says NVIDIA's artifactory is unreachable,
+    None when unknown (vllm/utils/flashinfer.py has_nvidia_artifactory answers at start-up,
+    over the network)."""
     env = dep.launch.shell.env or {}
     if str(env.get("VLLM_HAS_FLASHINFER_CUBIN", "0")).strip() not in ("", "0"):
+        return True
+    row = kb.row_for(kb.load_file(ENGINE, "attention").get("flashinfer_cubin_dependency", []), version) if version else None
+    if row is not None and row["wheel_requires_flashinfer_cubin"]:
         return True
     return dep.extra.get("nvidia_artifactory") if isinstance(dep.extra, dict) else None
 
