@@ -238,7 +238,7 @@ def _reject_mismatched_float_kv(out: dict, version: str, model_dtype: str | None
                f"Please set `--kv-cache-dtype` to {allowed}.")
     out["valid"] = False
     out["config_error"] = message
-    out["evidence"].append(Fact(f"vLLM {version} refuses --kv-cache-dtype {kv} with a {model_dtype} model", row.source))
+    out["evidence"].append(Evidence(f"vLLM {version} refuses --kv-cache-dtype {kv} with a {model_dtype} model", row.source))
 
 
 def _modelopt_kv_value(cfg: dict):
@@ -345,7 +345,7 @@ def _note_environment_decides(out: dict, backends, order, ctx, version: str, for
             f"TRTLLM cubins, downloaded from NVIDIA's artifactory at start-up or installed with "
             f"flashinfer-cubin (VLLM_HAS_FLASHINFER_CUBIN=1); on a host with neither, vLLM {version} "
             f"picks {instead} (check --ask-engine asks the engine on this host)")
-    out["facts"].append(Fact(note, row.source))
+    out["facts"].append(Evidence(note, row.source))
     out["environment_decides"] = {"backend": chosen, "without_cubins": offline.get("attention_backend"),
                                   "fact": note, "source": row.source}
     return out
