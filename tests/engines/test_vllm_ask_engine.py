@@ -16,8 +16,9 @@ import sys
 import pytest
 import vllm_golden as G
 
+from servepilot.checks import engine_answer
 from servepilot.cli.main import main
-from servepilot.engines.vllm import ask, engine_answer
+from servepilot.engines.vllm import ask
 
 
 def _script(tmp_path, body: str):

@@ -48,7 +48,7 @@ def check(command, gpu, engine_version, command_file, nodes, ray_address, ask_en
     result = run_checks(dep, measured=measurement_for(dep))
     answer = None
     if ask_engine or engine_python:
-        from servepilot.engines.vllm import engine_answer
+        from servepilot.checks import engine_answer
 
         answer = engine_answer.ask_for(dep, python=engine_python)
         result = engine_answer.with_engine_answer(result, answer)
@@ -59,7 +59,7 @@ def check(command, gpu, engine_version, command_file, nodes, ray_address, ask_en
     else:
         render(result)
         if answer is not None:
-            from servepilot.engines.vllm.engine_answer import answer_lines
+            from servepilot.checks.engine_answer import answer_lines
 
             for line in answer_lines(answer):
                 click.echo(line)

@@ -81,7 +81,7 @@ def prepare_launch(command: list[str], *, gpu: str | None = None, engine_version
         notes.append(note)
     if check is not None and (ask_engine or engine_python) and cmd.deployment is not None:
         # the engine's own answer before it starts for real (check --ask-engine's preflight)
-        from servepilot.engines.vllm import engine_answer
+        from servepilot.checks import engine_answer
 
         check = engine_answer.with_engine_answer(check, engine_answer.ask_for(cmd.deployment, python=engine_python))
     plan, note = integration.plan(cmd, check)
