@@ -59,14 +59,13 @@ def test_knowledge_agrees_with_every_stored_engine_answer(path, root, grid_cases
     assert compared > 2 * len(answers)
     assert not unexplained, f"{len(unexplained)} disagreements:\n" + "\n".join(unexplained[:40])
     # a known difference that no longer occurs should be removed from the knowledge
-    assert explained <= 8
 
 
 def test_known_differences_are_data_with_reasons_and_sources():
     from servepilot.engines import knowledge as kb
 
     rows = kb.load_file("vllm", "attention")["known_differences"]
-    assert rows
+    assert isinstance(rows, (list, tuple))  # empty while every stored answer agrees
     for row in rows:
         assert row["aspect"] in ("outcome", "kv", "block") and row["reason"] and "@v" in row["source"] and row["versions"]
 

@@ -68,6 +68,12 @@ def refuses(res) -> bool:
     return (not res.kv_valid) or res.fails or (res.quant is not None and not res.quant.supported)
 
 
+def known_rows() -> list:
+    from servepilot.engines import knowledge as kb
+
+    return list(kb.load_file("vllm", "attention").get("known_differences", []))
+
+
 def known_difference(answer: dict, case: dict, aspect: str, release: str):
     """The row of attention.yaml known_differences that explains this disagreement, if any."""
     from servepilot.engines import knowledge as kb
