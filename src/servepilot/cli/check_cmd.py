@@ -19,8 +19,12 @@ EXIT_BY_VERDICT = {"fail": 1, "unknown": 4}
 
 @click.command(context_settings=ENGINE_COMMAND_SETTINGS)
 @multinode_options
+@click.option("--ask-engine", is_flag=True,
+              help="Also ask the installed vLLM itself (its own config building and attention selection in a child "
+                   "process: no weights, no GPU memory; the --gpu capability is faked without a GPU). Its answer wins.")
+@click.option("--engine-python", metavar="PATH", help="The python of the engine's environment, for --ask-engine.")
 @JSON_OPTION
-def check(command, gpu, engine_version, command_file, nodes, ray_address, as_json):
+def check(command, gpu, engine_version, command_file, nodes, ray_address, ask_engine, engine_python, as_json):
     """Predict what the engine will do with CMD and whether the launch will fail.
 
     \b
@@ -42,12 +46,23 @@ def check(command, gpu, engine_version, command_file, nodes, ray_address, as_jso
         return check_set(command, command_file, nodes, ray_address, gpu, engine_version, as_json)
     dep = build_deployment_from_cli(command, gpu, engine_version, command_file)
     result = run_checks(dep, measured=measurement_for(dep))
+    answer = None
+    if ask_engine or engine_python:
+        from servepilot.checks import engine_answer
+
+        answer = engine_answer.ask_for(dep, python=engine_python)
+        result = engine_answer.with_engine_answer(result, answer)
     if as_json:
         from servepilot.cli.output import emit_json
 
-        emit_json(result.JSON_SCHEMA, result.to_json())
+        emit_json(result.JSON_SCHEMA, result.to_json() | ({"engine_answer": answer} if answer is not None else {}))
     else:
         render(result)
+        if answer is not None:
+            from servepilot.checks.engine_answer import answer_lines
+
+            for line in answer_lines(answer):
+                click.echo(line)
     return EXIT_BY_VERDICT.get(result.verdict, 0)
 
 

@@ -115,9 +115,12 @@ def _outcome_payload(run, outcome, plan) -> dict:
 @click.option("--force", is_flag=True, help="Launch even when check predicts a failure.")
 @click.option("--ready-timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="S",
               help="Give up (and stop the engine) if it is not ready after S seconds (default 1800).")
+@click.option("--ask-engine", is_flag=True, help="Before starting, ask the installed vLLM itself (as check --ask-engine).")
+@click.option("--engine-python", metavar="PATH", help="The python of the engine's environment, for --ask-engine.")
 @deployment_options
 @JSON_OPTION
-def launch(name, detach, force, ready_timeout, gpu, engine_version, command_file, command, as_json):
+def launch(name, detach, force, ready_timeout, ask_engine, engine_python, gpu, engine_version, command_file, command,
+           as_json):
     """Run the engine under supervision: check, start, follow the load phases, probe readiness.
 
     Refuses (exit 1) when `check` predicts a failure, unless --force. Exit 3 when the engine
@@ -135,7 +138,8 @@ def launch(name, detach, force, ready_timeout, gpu, engine_version, command_file
     if name:
         check_name(name)
     plan = runs_launch.prepare_launch(list(command), gpu=gpu, engine_version=engine_version,
-                                      command_file=command_file, force=force)
+                                      command_file=command_file, force=force, ask_engine=ask_engine,
+                                      engine_python=engine_python)
     if plan.predicted_failure and not force:
         hint = _fix_hint(command, command_file, gpu, engine_version)
         if as_json:

@@ -56,7 +56,8 @@ class LaunchPlan:
 
 
 def prepare_launch(command: list[str], *, gpu: str | None = None, engine_version: str | None = None,
-                   command_file: str | None = None, force: bool = False) -> LaunchPlan:
+                   command_file: str | None = None, force: bool = False, ask_engine: bool = False,
+                   engine_python: str | None = None) -> LaunchPlan:
     """Read the command and predict its outcome; nothing is started.
 
     A command servepilot cannot understand is refused (fail closed) unless `force`, in
@@ -78,6 +79,11 @@ def prepare_launch(command: list[str], *, gpu: str | None = None, engine_version
     check, note = integration.run_check(cmd, force=force)
     if note:
         notes.append(note)
+    if check is not None and (ask_engine or engine_python) and cmd.deployment is not None:
+        # the engine's own answer before it starts for real (check --ask-engine's preflight)
+        from servepilot.checks import engine_answer
+
+        check = engine_answer.with_engine_answer(check, engine_answer.ask_for(cmd.deployment, python=engine_python))
     plan, note = integration.plan(cmd, check)
     if note:
         notes.append(note)

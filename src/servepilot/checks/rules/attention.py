@@ -175,6 +175,11 @@ def kv_dtype_invalid(dep, ctx) -> list[Finding]:
     if model_dtype in res.kv_valid_values:
         remedies.append(Remedy("flag", f"--kv-cache-dtype {model_dtype}", "same storage as the model dtype", {"set": {"kv_cache_dtype": model_dtype}, "unset": []}))
     remedies.append(Remedy("flag", "--kv-cache-dtype auto", "the engine default: model dtype, or the checkpoint's KV scheme", {"set": {"kv_cache_dtype": "auto"}, "unset": []}))
+    config_error = res.extra.get("config_error")
+    if config_error:  # a valid value the engine refuses for this model dtype (vLLM 0.33+)
+        return [Finding("SP-KV-001", "kv_cache_dtype", "error", f"KV cache dtype {res.kv_requested} does not match the model dtype {model_dtype}",
+                        f"{dep.engine} {res.engine_version} stops while building its configuration:\n  {config_error}",
+                        _evidence(res.kv_evidence), tuple(remedies))]
     return [Finding("SP-KV-001", "kv_cache_dtype", "error", f"KV cache dtype {res.kv_requested} is not valid for {dep.engine} {res.engine_version or ''}".rstrip(),
                     f"{dep.engine} {res.engine_version or ''} accepts: {', '.join(res.kv_valid_values)}. The argument parser rejects anything else.",
                     _evidence(res.kv_evidence), tuple(remedies))]
@@ -249,3 +254,31 @@ def v1_fp8_kv_cache(dep, ctx) -> list[Finding]:
                     (Evidence(f"VLLM_USE_V1=1, --kv-cache-dtype {kv}", "command line"), Evidence(f"V1 FP8 KV cache in vLLM {fact.versions}", fact.source)),
                     (Remedy("env", "unset VLLM_USE_V1", "the V0 engine runs the FP8 KV cache", {"env": {"set": {}, "unset": ["VLLM_USE_V1"]}}),
                      Remedy("flag", "--kv-cache-dtype auto", "a 16-bit KV cache, twice the memory per token", {"set": {"kv_cache_dtype": "auto"}, "unset": []})))]
+
+
+@rule(
+    "SP-ATTN-005", "attention_backend", "The host decides the backend for attention sinks",
+    facts=(
+        "FlashInfer takes attention sinks (gpt-oss) only through its TRTLLM kernels, whose cubins vLLM finds installed "
+        "(flashinfer-cubin, VLLM_HAS_FLASHINFER_CUBIN=1) or downloads from NVIDIA's artifactory at start-up; "
+        "has_nvidia_artifactory() makes an HTTP request then.",
+        "Without them FlashInfer reports 'sink setting not supported' and vLLM takes the next backend (TRITON_ATTN).",
+    ),
+    sources=(KNOWLEDGE, "vllm/utils/flashinfer.py@v0.18.0 (has_nvidia_artifactory, supports_trtllm_attention)",
+             "vllm/v1/attention/backends/flashinfer.py@v0.18.0 (supports_sink)"),
+    engines=("vllm",),
+)
+def sinks_backend_depends_on_host(dep, ctx) -> list[Finding]:
+    decides = ctx.resolution.extra.get("environment_decides")
+    if not decides:
+        return []
+    instead = decides["without_cubins"] or "no valid backend"
+    detail = (f"{decides['backend']} is predicted on the assumption that FlashInfer's TRTLLM cubins are available where "
+              f"vLLM runs: NVIDIA's artifactory reachable at start-up, or flashinfer-cubin installed "
+              f"(VLLM_HAS_FLASHINFER_CUBIN=1). On an air-gapped host without them vLLM picks {instead}. "
+              f"`check --ask-engine` on the serving host asks the engine itself.")
+    return [Finding("SP-ATTN-005", "attention_backend", "info", f"{decides['backend']} or {instead}: the host's network decides",
+                    detail, (Evidence(decides["fact"], decides["source"]),),
+                    (Remedy("env", "VLLM_HAS_FLASHINFER_CUBIN=1 (with pip install flashinfer-cubin)",
+                            "the cubins come from the package, not the network; FlashInfer keeps the sinks",
+                            {"env": {"set": {"VLLM_HAS_FLASHINFER_CUBIN": "1"}, "unset": []}}),))]

@@ -48,7 +48,7 @@ def resolve(dep) -> Resolution:
     has_sink = _has_sink(spec)
     head_size = _head_size(spec, use_mla)
 
-    kv = resolve_kv_cache_dtype(dep, version, use_mla=use_mla, use_sparse=use_sparse)
+    kv = resolve_kv_cache_dtype(dep, version, use_mla=use_mla, use_sparse=use_sparse, model_dtype=model_dtype)
     facts.extend(kv["facts"])
 
     quant = resolve_quant(dep, version, cc, given=given)
@@ -73,6 +73,7 @@ def resolve(dep) -> Resolution:
         quant=quant,
         non_mla_kv_forced=kv["non_mla_forced"],
         notes=tuple(notes),
+        extra={"config_error": kv["config_error"]} if kv.get("config_error") else {},
     )
     if spec is None or spec.attention is None or cc is None or not kv["valid"]:
         if spec is None or spec.attention is None:
@@ -82,7 +83,11 @@ def resolve(dep) -> Resolution:
     selection = _select_backend(dep, version, cc, base)
     facts.extend(selection.pop("facts"))
     extra_notes = selection.pop("notes_extra", ())
-    resolved = dataclasses.replace(base, facts=tuple(facts), notes=base.notes + tuple(extra_notes), **selection)
+    extra = dict(base.extra)
+    if selection.get("environment_decides"):
+        extra["environment_decides"] = selection.pop("environment_decides")
+    selection.pop("environment_decides", None)
+    resolved = dataclasses.replace(base, facts=tuple(facts), notes=base.notes + tuple(extra_notes), extra=extra, **selection)
     return _sparse_kv_after_selection(resolved, version) if use_sparse else resolved
 
 
@@ -160,7 +165,7 @@ def _quant_method_of(cfg: dict) -> str:
     return str(cfg.get("quant_method", "")).lower().replace("compressed_tensors", "compressed-tensors")
 
 
-def resolve_kv_cache_dtype(dep, version: str, *, use_mla: bool, use_sparse: bool) -> dict:
+def resolve_kv_cache_dtype(dep, version: str, *, use_mla: bool, use_sparse: bool, model_dtype: str | None = None) -> dict:
     """The KV cache dtype string vLLM will use, with the evidence of how it was derived."""
     opts = dep.launch.options
     requested = str(opts.get("kv_cache_dtype") or "auto")
@@ -217,7 +222,23 @@ def resolve_kv_cache_dtype(dep, version: str, *, use_mla: bool, use_sparse: bool
             evidence.append(Evidence(f"compressed-tensors kv_cache_scheme in {cfg_where}: attention layers use fp8 whatever --kv-cache-dtype says", row.source))
             resolved = "fp8"
     out["resolved"] = resolved
+    _reject_mismatched_float_kv(out, version, model_dtype)
     return out
+
+
+def _reject_mismatched_float_kv(out: dict, version: str, model_dtype: str | None) -> None:
+    """0.34+: VllmConfig refuses a 16-bit KV dtype other than the model's (after the model's
+    own verify hook has had its say: DeepSeek-V3.2 turns bfloat16 into auto first)."""
+    row = kb.row_for(kb.load_file(ENGINE, "kv_cache").get("float_kv_must_match_dtype", []), version)
+    kv = out["resolved"]
+    if row is None or kv not in row["values"] or model_dtype is None or model_dtype == kv:
+        return
+    allowed = f"`auto` or `{model_dtype}`" if model_dtype in row["values"] else "`auto`"
+    message = (f'ValueError: kv_cache_dtype="{kv}" is incompatible with dtype="{model_dtype}". '
+               f"Please set `--kv-cache-dtype` to {allowed}.")
+    out["valid"] = False
+    out["config_error"] = message
+    out["evidence"].append(Evidence(f"vLLM {version} refuses --kv-cache-dtype {kv} with a {model_dtype} model", row.source))
 
 
 def _modelopt_kv_value(cfg: dict):
@@ -283,19 +304,65 @@ def _select_backend(dep, version: str, cc: tuple[int, int], res: Resolution) -> 
         "head_size": res.head_size, "dtype": res.model_dtype, "kv": res.kv_cache_dtype,
         "block_size": block_size if mode_row.validates_block_size in (True, "when_given") else None,
         "use_mla": res.use_mla, "sink": res.has_sink, "sparse": res.use_sparse, "cc": cc,
-        "qk_nope_head_dim": qk_nope,
+        "qk_nope_head_dim": qk_nope, "trtllm_cubins": trtllm_cubins(dep, version),
     }
     out = {"selection_mode": mode_row.mode, "block_size": block_size, "forced_backend": forced, "forced_by": forced_by, "facts": facts}
 
     if mode_row.mode == "legacy":
         return out | _legacy_select(backends, order, ctx, version, forced)
     if block_size is None:
-        return _with_backend_block_size(_validated_select(out, backends, order, ctx, version, forced, res), block_row, backends, version)
-    return _validated_select(out, backends, order, ctx, version, forced, res)
+        out = _with_backend_block_size(_validated_select(out, backends, order, ctx, version, forced, res), block_row, backends, version)
+    else:
+        out = _validated_select(out, backends, order, ctx, version, forced, res)
+    return _note_environment_decides(out, backends, order, ctx, version, forced, res)
+
+
+def trtllm_cubins(dep, version: str | None = None) -> bool | None:
+    """Whether FlashInfer's TRTLLM/XQA cubins are available where vLLM runs: True with
+    VLLM_HAS_FLASHINFER_CUBIN=1 in the command or for releases whose wheel depends on
+    flashinfer-cubin, False when the deployment says NVIDIA's artifactory is unreachable,
+    None when unknown (vllm/utils/flashinfer.py has_nvidia_artifactory answers at start-up,
+    over the network)."""
+    env = dep.launch.shell.env or {}
+    if str(env.get("VLLM_HAS_FLASHINFER_CUBIN", "0")).strip() not in ("", "0"):
+        return True
+    row = kb.row_for(kb.load_file(ENGINE, "attention").get("flashinfer_cubin_dependency", []), version) if version else None
+    if row is not None and row["wheel_requires_flashinfer_cubin"]:
+        return True
+    return dep.extra.get("nvidia_artifactory") if isinstance(dep.extra, dict) else None
+
+
+def _note_environment_decides(out: dict, backends, order, ctx, version: str, forced, res: Resolution) -> dict:
+    """A backend chosen for attention sinks only because cubins are assumed reachable: name
+    what vLLM picks on a host without them."""
+    chosen = out.get("attention_backend")
+    row = kb.row_for(backends.get(chosen, []), version) if chosen else None
+    if not (row and ctx["sink"] and row.get("sinks_need_trtllm_cubins") and ctx["trtllm_cubins"] is None):
+        return out
+    offline = _validated_select({"facts": []}, backends, order, dict(ctx, trtllm_cubins=False), version, forced, res)
+    instead = offline.get("attention_backend") or "no valid backend"
+    note = (f"the environment decides: {chosen} takes the model's attention sinks only with FlashInfer's "
+            f"TRTLLM cubins, downloaded from NVIDIA's artifactory at start-up or installed with "
+            f"flashinfer-cubin (VLLM_HAS_FLASHINFER_CUBIN=1); on a host with neither, vLLM {version} "
+            f"picks {instead} (check --ask-engine asks the engine on this host)")
+    out["facts"].append(Evidence(note, row.source))
+    out["environment_decides"] = {"backend": chosen, "without_cubins": offline.get("attention_backend"),
+                                  "fact": note, "source": row.source}
+    return out
 
 
 def _forced_mla_block_size(block_row, res: Resolution, family: int, qk_nope, given_block, forced, forced_by):
     """0.10-0.17: check_and_update_config's MLA block size (and, 0.16-0.17, its SM100 forcing)."""
+    block_size, forced, forced_by = _mla_block_size(block_row, res, family, qk_nope, given_block, forced, forced_by)
+    sparse_block = block_row.get("sparse_mla_block")
+    kept = (block_row.get("sparse_mla_block_kept") or {}).get(forced) or ()
+    if res.use_sparse and sparse_block and not (given_block is not None and int(given_block) in kept):
+        # sparse MLA (index_topk): the same branch then sets its size on every GPU, given or not
+        block_size = int(sparse_block)
+    return block_size, forced, forced_by
+
+
+def _mla_block_size(block_row, res: Resolution, family: int, qk_nope, given_block, forced, forced_by):
     adjusts_given = block_row.get("given_block_adjusted", False)
     if given_block is not None and not adjusts_given:
         return int(given_block), forced, forced_by
@@ -480,7 +547,8 @@ def validate(row, ctx) -> list[str]:
     kv = ctx["kv"]
     if kv is not None:
         allowed = list(row.kv_cache_dtypes or [])
-        if kv.startswith("fp8") and family in (row.fp8_kv_families or []):
+        fp8_values = row.fp8_kv_values
+        if kv.startswith("fp8") and family in (row.fp8_kv_families or []) and (not fp8_values or kv in fp8_values):
             allowed.append(kv)
         if allowed and kv not in allowed:
             reasons.append("kv_cache_dtype not supported")
@@ -490,7 +558,8 @@ def validate(row, ctx) -> list[str]:
         reasons.append("MLA not supported" if ctx["use_mla"] else "non-MLA not supported")
     if ctx["sink"]:
         sinks = row.sink_families
-        if not (sinks == "any" or (isinstance(sinks, list) and family in sinks)):
+        cubins_missing = row.sinks_need_trtllm_cubins and ctx.get("trtllm_cubins") is False
+        if cubins_missing or not (sinks == "any" or (isinstance(sinks, list) and family in sinks)):
             reasons.append("sink setting not supported")
     if ctx["sparse"] != bool(row.sparse):
         reasons.append("sparse not supported" if ctx["sparse"] else "non-sparse not supported")
@@ -501,7 +570,9 @@ def validate(row, ctx) -> list[str]:
             continue
         if combo.get("when_sink") and not ctx["sink"]:
             continue
-        if "requires_family" in combo and family not in combo["requires_family"]:
+        if "requires_kv_cache_dtype" in combo and kv is not None and kv not in combo["requires_kv_cache_dtype"]:
+            reasons.append(combo["reason"])
+        elif "requires_family" in combo and family not in combo["requires_family"]:
             reasons.append(combo["reason"])
         elif "requires_qk_nope_head_dim" in combo and ctx["qk_nope_head_dim"] is not None and ctx["qk_nope_head_dim"] not in combo["requires_qk_nope_head_dim"]:
             reasons.append(combo["reason"].format(qk_nope_head_dim=ctx["qk_nope_head_dim"]))
