@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from servepilot.errors import BadInput
-from servepilot.runs import process, rundir, store
+from servepilot.runs import integration, process, rundir, store, tree
+from servepilot.runs.readiness import base_url, probe
 
 LIVE_STATES = store.LIVE_STATES
 
@@ -40,25 +41,73 @@ def identity_of(row: dict[str, Any]) -> process.ProcessIdentity | None:
     return process.ProcessIdentity(row["pid"], row["pid_start_time"], row["pgid"] or row["pid"])
 
 
+def run_alive(row: dict[str, Any]) -> bool:
+    """Whether any process of the run lives: its group, or its tree outside the group."""
+    ident = identity_of(row)
+    if ident is None:
+        return False
+    if process.group_alive(ident):
+        return True
+    try:
+        return bool(tree.members(ident, row["id"], row.get("run_dir")))
+    except process.NotOurProcess:
+        return False
+
+
+def supervised(row: dict[str, Any]) -> bool:
+    """Whether the servepilot process that launched the run still follows it (runs
+    recorded before supervisors were, count as followed: nothing is known of them)."""
+    if not row.get("supervisor_pid"):
+        return True
+    return process.is_same_process(row.get("supervisor_pid"), row.get("supervisor_start_time"))
+
+
 def live_state(row: dict[str, Any], db=None) -> str:
-    """The run's state checked against its process: a recorded starting/ready run whose pid
-    is gone, or now belongs to another process (start time differs), has exited."""
+    """The run's state checked against its processes and its supervisor.
+
+    A run recorded as starting or ready whose processes are all gone has exited (its pid
+    now belonging to another process counts as gone). When its supervisor died too (killed
+    while the engine loaded), nobody will record the end, so this does: an engine that
+    answers /health is ready; a dead one is failed when its log shows a root cause, else
+    lost (its end was not seen).
+    """
     state = row["state"]
     if state not in LIVE_STATES:
         return state
-    ident = identity_of(row)
-    if ident is not None and process.group_alive(ident):
+    alive = run_alive(row)
+    if state == "starting" and not supervised(row):
+        return _unsupervised(row, alive, db)
+    if alive:
         return state
     if db is not None:
         store.update_run(db, row["id"], only_if_state=LIVE_STATES, state="exited", ended_at=time.time())
     return "exited"
 
 
+def _unsupervised(row: dict[str, Any], alive: bool, db) -> str:
+    if alive:
+        if row.get("port") and probe(base_url(row.get("host"), row["port"])).ready:
+            if db is not None:
+                store.update_run(db, row["id"], only_if_state=("starting",), state="ready", ready_at=time.time(),
+                                 note="ready (found by ps: its supervisor had gone)")
+            return "ready"
+        return "starting"
+    log = Path(row["run_dir"]) / rundir.LOG_NAME
+    diagnosis = integration.triage_log(log, row.get("engine")) if log.is_file() else {}
+    category = (diagnosis.get("root_cause") or {}).get("category")
+    state = "failed" if category else store.LOST
+    if db is not None:
+        store.update_run(db, row["id"], only_if_state=("starting",), state=state, ended_at=time.time(),
+                         category=category, diagnosis_json=diagnosis,
+                         note="its supervisor had gone; the end was found by ps")
+    return state
+
+
 @dataclass(frozen=True)
 class RunRow:
     """One line of `ps`."""
 
-    id: str
+    id: str  # kept for old readers of `ps --json`; run_id is the name `launch --json` uses
     name: str | None
     state: str
     engine: str | None
@@ -71,6 +120,9 @@ class RunRow:
     category: str | None
     exit_code: int | None
     run_dir: str
+    run_id: str = ""
+    supervised: bool = False
+    note: str | None = None
 
 
 def list_runs(limit: int | None = None) -> list[RunRow]:
@@ -86,11 +138,19 @@ def list_runs(limit: int | None = None) -> list[RunRow]:
                 id=r["id"], name=r["name"], state=state, engine=r["engine"], model=r["model"],
                 pid=r["pid"], port=r["port"], created_at=r["created_at"], age_s=round(now - r["created_at"], 1),
                 served_model=r.get("served_model"), category=r.get("category"), exit_code=r.get("exit_code"),
-                run_dir=r["run_dir"],
+                run_dir=r["run_dir"], run_id=r["id"],
+                supervised=state in LIVE_STATES and supervised(r),
+                note=_note(r, state),
             ))
         return out
     finally:
         db.close()
+
+
+def _note(row: dict[str, Any], state: str) -> str | None:
+    if state == "starting" and not supervised(row):
+        return "its supervisor has gone: nobody follows this start; `servepilot stop` ends it"
+    return row.get("note")
 
 
 @dataclass(frozen=True)
@@ -99,6 +159,7 @@ class StopOutcome:
     state: str
     detail: str
     killed: bool = False
+    survivors: list[int] = field(default_factory=list)  # pids still alive after SIGKILL
 
 
 def stop_run(ref: str, grace_s: float = 10.0) -> StopOutcome:
@@ -111,7 +172,8 @@ def stop_run(ref: str, grace_s: float = 10.0) -> StopOutcome:
     ident = identity_of(row)
     if ident is None:
         return StopOutcome(row["id"], row["state"], "the run never started a process")
-    members = process.verify_ours(ident)  # raises NotOurProcess on a recycled pid
+    group = process.verify_ours(ident)  # raises NotOurProcess on a recycled pid
+    members = tree.members(ident, row["id"], row["run_dir"], group=group)
     db = store.connect()
     try:
         previous = row["state"]
@@ -119,7 +181,7 @@ def stop_run(ref: str, grace_s: float = 10.0) -> StopOutcome:
             store.update_run(db, row["id"], only_if_state=(*LIVE_STATES, "exited"), state="stopped",
                              ended_at=time.time())
         try:
-            result = process.stop_group(ident, grace_s=grace_s)
+            result = tree.stop_tree(ident, run_id=row["id"], run_dir=row["run_dir"], grace_s=grace_s)
         except BaseException:
             if members:  # nothing was signalled after all: put the state back
                 store.update_run(db, row["id"], only_if_state=("stopped",), state=previous, ended_at=None)
@@ -136,7 +198,7 @@ def stop_run(ref: str, grace_s: float = 10.0) -> StopOutcome:
         if record is not None:
             record.update(state=state, ended_at=time.time(), stop=result.detail)
             rundir.write_record(Path(row["run_dir"]), record)
-    return StopOutcome(row["id"], state, result.detail, result.killed)
+    return StopOutcome(row["id"], state, result.detail, result.killed, list(result.survivors))
 
 
 # -- history ------------------------------------------------------------------------------
