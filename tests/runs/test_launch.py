@@ -382,3 +382,27 @@ def test_a_cd_before_the_engine_is_where_it_runs_and_where_check_reads_the_model
 def test_a_cd_into_a_directory_that_does_not_exist_is_refused(tmp_path):
     with pytest.raises(BadInput, match="cd"):
         launch.prepare_launch([f"cd {tmp_path / 'nope'} && vllm serve ./tiny"], gpu="H100", engine_version="0.10.1")
+
+
+def test_history_records_the_inherited_environment(fake_cmd, monkeypatch):
+    # Issue 17, item 3: an exported VLLM_ATTENTION_BACKEND changed what the engine did but
+    # was not recorded, so attempt 1 -> 2 showed no change.
+    monkeypatch.setenv("HF_TOKEN", "hf_inherited_secret")
+    monkeypatch.setenv("UNRELATED_THING", "x")
+    ids = []
+    for backend in (None, "FLASHINFER", "FLASHINFER"):
+        if backend:
+            monkeypatch.setenv("VLLM_ATTENTION_BACKEND", backend)
+        run, sup = _start(fake_cmd("--exit", "1"), ready_timeout_s=30)
+        sup.wait_ready()
+        _finish(run)
+        ids.append(run.run_id)
+    record = json.loads((run.run_dir / "run.json").read_text())
+    assert record["env"]["VLLM_ATTENTION_BACKEND"] == "FLASHINFER"
+    assert record["env"]["HF_TOKEN"] == REDACTED  # inherited secrets are redacted too
+    assert "UNRELATED_THING" not in record["env"] and "SERVEPILOT_RUN_ID" not in record["env"]
+    (group,) = manage.history()
+    changes = [a["changes"] for a in group["attempts"]]
+    assert changes[1] == {"env": {"added": {"VLLM_ATTENTION_BACKEND": "FLASHINFER"}}}
+    assert changes[2] == {}
+    assert "hf_inherited_secret" not in json.dumps(manage.history())

@@ -380,18 +380,38 @@ def cleanup(yes, as_json):
     entries = shm.scan(shm.SHM_DIR)
     if yes:
         entries = shm.remove_leftovers(entries, shm.SHM_DIR)
+    removed = sum(e.removed for e in entries)
+    kept = [e for e in entries if not e.removed]
+    summary = _cleanup_summary(entries, removed, yes)
     if as_json:
         emit_json("servepilot.cleanup/1", {"dir": str(shm.SHM_DIR), "entries": entries,
-                                           "removed": sum(e.removed for e in entries)})
+                                           "removed": removed, "summary": summary})
         return 0
     if not entries:
         _echo(f"no engine leftovers in {shm.SHM_DIR}")
         return 0
     for e in entries:
-        who = f" held by {', '.join(map(str, e.holders))}" if e.holders else ""
-        done = " removed" if e.removed else ""
-        _echo(f"{e.status:<9} {human_bytes(e.size):>10}  {e.path}{who}{done}")
-    leftovers = [e for e in entries if e.status == "leftover" and not e.removed]
+        done = "  removed" if e.removed else ""
+        _echo(f"{e.status:<9} {human_bytes(e.size):>10}  {e.path}{done}")
+        if not e.removed:
+            _echo(f"{'':<21}{e.reason}")
+    _echo(summary)
+    leftovers = [e for e in kept if e.status == "leftover"]
     if leftovers and not yes:
-        _echo(f"{len(leftovers)} leftover(s); `servepilot cleanup --yes` removes them")
+        _echo(f"`servepilot cleanup --yes` removes the {len(leftovers)} leftover(s)")
     return 0
+
+
+def _cleanup_summary(entries, removed: int, yes: bool) -> str:
+    """One line: what was (or would be) removed, and what is kept and why in counts."""
+    from collections import Counter
+
+    if not entries:
+        return "no engine leftovers: nothing to remove" if yes else "no engine leftovers"
+    kept = Counter(e.status for e in entries if not e.removed)
+    parts = ", ".join(f"{n} {status}" for status, n in sorted(kept.items()))
+    if yes:
+        if not removed:
+            return f"nothing removed: no entry is a leftover ({parts}); each entry above says why it is kept"
+        return f"removed {removed}" + (f"; kept {parts}" if parts else "")
+    return f"{len(entries)} entries: {parts}"
