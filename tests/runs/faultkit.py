@@ -10,13 +10,12 @@ import time
 from pathlib import Path
 
 import psutil
+from patience import PATIENCE_S
 
 from servepilot.runs.tree import RUN_MARKER
 
 CLI = [sys.executable, "-c", "from servepilot.cli.main import run; run()"]
-# Only a safety net against a hung test on a broken build; every wait below ends on its
-# condition, which on a loaded 2-core box may take many times longer than on a quiet one.
-SAFETY_CAP_S = 300.0
+SAFETY_CAP_S = PATIENCE_S  # a cap on waits that end on their condition (tests/patience.py)
 
 
 def cli(*args: str, **kw) -> subprocess.CompletedProcess:
@@ -86,7 +85,7 @@ def assert_no_orphans(run_ids, pid_file: Path | None = None) -> None:
     def clean():
         return not marked(run_ids) and not alive(pids_in(pid_file) if pid_file else [])
 
-    wait_for(clean, f"the processes of {list(run_ids)} to be gone", cap_s=60)
+    wait_for(clean, f"the processes of {list(run_ids)} to be gone")
 
 
 def kill_everything(run_ids, pid_file: Path | None = None) -> None:
