@@ -68,7 +68,7 @@ class _FailingCheck:
 def test_predicted_failure_is_refused_with_the_fix(monkeypatch, capsys, fake_cmd):
     monkeypatch.setattr(integration, "run_check", lambda cmd, force=False: (_FailingCheck(), None))
     monkeypatch.setattr(integration, "build_launch_command",
-                        lambda *a, **k: integration._fallback_command(list(a[0]), None, None))
+                        lambda *a, **k: integration.unchecked_command(list(a[0]), None, None))
     rc = main(["launch", "--", *fake_cmd()])
     text = capsys.readouterr().out
     assert rc == 1

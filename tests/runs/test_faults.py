@@ -130,7 +130,8 @@ def _supervisor(tmp_path, *extra_engine) -> tuple[psutil.Popen, Path]:
 
 
 def _only_run() -> dict:
-    return wait_for(lambda: (ps() or [None])[-1], "the run's history row")
+    """The run once its engine's pid is on record (the window before that has its own test)."""
+    return wait_for(lambda: next((r for r in ps() if r["pid"]), None), "the run's pid on record")
 
 
 @pytest.mark.parametrize("phase", ["loading", "ready"])
@@ -469,3 +470,46 @@ def test_signal_to_the_supervisor_during_start_up(tmp_path, sig):
             kill_everything([rid], pid_file)
     assert_no_orphans([rid], pid_file)
     assert run_row(rid)["state"] == "stopped"
+
+
+def test_supervisor_killed_before_the_pid_is_recorded(tmp_path, fake_cmd, monkeypatch):
+    # The narrowest window: the history row exists, the engine runs, its pid is not on
+    # record (the supervisor died in between). ps must not call it exited while its
+    # supervisor lives, and once that is gone, stop finds the engine by its marker.
+    import subprocess
+    import sys
+    import time
+
+    from servepilot.runs import process, tree
+
+    db = store.connect()
+    try:
+        rid = "20260101-000000-abcdef"
+        run_dir = rundir.runs_root() / rid
+        run_dir.mkdir(parents=True)
+        helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        me = process.self_identity()
+        store.insert_run(db, id=rid, created_at=time.time() - 0.5, run_dir=str(run_dir), argv_json=[],
+                         env_json={}, state="starting", supervisor_pid=me.pid,
+                         supervisor_start_time=me.start_time)
+    finally:
+        db.close()
+    engine = subprocess.Popen(fake_cmd("--ready-after", "600"), env={**os.environ, tree.RUN_MARKER: rid})
+    try:
+        assert run_row(rid)["state"] == "starting"  # its supervisor (this test) is alive
+        db = store.connect()
+        try:  # the supervisor is gone now: a process that no longer exists
+            helper.kill()
+            helper.wait()
+            store.update_run(db, rid, supervisor_pid=helper.pid, supervisor_start_time=me.start_time)
+        finally:
+            db.close()
+        assert run_row(rid)["state"] == "starting" and run_row(rid)["supervised"] is False
+        out = manage.stop_run(rid, grace_s=2)
+        assert out.state == "stopped" and "marker" in out.detail and out.survivors == []
+        assert engine.wait() is not None
+    finally:
+        if engine.poll() is None:
+            engine.kill()
+            engine.wait()
+    assert_no_orphans([rid])

@@ -198,7 +198,7 @@ def test_ready_run_stores_the_measured_figures_for_the_planner(fake_cmd, tmp_pat
         "(EngineCore_DP0 pid=1) INFO [kv_cache_utils.py:1] Maximum concurrency for 32,768 tokens per request: 13.06x\n"
     )
     argv = fake_cmd("--log", str(log))
-    real = integration._fallback_command
+    real = integration.unchecked_command
 
     def as_vllm(command, gpu, engine_version, command_file, force=False):
         cmd = real(command, command_file, engine_version)

@@ -19,7 +19,7 @@ from typing import Any
 
 from servepilot.errors import BadInput
 from servepilot.jsonable import to_jsonable
-from servepilot.runs import environment, integration, process, rundir, store, tree
+from servepilot.runs import diagnose, environment, integration, process, rundir, store, tree
 from servepilot.runs.follow import LogFollower
 from servepilot.runs.phases import Event, PhaseTracker, default_port
 from servepilot.runs.readiness import Probe, base_url, probe
@@ -262,7 +262,7 @@ class Supervisor:
         if run.proc is not None:
             threading.Thread(target=self._reap, name=f"reap-{run.identity.pid}", daemon=True).start()
         # Engines take seconds to minutes to start; meanwhile get triage ready for a failure.
-        threading.Thread(target=integration.warm_triage, name="warm-triage", daemon=True).start()
+        threading.Thread(target=diagnose.warm_triage, name="warm-triage", daemon=True).start()
 
     def _reap(self) -> None:
         self._exit_code = self.run.proc.wait()
@@ -399,7 +399,7 @@ class Supervisor:
             if leftovers:
                 stopped = self.stop()
                 reason += f"; stopped the {len(leftovers)} process(es) it left behind ({stopped.detail})"
-        diagnosis = environment.scrub(integration.triage_log(self.run.log_path, self.run.plan.command.engine),
+        diagnosis = environment.scrub(diagnose.triage_log(self.run.log_path, self.run.plan.command.engine),
                                       self._secrets)
         category = (diagnosis.get("root_cause") or {}).get("category")
         state = "failed"

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from servepilot.runs import integration, launch, process, tree
+from servepilot.runs import diagnose, launch, process, tree
 from servepilot.runs.launch import DEFAULT_READY_TIMEOUT_S, LaunchPlan, Outcome, Run, Supervisor
 
 # The exit status of a process ended by SIGINT, as shells report it.
@@ -101,7 +101,7 @@ def _follow(run: Run, supervisor: Supervisor, detach_when_ready: bool, hooks: Ho
     code = supervisor.wait_exit()
     diagnosis = None
     if code:
-        diagnosis = integration.triage_log(run.log_path, run.plan.command.engine)
+        diagnosis = diagnose.triage_log(run.log_path, run.plan.command.engine)
     category = ((diagnosis or {}).get("root_cause") or {}).get("category")
     launch.finish(run.run_id, "failed" if code else "exited", exit_code=code, diagnosis=diagnosis,
            record=run.record, run_dir=run.run_dir, category=category)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from servepilot.errors import BadInput
-from servepilot.runs import integration, process, rundir, store, tree
+from servepilot.runs import process, rundir, store, tree
 from servepilot.runs.readiness import base_url, probe
 
 LIVE_STATES = store.LIVE_STATES
@@ -42,10 +42,11 @@ def identity_of(row: dict[str, Any]) -> process.ProcessIdentity | None:
 
 
 def run_alive(row: dict[str, Any]) -> bool:
-    """Whether any process of the run lives: its group, or its tree outside the group."""
+    """Whether any process of the run lives: its group, or its tree outside the group (or,
+    with no pid on record yet, any process carrying the run's marker)."""
     ident = identity_of(row)
     if ident is None:
-        return False
+        return bool(tree.marked(row["id"], not_before=row["created_at"] - 1.0))
     if process.group_alive(ident):
         return True
     try:
@@ -74,6 +75,8 @@ def live_state(row: dict[str, Any], db=None) -> str:
     state = row["state"]
     if state not in LIVE_STATES:
         return state
+    if state == "starting" and identity_of(row) is None and supervised(row):
+        return state  # between the history row and the pid: its supervisor is still writing
     alive = run_alive(row)
     if state == "starting" and not supervised(row):
         return _unsupervised(row, alive, db)
@@ -92,8 +95,11 @@ def _unsupervised(row: dict[str, Any], alive: bool, db) -> str:
                                  note="ready (found by ps: its supervisor had gone)")
             return "ready"
         return "starting"
+    # Imported here: triage (~0.1 s) is needed only for this rare case, and `ps` stays quick.
+    from servepilot.runs import diagnose
+
     log = Path(row["run_dir"]) / rundir.LOG_NAME
-    diagnosis = integration.triage_log(log, row.get("engine")) if log.is_file() else {}
+    diagnosis = diagnose.triage_log(log, row.get("engine")) if log.is_file() else {}
     category = (diagnosis.get("root_cause") or {}).get("category")
     state = "failed" if category else store.LOST
     if db is not None:
@@ -171,7 +177,7 @@ def stop_run(ref: str, grace_s: float = 10.0) -> StopOutcome:
     row = resolve_run(ref)
     ident = identity_of(row)
     if ident is None:
-        return StopOutcome(row["id"], row["state"], "the run never started a process")
+        return _stop_unrecorded(row, grace_s)
     group = process.verify_ours(ident)  # raises NotOurProcess on a recycled pid
     members = tree.members(ident, row["id"], row["run_dir"], group=group)
     db = store.connect()
@@ -198,6 +204,22 @@ def stop_run(ref: str, grace_s: float = 10.0) -> StopOutcome:
         if record is not None:
             record.update(state=state, ended_at=time.time(), stop=result.detail)
             rundir.write_record(Path(row["run_dir"]), record)
+    return StopOutcome(row["id"], state, result.detail, result.killed, list(result.survivors))
+
+
+def _stop_unrecorded(row: dict[str, Any], grace_s: float) -> StopOutcome:
+    """A run without a pid on record: its supervisor died before writing it, or it never
+    started a process. The marker tells which."""
+    result = tree.stop_marked(row["id"], not_before=row["created_at"] - 1.0, grace_s=grace_s)
+    if not result.signalled:
+        return StopOutcome(row["id"], row["state"], "the run never started a process")
+    db = store.connect()
+    try:
+        store.update_run(db, row["id"], only_if_state=(*LIVE_STATES, "exited", store.LOST), state="stopped",
+                         ended_at=time.time(), note=result.detail)
+        state = store.get_run(db, row["id"])["state"]
+    finally:
+        db.close()
     return StopOutcome(row["id"], state, result.detail, result.killed, list(result.survivors))
 
 

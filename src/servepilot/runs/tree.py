@@ -156,14 +156,42 @@ def members(identity: ProcessIdentity, run_id: str | None, run_dir: Path | str |
         if _alive(pid, started) is not None:
             found[pid] = Member(pid, started, _pgid(pid) == identity.pgid, "descendant")
     if run_id:
-        me = os.getpid()
-        for p in psutil.process_iter(["pid", "create_time"]):
-            pid = p.info["pid"]
-            if pid in found or pid == me or (p.info["create_time"] or 0) < not_before:
-                continue
-            if _marker_of(pid) == run_id and _alive(pid, p.info["create_time"]) is not None:
-                found[pid] = Member(pid, p.info["create_time"], _pgid(pid) == identity.pgid, "marker")
+        for m in marked(run_id, not_before, identity.pgid):
+            found.setdefault(m.pid, m)
     return sorted(found.values(), key=lambda m: m.pid)
+
+
+def marked(run_id: str, not_before: float, pgid: int | None = None) -> list[Member]:
+    """Live processes started at or after `not_before` whose environment carries the run's
+    marker. Alone, this finds an engine whose pid never reached the record (its supervisor
+    was killed between starting it and writing the pid down)."""
+    out = []
+    me = os.getpid()
+    for p in psutil.process_iter(["pid", "create_time"]):
+        pid, started = p.info["pid"], p.info["create_time"] or 0
+        if pid == me or started < not_before:
+            continue
+        if _marker_of(pid) == run_id and _alive(pid, started) is not None:
+            out.append(Member(pid, started, pgid is not None and _pgid(pid) == pgid, "marker"))
+    return out
+
+
+def stop_marked(run_id: str, not_before: float, grace_s: float = 10.0, poll_s: float = 0.05) -> StopResult:
+    """Stop a run known only by its marker (no pid on record): TERM, grace, KILL, report."""
+    targets = marked(run_id, not_before)
+    if not targets:
+        return StopResult(False, False, (), "no process of the run is alive")
+    signal_members(targets, signal.SIGTERM)
+    left = wait_gone(targets, time.monotonic() + grace_s, poll_s)
+    count = f"{len(targets)} process(es) found by the run's marker; its pid was never recorded"
+    if not left:
+        return StopResult(True, False, (), f"stopped with SIGTERM ({count})")
+    signal_members(left, signal.SIGKILL)
+    left = wait_gone(left, time.monotonic() + 5.0, poll_s)
+    detail = f"SIGKILL after {grace_s:g} s grace ({count})"
+    if left:
+        detail += "; STILL ALIVE: " + "; ".join(describe(m) for m in left)
+    return StopResult(True, True, tuple(m.pid for m in left), detail)
 
 
 def escaped(all_members: Iterable[Member], pgid: int) -> list[Member]:
