@@ -9,7 +9,13 @@ from servepilot.checkpoint.spec import ModelSpec
 from servepilot.hardware.cluster import Gpu
 from servepilot.planning import kv as kvmod
 from servepilot.planning.budget import GiB, Term, activation_peak
-from servepilot.planning.common import derived_max_model_len, engine_version, gpu_rows, older
+from servepilot.planning.common import (
+    derived_max_model_len,
+    engine_version,
+    gpu_rows,
+    older,
+    refuse_absurd_ranks,
+)
 from servepilot.planning.facts import fact
 from servepilot.planning.options import as_bool, as_float, as_int, option, parse_bytes
 from servepilot.planning.result import MemoryPlan
@@ -63,6 +69,7 @@ def plan_vllm(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list[
         notes.append("VLLM_USE_V1=1: the V1 engine sizes the KV cache")
     tp = tp or launch.tensor_parallel_size
     pp, dp = launch.pipeline_parallel_size, launch.data_parallel_size
+    refuse_absurd_ranks(tp, pp, dp)
     ep = launch.expert_parallel
     util = as_float(option(launch, "gpu_memory_utilization"), "--gpu-memory-utilization") or f("gpu_memory_utilization").value
     block = int(block or as_int(option(launch, "block_size"), "--block-size") or f("block_size").value)
