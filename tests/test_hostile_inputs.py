@@ -39,7 +39,7 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
     assert code in OK_CODES, f"exit {code}: {tail}"
     assert printed <= MAX_OUTPUT, f"{argv[0]} printed {printed:,} bytes"
     assert "Traceback" not in cap.err, tail
-    if code == 2:
+    if code == 2 and not cap.out:  # (inspect reports damaged shards in full, then exits 2)
         lines = len(cap.err.strip().splitlines())
         assert lines == 1, f"{lines} error lines: {tail}"
     return code, cap.out, cap.err
@@ -195,8 +195,8 @@ def test_any_gpu_memory_utilization_through_the_cli(capsys, tmp_path_factory, va
             accepted = 0 < float(str(value)) <= 1
         except ValueError:
             accepted = None  # not a number: the parser's to refuse (SP-ARGS-001)
-        if accepted is False:
-            assert "SP-ARGS-002" in findings
+        if accepted is False:  # out of range; "-1e+16" reads as an option to argparse: SP-ARGS-001
+            assert findings & {"SP-ARGS-001", "SP-ARGS-002"}
         if accepted is True:
             assert "SP-ARGS-002" not in findings
 

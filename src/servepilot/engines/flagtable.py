@@ -204,13 +204,22 @@ _KIND_WORDS = {
 }
 
 
+def shown(value: object, limit: int = 80) -> str:
+    """A value for a message: its repr, cut to `limit` characters with its full length said
+    (a hostile 1 MB flag value must not become a 1 MB error line)."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[: limit - 3]}... ({len(text):,} characters)"
+
+
 def convert_value(kind: str, raw: str, dest: str) -> tuple[object, str | None]:
     """A typed value for `raw`, and a problem in words when the engine would reject it.
 
     A value that is an unexpanded shell variable ("${MAX_NUM_SEQS}") is kept as text.
     """
     if _VARIABLE.search(raw) and kind not in ("str", "list", "append"):
-        return raw, f"{dest} = {raw!r} is a shell variable that the command does not set"
+        return raw, f"{dest} = {shown(raw)} is a shell variable that the command does not set"
     try:
         if kind == "int":
             return int(raw), None
@@ -230,7 +239,7 @@ def convert_value(kind: str, raw: str, dest: str) -> tuple[object, str | None]:
                 return True, None
             if low in ("false", "0", "no", "off"):
                 return False, None
-            return raw, f"{dest} = {raw!r} is not a boolean"
+            return raw, f"{dest} = {shown(raw)} is not a boolean"
         if kind == "json":
             stripped = raw.strip()
             if stripped[:1] in ("{", "["):
@@ -241,7 +250,7 @@ def convert_value(kind: str, raw: str, dest: str) -> tuple[object, str | None]:
                 return raw, None
     except (ValueError, RecursionError):  # JSONDecodeError is a ValueError; deep nesting recurses
         what = _KIND_WORDS.get(kind, f"a {kind} value")
-        return raw, f"{dest} = {raw!r} is not {what}: the engine's parser rejects it at start-up"
+        return raw, f"{dest} = {shown(raw)} is not {what}: the engine's parser rejects it at start-up"
     return raw, None
 
 
@@ -271,8 +280,8 @@ class ValueRule:
             if isinstance(value, (list, dict)):
                 return None
             if str(value) not in {str(c) for c in self.choices}:
-                shown = ", ".join(str(c) for c in self.choices)
-                return f"{value!r} is not one of the choices ({shown})"
+                listed = ", ".join(str(c) for c in self.choices)
+                return f"{shown(value)} is not one of the choices ({listed})"
         if self.bounds:
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 return None  # the type itself is the parser's to judge (SP-ARGS-001)
@@ -280,7 +289,7 @@ class ValueRule:
                 ok = {"gt": value > limit, "ge": value >= limit, "min": value >= limit,
                       "lt": value < limit, "le": value <= limit, "max": value <= limit}[op]
                 if not ok:
-                    return f"{value!r} is outside the accepted range ({self.range_text})"
+                    return f"{shown(value)} is outside the accepted range ({self.range_text})"
         return None
 
     @property

@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 
 from servepilot.checkpoint.spec import ModelSpec
+from servepilot.errors import BadInput
 from servepilot.hardware.cluster import Gpu
 from servepilot.planning import kv as kvmod
 from servepilot.planning.budget import GiB, Term, activation_peak
@@ -94,6 +95,8 @@ def plan_vllm(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list[
 
     rt = _runtime(launch, spec, f, generation=generation, tp=tp, pp=pp, ep=ep, mnbt=mnbt, mns=mns, mdtype=mdtype,
                   backend=backend)
+    if not 0 < util <= 1:  # CacheConfig: Field(gt=0, le=1); check reports it as SP-ARGS-002
+        raise BadInput(f"--gpu-memory-utilization {util:g} is outside (0, 1]: vLLM refuses it before loading")
     requested = math.ceil(cuda_total * util)
     w_max = max(per_stage)
     w_exact = split.exact or weights_override is not None

@@ -36,7 +36,11 @@ def resolve_run(ref: str) -> dict[str, Any]:
 
 
 def identity_of(row: dict[str, Any]) -> process.ProcessIdentity | None:
-    if not row.get("pid") or not row.get("pid_start_time"):
+    pid, pgid = row.get("pid"), row.get("pgid") or row.get("pid")
+    # A damaged row (pid 0 or -1 would mean "every process" to kill(2)) identifies nothing.
+    if not isinstance(pid, int) or not 0 < pid < 2**22 or not isinstance(pgid, int) or not 0 < pgid < 2**22:
+        return None
+    if not row.get("pid_start_time"):
         return None
     return process.ProcessIdentity(row["pid"], row["pid_start_time"], row["pgid"] or row["pid"])
 
@@ -141,16 +145,29 @@ def list_runs(limit: int | None = None) -> list[RunRow]:
         for r in rows:
             state = live_state(r, db)
             out.append(RunRow(
-                id=r["id"], name=r["name"], state=state, engine=r["engine"], model=r["model"],
+                id=_clip(r["id"]), name=_clip(r["name"]), state=_clip(state), engine=_clip(r["engine"]),
+                model=_clip(r["model"]),
                 pid=r["pid"], port=r["port"], created_at=r["created_at"], age_s=round(now - r["created_at"], 1),
                 served_model=r.get("served_model"), category=r.get("category"), exit_code=r.get("exit_code"),
-                run_dir=r["run_dir"], run_id=r["id"],
+                run_dir=_clip(r["run_dir"]), run_id=_clip(r["id"]),
                 supervised=state in LIVE_STATES and supervised(r),
                 note=_note(r, state),
             ))
         return out
     finally:
         db.close()
+
+
+# Ids and names servepilot writes are at most ~90 characters and models are paths; longer
+# text in the history came from elsewhere (a damaged or hand-edited database) and is cut so
+# that one row cannot flood `ps`.
+MAX_FIELD = 1024
+
+
+def _clip(value):
+    if isinstance(value, str) and len(value) > MAX_FIELD:
+        return value[:MAX_FIELD] + f"... ({len(value):,} characters)"
+    return value
 
 
 def _note(row: dict[str, Any], state: str) -> str | None:
@@ -271,12 +288,12 @@ def history(model: str | None = None) -> list[dict[str, Any]]:
             diag = r.get("diagnosis_json") or {}
             root = diag.get("root_cause") or {}
             attempts.append({
-                "run_id": r["id"],
-                "name": r["name"],
+                "run_id": _clip(r["id"]),
+                "name": _clip(r["name"]),
                 "created_at": r["created_at"],
                 "engine": r["engine"],
                 "engine_version": r["engine_version"],
-                "state": r["state"],
+                "state": _clip(r["state"]),
                 "exit_code": r["exit_code"],
                 "category": r.get("category"),
                 "cause": root.get("message") or root.get("excerpt") or diag.get("error"),

@@ -70,7 +70,7 @@ def self_identity() -> ProcessIdentity:
 
 def is_same_process(pid: int | None, start_time: float | None) -> bool:
     """True when `pid` is alive (not a zombie) and is the process that started at `start_time`."""
-    if not pid or not start_time:
+    if not isinstance(pid, int) or pid <= 0 or not start_time:
         return False
     try:
         p = psutil.Process(pid)

@@ -209,7 +209,11 @@ def _decode(row: sqlite3.Row) -> dict[str, Any]:
     out = dict(row)
     for k in _JSON_COLUMNS:
         if out.get(k) is not None:
-            out[k] = json.loads(out[k])
+            try:
+                out[k] = json.loads(out[k])
+            except (ValueError, TypeError, RecursionError):
+                # A damaged cell (another tool, a torn disk) must not take `ps` down with it.
+                out[k] = None
     return out
 
 
