@@ -300,7 +300,8 @@ class ValueRule:
 
 @lru_cache(maxsize=8)
 def load_value_rules(engine_package: str) -> tuple[ValueRule, ...]:
-    text = resources.files(f"servepilot.engines.{engine_package}").joinpath("knowledge/flags.json").read_text(encoding="utf-8")
+    path = resource_path(f"servepilot.engines.{engine_package}", "knowledge/flags.json")
+    text = path.read_text(encoding="utf-8")
     rules = []
     for r in json.loads(text).get("values", ()):
         bounds = tuple((op, r[op]) for op in ("gt", "ge", "lt", "le", "min", "max") if op in r)

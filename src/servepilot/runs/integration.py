@@ -15,7 +15,7 @@ from typing import Any
 
 from servepilot.checks import run_checks
 from servepilot.deployment import build_deployment
-from servepilot.engines.launch import ShellContext
+from servepilot.engines.command import ShellContext
 from servepilot.engines.shell import command_text, read_command_file, split_shell_line
 from servepilot.errors import CommandLineError, ServepilotError
 from servepilot.jsonable import to_jsonable
