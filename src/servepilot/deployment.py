@@ -162,7 +162,7 @@ def build_deployment(
         cluster = Cluster(source="none", notes=("GPU probe skipped and no --gpu given",))
     host_port = container.host_port if container is not None else None
     host_port = int(host_port) if host_port and str(host_port).isdigit() else None
-    host = _probe_host(launch, host_port) if probe and not ssh_host else None
+    host = _host_facts(launch, host_port) if probe and not ssh_host else None
     if host is not None and cluster.source == "probe" and (host_port or launch.port) is not None:
         # `deployment --json` has always shown the probed port under the cluster's extra.
         from dataclasses import replace
@@ -181,14 +181,14 @@ def build_deployment(
                       extra=extra, host=host)
 
 
-def _probe_host(launch: EngineLaunch, host_port: int | None) -> HostFacts:
+def _host_facts(launch: EngineLaunch, host_port: int | None) -> HostFacts:
     """The port facts of this machine for the command: the container's published host port,
     else its --port, else the engine's default."""
     from servepilot.engines.ports import default_port
-    from servepilot.hardware.host import probe_host
+    from servepilot.hardware.host import probe_port
 
     port = host_port or (launch.port if launch.port is not None else default_port(launch.engine, launch.program))
-    return probe_host(port, None if host_port else launch.options.get("host"))
+    return probe_port(port, None if host_port else launch.options.get("host"))
 
 
 IN_CONTAINER = "<inside the container>"  # a model path no mount maps to the host

@@ -149,14 +149,14 @@ def test_fp8_kv_on_ampere(tmp_path):
 def test_port_in_use_on_a_probed_machine(tmp_path):
     from dataclasses import replace
 
-    from servepilot.hardware.host import probe_host
+    from servepilot.hardware.host import probe_port
 
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen(1)
         port = server.getsockname()[1]
         dep = deployment(llama_like(tmp_path / "m"), cc=(9, 0), n=1, source="probe", options={"port": port})
-        dep = replace(dep, host=probe_host(port, "127.0.0.1"))
+        dep = replace(dep, host=probe_port(port, "127.0.0.1"))
         f = finding(run_checks(dep), "SP-PORT-001")
     assert f.severity == "error" and f.remedies[0].args == {"set": {"port": port + 1}, "unset": []}
 

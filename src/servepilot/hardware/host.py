@@ -45,7 +45,7 @@ def _connects(address: str, port: int) -> bool:
         return False
 
 
-def probe_host(port: int | None, host: str | None = None) -> HostFacts:
+def probe_port(port: int | None, host: str | None = None) -> HostFacts:
     """The port facts for an engine that will bind `host`:`port` on this machine."""
     if port is None or not 0 < port < 65536:
         return HostFacts(port=port, port_host=host)  # an out-of-range port is SP-ARGS's to say
