@@ -131,12 +131,13 @@ def main(argv: list[str]) -> int:
             break
         time.sleep(0.2)
     lost = lost_records(base, set(leftover.values()))
+    attempts = sum(1 for _ in base.rglob("runs/*/server.log"))
     tbs = tracebacks(junit)
 
     print(f"scenarios:     {len(cases)}  ({len(cases) - len(failed) - len(skipped)} passed, "
           f"{len(failed)} failed, {len(skipped)} skipped) in {wall:.0f} s")
     print(f"orphans:       {len(leftover)}" + (f"  {sorted(leftover.items())[:10]}" if leftover else ""))
-    print(f"lost records:  {len(lost)}")
+    print(f"lost records:  {len(lost)}  (of {attempts} attempts with a log, in {len(histories(base))} histories)")
     for p in lost[:10]:
         print(f"  - {p}")
     print(f"tracebacks:    {len(tbs)}")
