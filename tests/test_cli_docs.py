@@ -65,3 +65,19 @@ def test_check_mode_reports_a_stale_file(tmp_path, monkeypatch, capsys):
     assert gen_cli_docs.main(["--check"]) == 1
     assert "python tools/gen_cli_docs.py" in capsys.readouterr().err
     assert gen_cli_docs.main([]) == 0 and gen_cli_docs.main(["--check"]) == 0
+
+
+def test_readme_links_stay_inside_the_repository():
+    # A user of the package has no ../shared folder (issue 17, item 10): every relative
+    # link in README and docs/ must name a file of this repository.
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    for doc in [root / "README.md", *sorted((root / "docs").rglob("*.md"))]:
+        for target in re.findall(r"\]\(([^)#\s]+)", doc.read_text()):
+            if "://" in target or target.startswith("mailto:"):
+                continue
+            path = (doc.parent / target).resolve()
+            assert path.is_relative_to(root), f"{doc.name} links outside the repository: {target}"
+            assert path.exists(), f"{doc.name} links to a missing file: {target}"

@@ -89,11 +89,15 @@ def test_engine_version_falls_back_to_installed_package(monkeypatch, checkpoint)
 
 
 def test_installed_llama_cpp_python_version_is_read_from_metadata(checkpoint):
-    from importlib.metadata import version
+    from importlib.metadata import PackageNotFoundError, version
 
+    try:
+        expected = version("llama_cpp_python")
+    except PackageNotFoundError:
+        pytest.skip("llama-cpp-python is not installed (the e2e extra); see the dist-info test below")
     d = build_deployment(["python", "-m", "llama_cpp.server", "--model", str(checkpoint)], gpu="t4")
     assert d.engine == "llama.cpp"
-    assert (d.engine_version, d.extra["engine_version_source"]) == (version("llama_cpp_python"), "installed")
+    assert (d.engine_version, d.extra["engine_version_source"]) == (expected, "installed")
     remote = build_deployment(f"ssh h python -m llama_cpp.server --model {checkpoint}", gpu="t4")
     assert remote.engine_version is None  # over ssh the package installed here says nothing
     assert any("version on h unknown" in n for n in remote.notes)
@@ -187,3 +191,14 @@ def test_every_json_key_is_documented(capsys, checkpoint):
     keys = [*out, *out["shell"], *out["cluster"], *out["cluster"]["gpus"][0]]
     missing = [k for k in keys if f"`{k}`" not in doc]
     assert not missing
+
+
+def test_engine_version_is_read_from_installed_metadata_without_the_engine(checkpoint, tmp_path, monkeypatch):
+    # The same reading, with or without the e2e extra: a dist-info directory is what pip
+    # leaves behind, and importlib.metadata finds the first one on sys.path.
+    info = tmp_path / "site" / "llama_cpp_python-9.8.7.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: llama_cpp_python\nVersion: 9.8.7\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    d = build_deployment(["python", "-m", "llama_cpp.server", "--model", str(checkpoint)], gpu="t4")
+    assert (d.engine_version, d.extra["engine_version_source"]) == ("9.8.7", "installed")

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from servepilot.checkpoint.spec import ModelSpec
 from servepilot.engines.command import EngineLaunch
 from servepilot.hardware.cluster import Cluster
+from servepilot.hardware.host import HostFacts
 
 
 @dataclass(frozen=True)
@@ -16,6 +17,9 @@ class Deployment:
     spec: ModelSpec | None  # None when the model path cannot be read here (ssh host, missing)
     notes: tuple[str, ...] = ()  # what could not be known, in words
     extra: dict = field(default_factory=dict)
+    # This machine's facts for the command (its port), probed once; None when the command
+    # runs elsewhere (ssh) or probing was skipped. Rules read it, never probe themselves.
+    host: HostFacts | None = None
 
     @property
     def engine(self) -> str:
@@ -151,14 +155,21 @@ def build_deployment(
     elif probe:
         from servepilot.hardware.probe import probe_cluster
 
-        host_port = container.host_port if container is not None else None
         cluster = probe_cluster(
-            port=int(host_port) if host_port and host_port.isdigit() else launch.port,
-            host=launch.options.get("host"),
             cuda_visible_devices=container_visible or launch.shell.env.get("CUDA_VISIBLE_DEVICES"),
         )
     else:
         cluster = Cluster(source="none", notes=("GPU probe skipped and no --gpu given",))
+    host_port = container.host_port if container is not None else None
+    host_port = int(host_port) if host_port and str(host_port).isdigit() else None
+    host = _host_facts(launch, host_port) if probe and not ssh_host else None
+    if host is not None and cluster.source == "probe" and (host_port or launch.port) is not None:
+        # `deployment --json` has always shown the probed port under the cluster's extra.
+        from dataclasses import replace
+
+        cluster = replace(cluster, extra={**cluster.extra, "port": host.port, "port_host": host.port_host,
+                                          "port_free": host.port_free},
+                          notes=cluster.notes + host.notes)
 
     if container is not None and container.shm_bytes is not None:
         from dataclasses import replace
@@ -166,7 +177,18 @@ def build_deployment(
         cluster = replace(cluster, shm_bytes=container.shm_bytes)  # the container's /dev/shm, not the host's
     extra = {"engine_version_source": version_source, "installed_engine_version": installed, "cwd": cwd,
              "container": container_facts(container)}
-    return Deployment(launch=launch, cluster=cluster, spec=spec, notes=tuple(dict.fromkeys(notes)), extra=extra)
+    return Deployment(launch=launch, cluster=cluster, spec=spec, notes=tuple(dict.fromkeys(notes)),
+                      extra=extra, host=host)
+
+
+def _host_facts(launch: EngineLaunch, host_port: int | None) -> HostFacts:
+    """The port facts of this machine for the command: the container's published host port,
+    else its --port, else the engine's default."""
+    from servepilot.engines.ports import default_port
+    from servepilot.hardware.host import probe_port
+
+    port = host_port or (launch.port if launch.port is not None else default_port(launch.engine, launch.program))
+    return probe_port(port, None if host_port else launch.options.get("host"))
 
 
 IN_CONTAINER = "<inside the container>"  # a model path no mount maps to the host

@@ -147,21 +147,47 @@ def test_fp8_kv_on_ampere(tmp_path):
 
 
 def test_port_in_use_on_a_probed_machine(tmp_path):
+    from dataclasses import replace
+
+    from servepilot.hardware.host import probe_port
+
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen(1)
         port = server.getsockname()[1]
         dep = deployment(llama_like(tmp_path / "m"), cc=(9, 0), n=1, source="probe", options={"port": port})
+        dep = replace(dep, host=probe_port(port, "127.0.0.1"))
         f = finding(run_checks(dep), "SP-PORT-001")
     assert f.severity == "error" and f.remedies[0].args == {"set": {"port": port + 1}, "unset": []}
 
 
-def test_port_not_probed_for_flag_gpus(tmp_path):
+def test_the_port_rule_only_reads_the_probed_facts(tmp_path):
+    # Pure: facts say busy -> a finding, with no socket opened by the rule; no facts -> none.
+    from dataclasses import replace
+
+    from servepilot.hardware.host import HostFacts
+
+    base = deployment(llama_like(tmp_path / "m"), cc=(9, 0), n=1, source="flag", options={"port": 1})
+    busy = replace(base, host=HostFacts(port=1, port_host="0.0.0.0", port_free=False))
+    assert "SP-PORT-001" in codes(run_checks(busy))
+    assert "SP-PORT-001" not in codes(run_checks(base))
+
+
+def test_port_checked_with_flag_gpus_too(tmp_path):
+    # --gpu describes the GPUs; the port is still this machine's (issue 17, item 4: a second
+    # launch beside servepilot's own running server loaded for minutes, then died on bind).
+    from servepilot.deployment import build_deployment
+
+    model = llama_like(tmp_path / "m")
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen(1)
-        dep = deployment(llama_like(tmp_path / "m"), cc=(9, 0), n=1, source="flag", options={"port": server.getsockname()[1]})
-        assert "SP-PORT-001" not in codes(run_checks(dep))
+        port = server.getsockname()[1]
+        dep = build_deployment(f"vllm serve {model} --port {port}", gpu="h100", engine_version="0.16.0")
+        assert dep.cluster.source == "flag"
+        assert "SP-PORT-001" in codes(run_checks(dep))
+    ssh = build_deployment(f"ssh box vllm serve {model} --port {port}", gpu="h100", engine_version="0.16.0")
+    assert ssh.host is None  # another machine's port is not this one's to probe
 
 
 @pytest.mark.parametrize("shm,severity", [(64 * 2**20, "error"), (512 * 2**20, "warning"), (16 * GIB, None)])

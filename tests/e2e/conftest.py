@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+from patience import PATIENCE_S
 
 N_EMBD, N_LAYER, N_HEAD, N_FF, N_CTX_TRAIN = 64, 2, 4, 128, 256
 
@@ -81,7 +82,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def servepilot(*args: str, timeout: float = 120, **kw) -> subprocess.CompletedProcess:
+def servepilot(*args: str, timeout: float = PATIENCE_S, **kw) -> subprocess.CompletedProcess:
     """Run the CLI as its own process, as an operator's new shell would."""
     return subprocess.run(
         [sys.executable, "-c", "from servepilot.cli.main import run; run()", *args],

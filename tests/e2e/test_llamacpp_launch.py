@@ -9,6 +9,7 @@ import time
 
 import httpx
 import pytest
+from patience import PATIENCE_S
 
 from servepilot.categories import CATEGORIES
 from servepilot.runs.process import group_members
@@ -24,7 +25,7 @@ def _json(result) -> dict:
 
 
 def _no_orphans(payload) -> None:
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + PATIENCE_S
     while group_members(payload["pgid"]) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert group_members(payload["pgid"]) == []
@@ -41,7 +42,7 @@ def test_launch_ready_complete_stop(tiny_gguf, free_port):
         assert launched["served_models"] == [str(tiny_gguf)] or launched["served_models"][0].endswith("tiny-llama.gguf")
         assert launched["measured"]["kv_tokens"] > 0  # llama_kv_cache: N cells
         # The engine outlived the CLI that launched it, and serves.
-        reply = httpx.post(f"{launched['url']}/v1/completions", json={"prompt": "hello", "max_tokens": 4}, timeout=30)
+        reply = httpx.post(f"{launched['url']}/v1/completions", json={"prompt": "hello", "max_tokens": 4}, timeout=PATIENCE_S)
         assert reply.status_code == 200
         body = reply.json()
         assert body["usage"]["completion_tokens"] > 0
@@ -74,7 +75,7 @@ def test_ctrl_c_stops_a_foreground_run(tiny_gguf, free_port, sig):
                 break
         assert any(line.startswith("ready after") for line in seen), "".join(seen)
         cli.send_signal(sig)
-        rest = cli.communicate(timeout=30)[0]
+        rest = cli.communicate(timeout=PATIENCE_S)[0]
     finally:
         if cli.poll() is None:
             cli.kill()

@@ -30,7 +30,8 @@ def test_overlay_links_every_file_and_writes_only_the_patched_ones(checkpoint):
     for name in ("model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors", "tokenizer/tokenizer.json"):
         link = dest / name
         assert link.is_symlink()
-        assert Path(os.readlink(link)) == checkpoint / name
+        assert not os.path.isabs(os.readlink(link))  # relative: survives a remount (issue 17)
+        assert link.resolve() == (checkpoint / name).resolve()
         assert link.read_bytes() == (checkpoint / name).read_bytes()
     assert (dest / "tokenizer").is_dir() and not (dest / "tokenizer").is_symlink()
     for name in ("config.json", "hf_quant_config.json"):
@@ -264,3 +265,37 @@ def test_manifest_python_cannot_decode_is_an_overlay_error(checkpoint, text):
     (overlay / MANIFEST_NAME).write_text(text)
     with pytest.raises(OverlayError, match="manifest is unreadable"):
         read_manifest(overlay)
+
+
+def test_an_overlay_still_works_when_its_tree_is_mounted_elsewhere(checkpoint, tmp_path):
+    # A container mounts the host's /models at /data: relative links follow, absolute ones
+    # would point at a path that does not exist there.
+    dest = plan_overlay(checkpoint, KV_SCHEME_PATCHES).execute()
+    models = checkpoint.parent
+    moved = tmp_path / "mounted-elsewhere"
+    models.rename(moved)
+    try:
+        over = moved / dest.name
+        assert (over / "model-00001-of-00002.safetensors").read_bytes() == \
+            (moved / checkpoint.name / "model-00001-of-00002.safetensors").read_bytes()
+        assert json.loads((over / "config.json").read_text())["quantization_config"]["quant_algo"] == "NVFP4"
+    finally:
+        moved.rename(models)
+
+
+def test_an_overlay_with_absolute_links_stays_readable(checkpoint):
+    # Overlays built before links were relative keep working: status and remove compare the
+    # link text with what the manifest recorded, whichever form it has.
+    from servepilot.overlay.remove import plan_removal
+
+    dest = plan_overlay(checkpoint, KV_SCHEME_PATCHES).execute()
+    manifest = json.loads((dest / MANIFEST_NAME).read_text())
+    for entry in manifest["linked"]:
+        absolute = str(checkpoint / entry["path"])
+        (dest / entry["path"]).unlink()
+        os.symlink(absolute, dest / entry["path"])
+        entry["target"] = absolute
+    (dest / MANIFEST_NAME).write_text(json.dumps(manifest))
+    assert overlay_status(dest).clean
+    plan_removal(dest).execute()
+    assert not dest.exists()

@@ -10,6 +10,7 @@ import textwrap
 import time
 
 from conftest import KV_SCHEME_PATCHES, inventory, write_checkpoint
+from patience import PATIENCE_S
 
 from servepilot.overlay import overlay_status, plan_overlay
 
@@ -56,13 +57,13 @@ def test_sigkill_mid_build_leaves_no_directory_under_the_final_name(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + PATIENCE_S
     while not ready.exists():
         assert child.poll() is None, child.stderr.read().decode()
         assert time.monotonic() < deadline, "the child never got to building"
         time.sleep(0.01)
     child.send_signal(signal.SIGKILL)
-    child.wait(timeout=30)
+    child.wait(timeout=PATIENCE_S)
     child.stdout.close()
     child.stderr.close()
 

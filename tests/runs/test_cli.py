@@ -3,6 +3,7 @@ import json
 import sys
 
 import pytest
+from patience import PATIENCE_S
 
 from servepilot.checks.finding import Finding, Remedy
 from servepilot.cli.main import main
@@ -15,7 +16,7 @@ def reap_detached():
     for proc in launch._DETACHED:
         if proc.poll() is None:
             proc.kill()
-        proc.wait(10)
+        proc.wait(PATIENCE_S)
     launch._DETACHED.clear()
 
 
@@ -36,7 +37,7 @@ def test_detached_launch_then_ps_stop_history(fake_cmd, capsys, reap_detached):
     assert main(["stop", "web", "--grace", "5", "--json"]) == 0
     stopped = json.loads(capsys.readouterr().out)
     assert stopped["state"] == "stopped"
-    launch._DETACHED[0].wait(5)
+    launch._DETACHED[0].wait(PATIENCE_S)
     assert process.group_members(out["pgid"]) == []
     assert main(["history", "--json"]) == 0
     hist = json.loads(capsys.readouterr().out)
@@ -67,7 +68,7 @@ class _FailingCheck:
 def test_predicted_failure_is_refused_with_the_fix(monkeypatch, capsys, fake_cmd):
     monkeypatch.setattr(integration, "run_check", lambda cmd, force=False: (_FailingCheck(), None))
     monkeypatch.setattr(integration, "build_launch_command",
-                        lambda *a, **k: integration._fallback_command(list(a[0]), None, None))
+                        lambda *a, **k: integration.unchecked_command(list(a[0]), None, None))
     rc = main(["launch", "--", *fake_cmd()])
     text = capsys.readouterr().out
     assert rc == 1
@@ -126,7 +127,7 @@ def test_a_supervisor_that_fails_does_not_leave_its_engine_running(fake_cmd, mon
     with pytest.raises(RuntimeError):
         main(["launch", "--force", "--", *fake_cmd()])
     (run,) = started
-    assert run.proc.wait(15) is not None
+    assert run.proc.wait(PATIENCE_S) is not None
     assert process.group_members(run.identity.pgid, not_before=run.identity.start_time) == []
     db = store.connect()
     try:

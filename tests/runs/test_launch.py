@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 import pytest
+from patience import PATIENCE_S
 
 from servepilot.errors import BadInput
 from servepilot.runs import launch, manage, process, store
@@ -22,7 +23,7 @@ def _finish(run):
     """Never leave a process behind, whatever the test did."""
     if run.proc.poll() is None:
         process.stop_group(run.identity, grace_s=2)
-    run.proc.wait(10)
+    run.proc.wait(PATIENCE_S)
     assert process.group_members(run.identity.pgid, not_before=run.identity.start_time) == []
 
 
@@ -36,7 +37,7 @@ def _row(run_id):
 
 def test_ready_then_stop(fake_cmd, port):
     events = []
-    run, sup = _start(fake_cmd(), name="fake", on_event=events.append, ready_timeout_s=30)
+    run, sup = _start(fake_cmd(), name="fake", on_event=events.append, ready_timeout_s=PATIENCE_S)
     try:
         out = sup.wait_ready()
         assert out.state == "ready", out
@@ -47,7 +48,7 @@ def test_ready_then_stop(fake_cmd, port):
         assert [r.state for r in manage.list_runs()] == ["ready"]
         stopped = manage.stop_run("fake", grace_s=5)
         assert stopped.state == "stopped"
-        run.proc.wait(5)
+        run.proc.wait(PATIENCE_S)
         assert process.group_members(run.identity.pgid, not_before=run.identity.start_time) == []
         record = json.loads((run.run_dir / "run.json").read_text())
         assert record["state"] == "stopped" and record["pid"] == run.identity.pid
@@ -57,7 +58,7 @@ def test_ready_then_stop(fake_cmd, port):
 
 
 def test_health_less_server_is_ready_through_v1_models(fake_cmd):
-    run, sup = _start(fake_cmd("--no-health"), ready_timeout_s=30)
+    run, sup = _start(fake_cmd("--no-health"), ready_timeout_s=PATIENCE_S)
     try:
         assert sup.wait_ready().state == "ready"
     finally:
@@ -67,7 +68,7 @@ def test_health_less_server_is_ready_through_v1_models(fake_cmd):
 def test_exit_before_ready_is_diagnosed_within_a_second(fake_cmd, tmp_path):
     log = tmp_path / "canned.log"
     log.write_text("INFO Starting\nTraceback (most recent call last):\nValueError: Model path does not exist: /nope\n")
-    run, sup = _start(fake_cmd("--log", str(log), "--exit", "1"), ready_timeout_s=30)
+    run, sup = _start(fake_cmd("--log", str(log), "--exit", "1"), ready_timeout_s=PATIENCE_S)
     try:
         out = sup.wait_ready()
         done = time.time()
@@ -87,13 +88,13 @@ def test_fatal_line_then_hang_is_stopped(fake_cmd, tmp_path, monkeypatch):
     monkeypatch.setattr(launch, "FATAL_SETTLE_S", 0.3)
     log = tmp_path / "canned.log"
     log.write_text("ERROR [core.py:1] RuntimeError: Engine core initialization failed. See root cause above.\n")
-    run, sup = _start(fake_cmd("--log", str(log), "--hang", "--child"), ready_timeout_s=30)
+    run, sup = _start(fake_cmd("--log", str(log), "--hang", "--child"), ready_timeout_s=PATIENCE_S)
     try:
         out = sup.wait_ready()
         assert out.state == "failed"
         assert "fatal line" in out.reason
         assert out.exit_code == -15  # our SIGTERM, collected before the outcome was recorded
-        run.proc.wait(5)
+        run.proc.wait(PATIENCE_S)
         assert process.group_members(run.identity.pgid, not_before=run.identity.start_time) == []
     finally:
         _finish(run)
@@ -114,7 +115,7 @@ def test_someone_elses_server_on_the_port_is_not_mistaken_for_ours(fake_cmd, por
         stdout=__import__("subprocess").DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + PATIENCE_S
         while time.monotonic() < deadline:
             try:
                 socket.create_connection(("127.0.0.1", port), 0.2).close()
@@ -122,7 +123,7 @@ def test_someone_elses_server_on_the_port_is_not_mistaken_for_ours(fake_cmd, por
             except OSError:
                 time.sleep(0.05)
         # Ours lives 1.5 s before trying to bind (and failing): plenty of probe chances.
-        run, sup = _start(fake_cmd("--delay", "1.5"), ready_timeout_s=30)
+        run, sup = _start(fake_cmd("--delay", "1.5"), ready_timeout_s=PATIENCE_S)
         try:
             out = sup.wait_ready()
             assert out.state == "failed", out
@@ -146,7 +147,7 @@ def test_shell_redirections_are_dropped_and_said(fake_cmd, tmp_path):
     assert any("dropped" in n and str(stray) in n for n in plan.notes)
     run = launch.start_run(plan)
     try:
-        out = launch.Supervisor(run, ready_timeout_s=30).wait_ready()
+        out = launch.Supervisor(run, ready_timeout_s=PATIENCE_S).wait_ready()
         assert out.state == "failed" and out.exit_code == 0
         assert "exiting with 0" in (run.run_dir / "server.log").read_text()
         assert not stray.exists()
@@ -160,7 +161,7 @@ def test_command_environment_reaches_the_engine_but_not_the_record(tmp_path):
     plan = launch.prepare_launch([cmd], force=True)
     run = launch.start_run(plan)
     try:
-        launch.Supervisor(run, ready_timeout_s=30).wait_ready()
+        launch.Supervisor(run, ready_timeout_s=PATIENCE_S).wait_ready()
         assert "token hf_supersecret mode fast" in (run.run_dir / "server.log").read_text()
         for name in ("run.json", "command.txt"):
             text = (run.run_dir / name).read_text()
@@ -177,7 +178,7 @@ def test_command_environment_reaches_the_engine_but_not_the_record(tmp_path):
 def test_every_attempt_gets_its_own_directory_and_log(fake_cmd):
     runs = []
     for _ in range(3):
-        run, sup = _start(fake_cmd("--exit", "2"), name="same", ready_timeout_s=30)
+        run, sup = _start(fake_cmd("--exit", "2"), name="same", ready_timeout_s=PATIENCE_S)
         runs.append(run)
         sup.wait_ready()
         _finish(run)
@@ -197,7 +198,7 @@ def test_ready_run_stores_the_measured_figures_for_the_planner(fake_cmd, tmp_pat
         "(EngineCore_DP0 pid=1) INFO [kv_cache_utils.py:1] Maximum concurrency for 32,768 tokens per request: 13.06x\n"
     )
     argv = fake_cmd("--log", str(log))
-    real = integration._fallback_command
+    real = integration.unchecked_command
 
     def as_vllm(command, gpu, engine_version, command_file, force=False):
         cmd = real(command, command_file, engine_version)
@@ -205,7 +206,7 @@ def test_ready_run_stores_the_measured_figures_for_the_planner(fake_cmd, tmp_pat
                                                options={"tensor_parallel_size": 2})
 
     monkeypatch.setattr(integration, "build_launch_command", as_vllm)
-    run, sup = _start(argv, ready_timeout_s=30)
+    run, sup = _start(argv, ready_timeout_s=PATIENCE_S)
     try:
         out = sup.wait_ready()
         assert out.state == "ready"
@@ -222,7 +223,7 @@ def test_ready_run_stores_the_measured_figures_for_the_planner(fake_cmd, tmp_pat
 def test_logs_prints_the_run_log(fake_cmd, tmp_path, capsys):
     from servepilot.cli.main import main
 
-    run, sup = _start(fake_cmd("--exit", "4"), name="logged", ready_timeout_s=30)
+    run, sup = _start(fake_cmd("--exit", "4"), name="logged", ready_timeout_s=PATIENCE_S)
     sup.wait_ready()
     _finish(run)
     assert main(["logs", "logged"]) == 0
@@ -234,7 +235,7 @@ def test_logs_prints_the_run_log(fake_cmd, tmp_path, capsys):
 def test_a_stop_from_another_shell_during_start_is_reported_as_stopped(fake_cmd):
     import threading
 
-    run, sup = _start(fake_cmd("--hang"), name="slow", ready_timeout_s=30)
+    run, sup = _start(fake_cmd("--hang"), name="slow", ready_timeout_s=PATIENCE_S)
     stopper = threading.Timer(0.5, lambda: manage.stop_run("slow", grace_s=5))
     stopper.start()
     try:
@@ -249,7 +250,7 @@ def test_a_stop_from_another_shell_during_start_is_reported_as_stopped(fake_cmd)
 def test_an_engine_whose_first_process_exits_0_but_whose_group_serves_is_followed(fake_cmd):
     # A launcher script that backgrounds the server and returns (`engine & exit 0`): the
     # leader is gone, the group serves. That is a ready run, and stop must still reach it.
-    run, sup = _start(["sh", "-c", '"$@" & exit 0', "sh", *fake_cmd()], name="bg", ready_timeout_s=30)
+    run, sup = _start(["sh", "-c", '"$@" & exit 0', "sh", *fake_cmd()], name="bg", ready_timeout_s=PATIENCE_S)
     try:
         out = sup.wait_ready()
         assert out.state == "ready", out
@@ -264,7 +265,7 @@ def test_a_failed_engine_leaves_no_orphaned_worker_behind(fake_cmd, tmp_path):
     # The leader fails (exit 1) while a worker it started lives on holding its GPU memory
     # (vLLM's orphaned workers): the failure is recorded and the worker stopped.
     inner = shlex.join([sys.executable, "-c", "import time; time.sleep(600)"]) + " & sleep 0.5; exit 3"
-    run, sup = _start(["sh", "-c", inner], ready_timeout_s=30)
+    run, sup = _start(["sh", "-c", inner], ready_timeout_s=PATIENCE_S)
     try:
         out = sup.wait_ready()
         assert out.state == "failed" and out.exit_code == 3, out
@@ -298,7 +299,7 @@ def test_an_error_right_after_the_start_stops_the_engine_it_started(fake_cmd, mo
     with pytest.raises(KeyboardInterrupt):
         launch.start_run(plan)
     (proc, ident), = spawned
-    assert proc.wait(15) is not None
+    assert proc.wait(PATIENCE_S) is not None
     assert process.group_members(ident.pgid, not_before=ident.start_time) == []
 
 
@@ -312,7 +313,7 @@ def test_a_secret_the_engine_echoes_into_its_log_stays_out_of_the_diagnosis_reco
     plan = launch.prepare_launch([cmd], force=True)
     run = launch.start_run(plan)
     try:
-        out = launch.Supervisor(run, ready_timeout_s=30).wait_ready()
+        out = launch.Supervisor(run, ready_timeout_s=PATIENCE_S).wait_ready()
         assert out.state == "failed"
         assert "LEAKME" in (run.run_dir / "server.log").read_text()  # the engine's own log keeps it
         assert "LEAKME" not in (run.run_dir / "run.json").read_text()
@@ -382,3 +383,27 @@ def test_a_cd_before_the_engine_is_where_it_runs_and_where_check_reads_the_model
 def test_a_cd_into_a_directory_that_does_not_exist_is_refused(tmp_path):
     with pytest.raises(BadInput, match="cd"):
         launch.prepare_launch([f"cd {tmp_path / 'nope'} && vllm serve ./tiny"], gpu="H100", engine_version="0.10.1")
+
+
+def test_history_records_the_inherited_environment(fake_cmd, monkeypatch):
+    # Issue 17, item 3: an exported VLLM_ATTENTION_BACKEND changed what the engine did but
+    # was not recorded, so attempt 1 -> 2 showed no change.
+    monkeypatch.setenv("HF_TOKEN", "hf_inherited_secret")
+    monkeypatch.setenv("UNRELATED_THING", "x")
+    ids = []
+    for backend in (None, "FLASHINFER", "FLASHINFER"):
+        if backend:
+            monkeypatch.setenv("VLLM_ATTENTION_BACKEND", backend)
+        run, sup = _start(fake_cmd("--exit", "1"), ready_timeout_s=PATIENCE_S)
+        sup.wait_ready()
+        _finish(run)
+        ids.append(run.run_id)
+    record = json.loads((run.run_dir / "run.json").read_text())
+    assert record["env"]["VLLM_ATTENTION_BACKEND"] == "FLASHINFER"
+    assert record["env"]["HF_TOKEN"] == REDACTED  # inherited secrets are redacted too
+    assert "UNRELATED_THING" not in record["env"] and "SERVEPILOT_RUN_ID" not in record["env"]
+    (group,) = manage.history()
+    changes = [a["changes"] for a in group["attempts"]]
+    assert changes[1] == {"env": {"added": {"VLLM_ATTENTION_BACKEND": "FLASHINFER"}}}
+    assert changes[2] == {}
+    assert "hf_inherited_secret" not in json.dumps(manage.history())

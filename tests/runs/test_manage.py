@@ -89,3 +89,14 @@ def test_an_empty_or_wrong_case_reference_names_no_run(ref):
     _insert("kimi-20260101-000001-cccccc", name="kimi", state="failed")
     with pytest.raises(BadInput):
         manage.resolve_run(ref)
+
+
+def test_ps_json_has_run_id_beside_id(capsys):
+    import json
+
+    from servepilot.cli.main import main
+
+    _insert("20260101-000000-eeeeee", state="failed")
+    assert main(["ps", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["runs"]
+    assert row["id"] == row["run_id"] == "20260101-000000-eeeeee"  # keys only added

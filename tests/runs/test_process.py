@@ -4,6 +4,7 @@ import time
 
 import psutil
 import pytest
+from patience import PATIENCE_S
 
 from servepilot.errors import BadInput
 from servepilot.runs import process
@@ -21,7 +22,7 @@ def _spawn(tmp_path, argv):
 
 def _reap(proc):
     try:
-        proc.wait(5)
+        proc.wait(PATIENCE_S)
     except Exception:
         proc.kill()
         proc.wait()
@@ -65,7 +66,7 @@ def test_stop_refuses_a_pid_in_a_foreign_group():
 def test_stop_terminates_the_whole_group(tmp_path):
     code = "import subprocess,sys,time; subprocess.Popen([sys.executable,'-c','import time; time.sleep(600)']); time.sleep(600)"
     proc, ident = _spawn(tmp_path, [sys.executable, "-c", code])
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + PATIENCE_S
     while len(process.group_members(ident.pgid)) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert len(process.group_members(ident.pgid)) == 2
@@ -78,7 +79,7 @@ def test_stop_terminates_the_whole_group(tmp_path):
 def test_stop_escalates_to_sigkill_after_the_grace(tmp_path):
     code = "import signal,time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ok', flush=True); time.sleep(600)"
     proc, ident = _spawn(tmp_path, [sys.executable, "-c", code])
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + PATIENCE_S
     while "ok" not in (tmp_path / "log").read_text() and time.monotonic() < deadline:
         time.sleep(0.02)
     t0 = time.monotonic()
@@ -110,8 +111,8 @@ def test_a_group_made_by_job_control_in_another_session_is_not_ours(tmp_path):
     code = ("import subprocess,sys,time\n"
             "subprocess.Popen([sys.executable,'-c','import time; time.sleep(600)'])\n")
     leader = __import__("subprocess").Popen([sys.executable, "-c", code], process_group=0)
-    leader.wait(10)
-    deadline = time.monotonic() + 5
+    leader.wait(PATIENCE_S)
+    deadline = time.monotonic() + PATIENCE_S
     while not process.group_members(leader.pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     members = process.group_members(leader.pid)
@@ -124,7 +125,7 @@ def test_a_group_made_by_job_control_in_another_session_is_not_ours(tmp_path):
     finally:
         for p in members:
             p.kill()
-            p.wait(5)
+            p.wait(PATIENCE_S)
 
 
 def test_a_group_we_may_not_signal_is_a_typed_error(tmp_path, monkeypatch):

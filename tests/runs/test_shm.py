@@ -13,18 +13,29 @@ def all_processes_visible(monkeypatch):
     """Some sandboxes hide a process from root (PID 1 of a container runtime); scan then
     reports every file of that uid as `unknown` and removes nothing, correctly. To exercise
     removal, these tests see holders as scanned for real but without the blind uids."""
-    real = shm._scan_holders
-    monkeypatch.setattr(shm, "_scan_holders", lambda d: (real(d)[0], set()))
+    real = shm._scan
+
+    def visible(d, names=()):
+        held, _blind, named = real(d, names)
+        return held, set(), named
+
+    monkeypatch.setattr(shm, "_scan", visible)
 
 
 def test_an_invisible_process_makes_files_of_its_uid_unknown(tmp_path, monkeypatch):
     target = tmp_path / "psm_x"
     target.write_bytes(b"x")
     _age(target, 3600)
-    real = shm._scan_holders
-    monkeypatch.setattr(shm, "_scan_holders", lambda d: (real(d)[0], {os.getuid()}))
+    real = shm._scan
+
+    def blind(d, names=()):
+        held, _blind, named = real(d, names)
+        return held, {os.getuid()}, named
+
+    monkeypatch.setattr(shm, "_scan", blind)
     entries = shm.scan(tmp_path)
     assert entries[0].status == "unknown"
+    assert "cannot be inspected" in entries[0].reason and f"uid {os.getuid()}" in entries[0].reason
     assert not shm.remove_leftovers(entries, tmp_path)[0].removed and target.exists()
 
 
@@ -118,3 +129,45 @@ def test_a_file_recreated_under_the_same_name_after_the_scan_is_not_removed(tmp_
     out = shm.remove_leftovers(entries, tmp_path)
     assert not out[0].removed
     assert target.read_bytes() == b"new engine's segment"
+
+
+def test_a_file_a_live_process_names_is_kept(tmp_path, all_processes_visible):
+    # A process that reopens a segment by name between uses holds nothing open in between;
+    # its command line names the file, so cleanup keeps it (issue 17, item 7).
+    target = tmp_path / "psm_reopened"
+    target.write_bytes(b"x")
+    _age(target, 3600)
+    code = "import sys,time; print('ok',flush=True); time.sleep(600)"
+    user = subprocess.Popen([sys.executable, "-c", code, str(target)], stdout=subprocess.PIPE, text=True)
+    try:
+        user.stdout.readline()
+        (entry,) = shm.scan(tmp_path)
+        assert entry.status == "named" and str(user.pid) in entry.reason
+        assert not shm.remove_leftovers([entry], tmp_path)[0].removed and target.exists()
+    finally:
+        user.kill()
+        user.wait()
+        user.stdout.close()
+    (entry,) = shm.scan(tmp_path)
+    assert entry.status == "leftover"  # once that process is gone
+
+
+def test_every_status_says_why(tmp_path, all_processes_visible):
+    for name, age in (("psm_old", 3600), ("psm_new", 0)):
+        (tmp_path / name).write_bytes(b"x")
+        _age(tmp_path / name, age)
+    entries = shm.scan(tmp_path)
+    assert {e.status for e in entries} == {"leftover", "too_new"}
+    assert all(e.reason for e in entries)
+
+
+def test_yes_with_nothing_removable_says_so(tmp_path, monkeypatch, capsys, all_processes_visible):
+    from servepilot.cli.main import main
+
+    monkeypatch.setattr(shm, "SHM_DIR", tmp_path)
+    (tmp_path / "psm_new").write_bytes(b"x")  # too new to judge
+    assert main(["cleanup", "--yes"]) == 0
+    out = capsys.readouterr().out
+    assert "nothing removed" in out and "too_new" in out
+    assert "under 60 s" in out  # the entry's own reason
+    assert (tmp_path / "psm_new").exists()

@@ -64,6 +64,22 @@ LAYER_TYPE_WORDS = {
     "chunked_attention": "sliding",  # Llama-4 local chunks behave as windows for the KV cache
 }
 
+# Hostile-input ceilings (issue 17): the planner builds per-layer tables, so a layer count of
+# 10**400 would loop forever. The deepest published decoders have a few hundred layers;
+# sizes (hidden, vocab, positions) stay below 2**53, the largest integer a JSON reader that
+# uses doubles (the engines' own) keeps exact.
+LAYER_CEILING = 10_000
+SIZE_CEILING = 2**53
+# Class and type names are identifiers of a few dozen characters; a config that lists more
+# than a handful, or names thousands of characters long, is damaged and must not flood output.
+MAX_ARCHITECTURES = 8
+NAME_CEILING = 200
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
 
 def text_tower(config: dict) -> dict:
     """The text model's config: `text_config` of multimodal wrappers (Kimi-K2.5, Gemma-3), else the config."""
@@ -103,15 +119,15 @@ class _Reader:
     def _where(self, key: str, in_text: bool) -> str:
         return f"text_config.{key}" if in_text and self.nested else key
 
-    def get_int(self, *keys: str, minimum: int = 0) -> int | None:
+    def get_int(self, *keys: str, minimum: int = 0, maximum: int = SIZE_CEILING) -> int | None:
         for key in keys:
             for d, in_text in ((self.text, True), (self.outer, False)):
                 if key not in d or d[key] is None:
                     continue
                 v = d[key]
-                if type(v) is int and v >= minimum:
+                if type(v) is int and minimum <= v <= maximum:
                     return v
-                if isinstance(v, float) and v.is_integer() and v >= minimum:
+                if isinstance(v, float) and v.is_integer() and minimum <= v <= maximum:
                     return int(v)
                 if isinstance(v, list):
                     self.notes.append(
@@ -120,7 +136,9 @@ class _Reader:
                     )
                     self.rejected.add(keys[0])
                     return None
-                self.notes.append(f"{self._where(key, in_text)} is {v!r}, not an integer >= {minimum}: ignored")
+                shown = _short(v) if not (type(v) is int and v > maximum) else f"an integer of {len(str(v))} digits"
+                self.notes.append(f"{self._where(key, in_text)} is {shown}, not an integer in "
+                                  f"[{minimum}, {maximum:,}]: ignored")
                 self.rejected.add(keys[0])
                 return None
         return None
@@ -168,10 +186,17 @@ def read_architecture(config: dict) -> ArchitectureReading:
 
     archs = config.get("architectures")
     if isinstance(archs, list):
-        out.architectures = tuple(a for a in archs if isinstance(a, str))
+        names = tuple(dict.fromkeys(a for a in archs if isinstance(a, str) and len(a) <= NAME_CEILING))
+        out.architectures = names[:MAX_ARCHITECTURES]
+        if len(names) > MAX_ARCHITECTURES or len(names) < len(archs):
+            out.notes.append(f"architectures lists {len(archs):,} entries; kept the first "
+                             f"{len(out.architectures)} distinct class names")
     elif archs is not None:
-        out.notes.append(f"architectures is {archs!r}, not a list of class names: ignored")
-    out.model_type = config.get("model_type") if isinstance(config.get("model_type"), str) else None
+        out.notes.append(f"architectures is {_short(archs)}, not a list of class names: ignored")
+    model_type = config.get("model_type")
+    out.model_type = model_type if isinstance(model_type, str) and len(model_type) <= NAME_CEILING else None
+    if isinstance(model_type, str) and out.model_type is None:
+        out.notes.append(f"model_type is a string of {len(model_type):,} characters: ignored")
     if text is not config:
         tm = text.get("model_type")
         out.text_model_type = tm if isinstance(tm, str) else None
@@ -209,7 +234,7 @@ def read_architecture(config: dict) -> ArchitectureReading:
         out.tie_word_embeddings = tie
     else:  # absent: the config class's default (transformers 4.57.1 configuration_*.py)
         out.tie_word_embeddings = (out.text_model_type or out.model_type or "") in TIED_BY_DEFAULT
-    out.mtp_layers = r.get_int("num_nextn_predict_layers", "mtp_num_hidden_layers") or 0
+    out.mtp_layers = r.get_int("num_nextn_predict_layers", "mtp_num_hidden_layers", maximum=LAYER_CEILING) or 0
 
     out.attention = _attention(r, family, out)
     out.moe = _moe(r)
@@ -230,12 +255,12 @@ def read_architecture(config: dict) -> ArchitectureReading:
 def _declared_layers(r: _Reader) -> int | None:
     """num_hidden_layers, else the length of the per-layer list that stands for it
     (Nemotron-3 Ultra has layers_block_type and no num_hidden_layers)."""
-    n = r.get_int("num_hidden_layers", "n_layer", "num_layers", minimum=1)
+    n = r.get_int("num_hidden_layers", "n_layer", "num_layers", minimum=1, maximum=LAYER_CEILING)
     if n is not None:
         return n
     for key in ("hybrid_override_pattern", "layers_block_type", "block_configs", "layer_types"):
         v = r.raw(key)
-        if isinstance(v, list | str) and v:
+        if isinstance(v, list | str) and 0 < len(v) <= LAYER_CEILING:
             return len(v)
     return None
 

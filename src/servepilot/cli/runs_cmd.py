@@ -157,90 +157,59 @@ def launch(name, detach, force, ready_timeout, ask_engine, engine_python, gpu, e
             _echo(f"note: {note}")
         if plan.predicted_failure:
             _echo("check predicts a failure; launching anyway (--force)")
-    previous = _terminate_like_ctrl_c()
-    try:
-        run = runs_launch.start_run(plan, name=name)
-        started = time.monotonic()
-        try:
-            if not as_json:
-                _echo(f"run {run.run_id}: pid {run.identity.pid}, log {run.log_path}")
-            return _supervise(run, plan, detach, ready_timeout, as_json, started)
-        except KeyboardInterrupt:
-            # Anywhere after the start (the progress lines included): the run's own group stops.
-            return _interrupted(run, as_json)
-        except Exception as exc:
-            # A supervision that breaks must not leave its engine running, watched by nobody
-            # (a --detach run that was ready is the operator's to keep: it was asked for).
-            if not (detach and run.record.get("state") == "ready"):
-                _stop_after_error(run, exc)
-            raise
-    finally:
-        _restore_signals(previous)
+    from servepilot.runs.lifecycle import Hooks, run_launch
+
+    progress = None if as_json else _Progress(time.monotonic())
+
+    def started(run) -> None:
+        if not as_json:
+            _echo(f"run {run.run_id}: pid {run.identity.pid}, log {run.log_path}")
+
+    def ready(run, outcome) -> None:  # foreground only: before waiting for the engine's exit
+        if as_json:
+            emit_json(LAUNCH_SCHEMA, _outcome_payload(run, outcome, plan))
+        else:
+            _print_ready(run, outcome)
+            _echo("serving; Ctrl-C stops the engine")
+
+    def interrupted(run) -> None:
+        if not as_json:
+            _echo("\ninterrupted: stopping the engine's process tree", err=True)
+
+    end = run_launch(plan, name=name, detach_when_ready=detach, ready_timeout_s=ready_timeout,
+                     hooks=Hooks(on_started=started, on_event=progress, on_ready=ready,
+                                 on_interrupt=interrupted))
+    return _render_end(end, plan, as_json)
 
 
-def _supervise(run, plan, detach, ready_timeout, as_json, started) -> int:
-    from servepilot.runs import launch as runs_launch
-
-    supervisor = runs_launch.Supervisor(
-        run, on_event=None if as_json else _Progress(started),
-        ready_timeout_s=ready_timeout or runs_launch.DEFAULT_READY_TIMEOUT_S,
-    )
-    outcome = supervisor.wait_ready()
-    payload = _outcome_payload(run, outcome, plan)
+def _render_end(end, plan, as_json) -> int:
+    run, outcome = end.run, end.outcome
+    if end.interrupted is not None:
+        if as_json:
+            emit_json(LAUNCH_SCHEMA, {"run_id": run.run_id, "state": "stopped", "reason": end.interrupted})
+        return end.code
     if outcome.state != "ready":
         if as_json:
-            emit_json(LAUNCH_SCHEMA, payload)
+            emit_json(LAUNCH_SCHEMA, _outcome_payload(run, outcome, plan))
         elif outcome.state == "stopped":
             _echo(f"run {run.run_id} {outcome.reason}")
         else:
             _echo(f"run {run.run_id} failed after {outcome.elapsed_s:.1f}s: {outcome.reason}")
             _print_diagnosis(outcome.diagnosis or {})
             _echo(f"log: {run.log_path}")
-        return 3
-    if as_json:
-        emit_json(LAUNCH_SCHEMA, payload)
-    else:
-        _print_ready(run, outcome)
-    if detach:
-        runs_launch.detach(run)
-        if not as_json:
+        return end.code
+    if end.detached:
+        if as_json:
+            emit_json(LAUNCH_SCHEMA, _outcome_payload(run, outcome, plan))
+        else:
+            _print_ready(run, outcome)
             _echo(f"detached; stop it with: servepilot stop {run.record.get('name') or run.run_id}")
-        return 0
+        return end.code
     if not as_json:
-        _echo("serving; Ctrl-C stops the engine")
-    code = supervisor.wait_exit()
-    diagnosis = None
-    state = "exited"
-    if code:
-        from servepilot.runs import integration
-
-        diagnosis = integration.triage_log(run.log_path, plan.command.engine)
-        state = "failed"
-    runs_launch.finish(run.run_id, state, exit_code=code, diagnosis=diagnosis, record=run.record, run_dir=run.run_dir,
-                       category=((diagnosis or {}).get("root_cause") or {}).get("category"))
-    if not as_json:
-        _echo(f"engine exited with code {code}")
-        if diagnosis:
-            _print_diagnosis(diagnosis)
-    return 3 if code else 0
-
-
-def _terminate_like_ctrl_c() -> dict:
-    """SIGTERM or a closed terminal (SIGHUP) while attached stop the run like Ctrl-C does;
-    otherwise the CLI would die and leave its engine running unrecorded."""
-    import signal
-
-    def handler(signum, frame):
-        raise KeyboardInterrupt
-
-    return {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
-
-
-def _restore_signals(previous: dict) -> None:
-    import signal
-
-    for sig, handler in previous.items():
-        signal.signal(sig, handler)
+        _echo(f"engine exited with code {end.exit_code}")
+        if end.diagnosis:
+            _print_diagnosis(end.diagnosis)
+    return end.code
 
 
 def _print_ready(run, outcome) -> None:
@@ -250,34 +219,6 @@ def _print_ready(run, outcome) -> None:
     m, p = outcome.figures, outcome.predicted or {}
     _echo(f"  KV tokens:       measured {_fmt(m.get('kv_tokens'))}   planned {_fmt(p.get('kv_tokens'))}")
     _echo(f"  max concurrency: measured {_fmt(m.get('max_concurrency'))}   planned {_fmt(p.get('max_concurrency'))}")
-
-
-def _interrupted(run, as_json) -> int:
-    """Ctrl-C while attached: stop the run's own group gracefully and record it."""
-    from servepilot.runs import launch as runs_launch
-    from servepilot.runs import process
-
-    if not as_json:
-        _echo("\ninterrupted: stopping the engine's process group", err=True)
-    result = process.stop_group(run.identity, grace_s=runs_launch.DEFAULT_STOP_GRACE_S)
-    runs_launch.finish(run.run_id, "stopped", record=run.record, run_dir=run.run_dir, reason=result.detail)
-    if as_json:
-        emit_json(LAUNCH_SCHEMA, {"run_id": run.run_id, "state": "stopped", "reason": result.detail})
-    return 130
-
-
-def _stop_after_error(run, exc: Exception) -> None:
-    from servepilot.runs import launch as runs_launch
-    from servepilot.runs import process
-
-    try:
-        result = process.stop_group(run.identity, grace_s=runs_launch.DEFAULT_STOP_GRACE_S)
-        detail = result.detail
-    except process.NotOurProcess as refused:
-        detail = refused.problem
-    runs_launch.finish(run.run_id, "failed", record=run.record, run_dir=run.run_dir,
-                       reason=f"servepilot's supervision failed ({type(exc).__name__}: {exc}); {detail}",
-                       diagnosis={"error": f"{type(exc).__name__}: {exc}"})
 
 
 @click.command()
@@ -443,18 +384,38 @@ def cleanup(yes, as_json):
     entries = shm.scan(shm.SHM_DIR)
     if yes:
         entries = shm.remove_leftovers(entries, shm.SHM_DIR)
+    removed = sum(e.removed for e in entries)
+    kept = [e for e in entries if not e.removed]
+    summary = _cleanup_summary(entries, removed, yes)
     if as_json:
         emit_json("servepilot.cleanup/1", {"dir": str(shm.SHM_DIR), "entries": entries,
-                                           "removed": sum(e.removed for e in entries)})
+                                           "removed": removed, "summary": summary})
         return 0
     if not entries:
         _echo(f"no engine leftovers in {shm.SHM_DIR}")
         return 0
     for e in entries:
-        who = f" held by {', '.join(map(str, e.holders))}" if e.holders else ""
-        done = " removed" if e.removed else ""
-        _echo(f"{e.status:<9} {human_bytes(e.size):>10}  {e.path}{who}{done}")
-    leftovers = [e for e in entries if e.status == "leftover" and not e.removed]
+        done = "  removed" if e.removed else ""
+        _echo(f"{e.status:<9} {human_bytes(e.size):>10}  {e.path}{done}")
+        if not e.removed:
+            _echo(f"{'':<21}{e.reason}")
+    _echo(summary)
+    leftovers = [e for e in kept if e.status == "leftover"]
     if leftovers and not yes:
-        _echo(f"{len(leftovers)} leftover(s); `servepilot cleanup --yes` removes them")
+        _echo(f"`servepilot cleanup --yes` removes the {len(leftovers)} leftover(s)")
     return 0
+
+
+def _cleanup_summary(entries, removed: int, yes: bool) -> str:
+    """One line: what was (or would be) removed, and what is kept and why in counts."""
+    from collections import Counter
+
+    if not entries:
+        return "no engine leftovers: nothing to remove" if yes else "no engine leftovers"
+    kept = Counter(e.status for e in entries if not e.removed)
+    parts = ", ".join(f"{n} {status}" for status, n in sorted(kept.items()))
+    if yes:
+        if not removed:
+            return f"nothing removed: no entry is a leftover ({parts}); each entry above says why it is kept"
+        return f"removed {removed}" + (f"; kept {parts}" if parts else "")
+    return f"{len(entries)} entries: {parts}"

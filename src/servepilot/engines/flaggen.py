@@ -6,6 +6,8 @@ engine. Adding an engine release = unpack its sdist, run this, review the diff o
     python -m servepilot.engines.flaggen vllm 0.16.0=/tmp/vllm-0.16.0 0.18.0=/tmp/vllm-0.18.0 ...
     python -m servepilot.engines.flaggen sglang 0.5.10.post1=/tmp/sglang-0.5.10.post1 ...
     python -m servepilot.engines.flaggen llamacpp /tmp/llama.cpp/common/arg.cpp COMMIT
+    python -m servepilot.engines.flaggen vllm-values 0.16.0=/tmp/vllm-0.16.0 ...   (choices, ranges)
+    python -m servepilot.engines.flaggen sglang-values | llamacpp-values   (the universal rows)
 
 Each version's directory is the unpacked sdist root (holding `vllm/` or `sglang/`). The other
 keys of flags.json (defaults, parser, method) are kept as they are.
@@ -225,6 +227,145 @@ def llamacpp_rows(arg_cpp: Path, commit: str) -> list[dict]:
     return out
 
 
+# ---- value rules: choices and ranges ----------------------------------------------------
+
+# Choices vLLM enforces even where the field's type also admits `str` (argparse then shows a
+# metavar, not choices): ModelConfig._verify_quantization refuses an unknown method.
+VLLM_VERIFIED_CHOICES = {"quantization": "vllm/config/model.py"}
+# Facts that hold for every release, read once and cited (not derivable from one field).
+UNIVERSAL_VALUE_ROWS = {
+    "vllm": [
+        {"dest": "port", "min": 0, "max": 65535, "versions": "",
+         "source": "https://docs.python.org/3/library/socket.html (bind: port must be 0-65535; "
+                   "vllm/entrypoints/openai/api_server.py@v0.16.0 create_server_socket binds it)"},
+        {"dest": "tensor_parallel_size", "min": 1, "versions": "",
+         "source": "vllm/config/parallel.py@v0.16.0 (world_size = pipeline_parallel_size * "
+                   "tensor_parallel_size; 0 ranks leave nothing to place the model on)"},
+        {"dest": "pipeline_parallel_size", "min": 1, "versions": "",
+         "source": "vllm/config/parallel.py@v0.16.0 (world_size = pipeline_parallel_size * "
+                   "tensor_parallel_size)"},
+    ],
+    "sglang": [
+        {"dest": "port", "min": 0, "max": 65535, "versions": "",
+         "source": "https://docs.python.org/3/library/socket.html (bind: port must be 0-65535)"},
+        {"dest": "tp_size", "min": 1, "versions": "",
+         "source": "python/sglang/srt/server_args.py@v0.5.10.post1 (tp_size ranks per node)"},
+    ],
+    "llamacpp": [
+        {"dest": "port", "min": 0, "max": 65535, "versions": "",
+         "source": "https://pubs.opengroup.org/onlinepubs/9699919799/basedefs/netinet_in.h.html "
+                   "(in_port_t is 16 bits; llama-server binds --port with httplib)"},
+    ],
+}
+
+
+def _literal_values(node: ast.AST, aliases: dict[str, list]) -> list | None:
+    """The values of `Literal[...]`, of an alias of one, or of a `|` union of those."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        left, right = _literal_values(node.left, aliases), _literal_values(node.right, aliases)
+        return None if left is None or right is None else left + right
+    if isinstance(node, ast.Name):
+        return aliases.get(node.id)
+    if isinstance(node, ast.Subscript) and ast.unparse(node.value) in ("Literal", "typing.Literal"):
+        elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        values = [_literal(e) for e in elts]
+        return values if all(isinstance(v, (str, int, float)) for v in values) else None
+    return None
+
+
+def _literal_aliases(files: list[Path], root: Path) -> dict[str, tuple[list, str]]:
+    """Module-level `Name = Literal[...]` (or `Name: TypeAlias = ...`): name -> (values, file)."""
+    out: dict[str, tuple[list, str]] = {}
+    for f in files:
+        tree = ast.parse(f.read_text(encoding="utf-8"))
+        for st in tree.body:
+            target = value = None
+            if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name):
+                target, value = st.targets[0].id, st.value
+            elif isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name) and st.value is not None:
+                target, value = st.target.id, st.value
+            if target is None:
+                continue
+            values = _literal_values(value, {k: v for k, (v, _) in out.items()})
+            if values:
+                out[target] = (values, str(f.relative_to(root)))
+    return out
+
+
+def _field_bounds(files: list[Path], root: Path) -> dict[tuple[str, str], tuple[dict, str]]:
+    """`x: T = Field(default=..., gt=0, le=1)` in config classes: (class, field) -> bounds."""
+    out: dict[tuple[str, str], tuple[dict, str]] = {}
+    for f in files:
+        tree = ast.parse(f.read_text(encoding="utf-8"))
+        for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+            for st in cls.body:
+                if not (isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name)
+                        and isinstance(st.value, ast.Call) and ast.unparse(st.value.func) == "Field"):
+                    continue
+                bounds = {k.arg: _literal(k.value) for k in st.value.keywords if k.arg in ("gt", "ge", "lt", "le")}
+                if bounds and all(isinstance(v, (int, float)) for v in bounds.values()):
+                    out[(cls.name, st.target.id)] = (bounds, str(f.relative_to(root)))
+    return out
+
+
+def vllm_values_of(root: Path) -> dict[str, tuple[dict, str]]:
+    """dest -> (rule, source file): the choices of Literal-typed EngineArgs fields and the
+    pydantic bounds of the config field each one defaults from (`= CacheConfig.x`)."""
+    config_files = sorted((root / "vllm/config").glob("*.py"))
+    quant = root / "vllm/model_executor/layers/quantization/__init__.py"
+    aliases = _literal_aliases(config_files + ([quant] if quant.exists() else []), root)
+    bounds = _field_bounds(config_files, root)
+    args = root / "vllm/engine/arg_utils.py"
+    tree = ast.parse(args.read_text(encoding="utf-8"))
+    alias_values = {k: v for k, (v, _) in aliases.items()}
+    out: dict[str, tuple[dict, str]] = {}
+    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == "EngineArgs"):
+        for st in cls.body:
+            if not (isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name)):
+                continue
+            dest = st.target.id
+            parts = [p.strip() for p in ast.unparse(st.annotation).split("|")]
+            typed = [p for p in parts if p != "None"]
+            named = [p for p in typed if p in aliases]
+            if named and (len(named) == len(typed) or (dest in VLLM_VERIFIED_CHOICES and set(typed) - set(named) == {"str"})):
+                choices = [v for p in named for v in alias_values[p]]
+                src = VLLM_VERIFIED_CHOICES.get(dest) if "str" in typed else aliases[named[0]][1]
+                out[dest] = ({"choices": choices}, src)
+            if isinstance(st.value, ast.Attribute) and isinstance(st.value.value, ast.Name):
+                found = bounds.get((st.value.value.id, st.value.attr))
+                if found:
+                    rule = dict(out.get(dest, ({}, ""))[0]) | found[0]
+                    out[dest] = (rule, found[1])
+    return out
+
+
+def value_rows_over_versions(per_version: dict[str, dict[str, tuple[dict, str]]], prefix: str = "") -> list[dict]:
+    """One row per dest and run of sampled versions with the same rule."""
+    from packaging.version import Version
+
+    versions = sorted(per_version, key=Version)
+    out: list[dict] = []
+    for dest in sorted({d for rows in per_version.values() for d in rows}):
+        runs: list[dict] = []
+        for i, v in enumerate(versions):
+            found = per_version[v].get(dest)
+            key = json.dumps(found[0], sort_keys=True) if found else None
+            if runs and runs[-1]["key"] == key and runs[-1]["end"] == i - 1:
+                runs[-1].update(end=i, last=(found, v))
+            else:
+                runs.append({"key": key, "start": i, "end": i, "last": (found, v)})
+        for run in runs:
+            if run["key"] is None:
+                continue
+            # The first sampled version bounds the range below too: older releases were not read.
+            clauses = [f">={versions[run['start']]}"]
+            if run["end"] < len(versions) - 1:
+                clauses.append(f"<{versions[run['end'] + 1]}")
+            (rule, rel), v = run["last"]
+            out.append({"dest": dest, **rule, "versions": ",".join(clauses), "source": f"{prefix}{rel}@v{v}"})
+    return out
+
+
 def update_table(path: Path, rows: list[dict], sampled: list[str] | None = None, key: str = "flags") -> None:
     data = json.loads(path.read_text(encoding="utf-8"))
     data[key] = rows
@@ -233,12 +374,27 @@ def update_table(path: Path, rows: list[dict], sampled: list[str] | None = None,
     path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
 
 
+def _set_key(path: Path, key: str, value) -> None:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data[key] = value
+    path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+
+
 def main(argv: list[str]) -> int:
     from packaging.version import Version
 
     engine, *rest = argv
     here = Path(__file__).parent
-    if engine in ("vllm", "sglang"):
+    if engine == "vllm-values":
+        sources = {v: Path(p) for v, p in (a.split("=", 1) for a in rest)}
+        rows = value_rows_over_versions({v: vllm_values_of(p) for v, p in sources.items()})
+        table = here / "vllm" / "knowledge" / "flags.json"
+        update_table(table, UNIVERSAL_VALUE_ROWS["vllm"] + rows, key="values")
+        _set_key(table, "values_sampled_versions", sorted(sources, key=Version))
+    elif engine in ("sglang-values", "llamacpp-values"):
+        name = engine.split("-")[0]
+        update_table(here / name / "knowledge" / "flags.json", UNIVERSAL_VALUE_ROWS[name], key="values")
+    elif engine in ("vllm", "sglang"):
         sources = {v: Path(p) for v, p in (a.split("=", 1) for a in rest)}
         reader = vllm_flags_of if engine == "vllm" else sglang_flags_of
         prefix = "" if engine == "vllm" else "python/"

@@ -182,7 +182,7 @@ def plan_overlay(
     action = _dest_action(dest_path, tree.root, phash, replace)
     patched_rels = {p.path for p in patched}
     links = tuple(
-        LinkedFile(path=f.rel, target=str(f.path), size=f.size, mtime_ns=f.mtime_ns)
+        LinkedFile(path=f.rel, target=relative_target(f.path, dest_path / f.rel), size=f.size, mtime_ns=f.mtime_ns)
         for f in tree.files
         if f.rel not in patched_rels
     )
@@ -207,6 +207,18 @@ def _leftovers(dest: Path) -> tuple[str, ...]:
     except OSError:
         return ()
     return tuple(sorted(str(dest.parent / n) for n in names if n.startswith(prefixes)))
+
+
+def relative_target(original_file: Path, link: Path) -> str:
+    """The symlink text from `link` to `original_file`, relative, so an overlay still works
+    when the tree holding both is mounted elsewhere (a container's /models).
+
+    Both parents are resolved first: the kernel follows `..` physically, so a relative path
+    computed through a symlinked directory would point somewhere else. The original's own
+    name stays unresolved (a Hugging Face snapshot's file is itself a link into blobs/).
+    """
+    source = os.path.realpath(original_file.parent) + os.sep + original_file.name
+    return os.path.relpath(source, os.path.realpath(link.parent))
 
 
 def _patch_file(tree: OriginalTree, rel: str, ops: list) -> PatchedOutput:

@@ -25,7 +25,7 @@ class LinkedFile:
     """A file the overlay links to; size and mtime of the original prove it unchanged."""
 
     path: str
-    target: str  # the symlink's text: the absolute path of the original file
+    target: str  # the symlink's text: relative to the link (absolute in older overlays, still read)
     size: int
     mtime_ns: int
 

@@ -96,8 +96,30 @@ def attr(obj, name):
     return getattr(obj, name, None) if obj is not None else None
 
 
+# The planner builds one row per rank; the largest deployments run a few thousand GPUs. A
+# size beyond this is hostile or a typo and would make the plan loop for ever (issue 17).
+MAX_RANKS = 65_536
+
+
+def refuse_absurd_ranks(tp: int, pp: int, dp: int) -> None:
+    """BadInput when tp x pp x dp is more ranks than any deployment has."""
+    from servepilot.errors import BadInput
+
+    ranks = max(1, tp) * max(1, pp) * max(1, dp)
+    if ranks > MAX_RANKS:
+        shown = str(ranks) if ranks < 10**12 else f"a number of {len(str(ranks))} digits"
+        raise BadInput(f"the parallel sizes ask for {shown} GPU ranks (tp {_digits(tp)} x pp {_digits(pp)} "
+                       f"x dp {_digits(dp)}); more than {MAX_RANKS:,} is not a deployment servepilot can plan",
+                       hint="check --tensor-parallel-size, --pipeline-parallel-size and --data-parallel-size")
+
+
+def _digits(n: int) -> str:
+    return str(n) if n < 10**12 else f"<{len(str(n))} digits>"
+
+
 def gpu_rows(dep: Deployment, gpu: Gpu, tp: int, pp: int, dp: int, weights_per_stage, runtime: int, kv_per_stage) -> tuple[GpuRow, ...]:
     """One row per GPU, in vLLM's rank order (dp, pp, tp)."""
+    refuse_absurd_ranks(tp, pp, dp)
     gpus = list(dep.cluster.gpus)
     rows = []
     i = 0

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 from servepilot.engines.command import EngineLaunch
+from servepilot.engines.flagtable import shown
 from servepilot.errors import BadInput
 
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgtKMGT]?)(i?)[bB]?\s*$")
@@ -27,21 +29,26 @@ def as_int(value, what: str) -> int | None:
         return int(value)
     try:
         return int(float(value))
+    except OverflowError:  # inf, or more digits than a float holds: no engine takes it
+        raise BadInput(f"{what} = {shown(value)} is not a usable whole number") from None
     except (TypeError, ValueError):
         pass
-    m = _SIZE.match(str(value))
+    m = _SIZE.match(str(value)[:100])
     if m and m.group(2) and not m.group(3):
         return parse_bytes(value, what)
-    raise BadInput(f"{what} = {value!r} is not a whole number")
+    raise BadInput(f"{what} = {shown(value)} is not a whole number")
 
 
 def as_float(value, what: str) -> float | None:
     if value is None or value == "":
         return None
     try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise BadInput(f"{what} = {value!r} is not a number") from None
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise BadInput(f"{what} = {shown(value)} is not a number") from None
+    if not math.isfinite(number):
+        raise BadInput(f"{what} = {shown(value)} is not a finite number")
+    return number
 
 
 def as_bool(value) -> bool:
@@ -55,10 +62,12 @@ def parse_bytes(value, what: str) -> int | None:
     if value is None or value == "":
         return None
     if isinstance(value, int | float) and not isinstance(value, bool):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise BadInput(f"{what} = {shown(value)} is not a finite size")
         return int(value)
-    m = _SIZE.match(str(value))
+    m = _SIZE.match(str(value)[:100])
     if not m:
-        raise BadInput(f"{what} = {value!r} is not a size (e.g. 32G, 32000000000)")
+        raise BadInput(f"{what} = {shown(value)} is not a size (e.g. 32G, 32000000000)")
     number, unit, binary = float(m.group(1)), m.group(2), m.group(3)
     if not unit:
         return int(number)

@@ -6,7 +6,12 @@ from servepilot.checkpoint.spec import ModelSpec
 from servepilot.hardware.cluster import Gpu
 from servepilot.planning import kv as kvmod
 from servepilot.planning.budget import Term
-from servepilot.planning.common import derived_max_model_len, engine_version, gpu_rows
+from servepilot.planning.common import (
+    derived_max_model_len,
+    engine_version,
+    gpu_rows,
+    refuse_absurd_ranks,
+)
 from servepilot.planning.facts import fact
 from servepilot.planning.options import as_bool, as_float, as_int, option
 from servepilot.planning.result import MemoryPlan
@@ -21,6 +26,7 @@ def plan_sglang(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: lis
     notes = list(notes)
     tp = tp or launch.tensor_parallel_size
     pp, dp = launch.pipeline_parallel_size, launch.data_parallel_size
+    refuse_absurd_ranks(tp, pp, dp)
     ep = launch.expert_parallel
     mfs = as_float(option(launch, "mem_fraction_static"), "--mem-fraction-static")
     table = fact("sglang", "mem_fraction_static_by_tp", version)

@@ -6,10 +6,17 @@ import math
 from dataclasses import dataclass
 
 from servepilot.checkpoint.spec import ModelSpec
+from servepilot.errors import BadInput
 from servepilot.hardware.cluster import Gpu
 from servepilot.planning import kv as kvmod
 from servepilot.planning.budget import GiB, Term, activation_peak
-from servepilot.planning.common import derived_max_model_len, engine_version, gpu_rows, older
+from servepilot.planning.common import (
+    derived_max_model_len,
+    engine_version,
+    gpu_rows,
+    older,
+    refuse_absurd_ranks,
+)
 from servepilot.planning.facts import fact
 from servepilot.planning.options import as_bool, as_float, as_int, option, parse_bytes
 from servepilot.planning.result import MemoryPlan
@@ -63,6 +70,7 @@ def plan_vllm(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list[
         notes.append("VLLM_USE_V1=1: the V1 engine sizes the KV cache")
     tp = tp or launch.tensor_parallel_size
     pp, dp = launch.pipeline_parallel_size, launch.data_parallel_size
+    refuse_absurd_ranks(tp, pp, dp)
     ep = launch.expert_parallel
     util = as_float(option(launch, "gpu_memory_utilization"), "--gpu-memory-utilization") or f("gpu_memory_utilization").value
     block = int(block or as_int(option(launch, "block_size"), "--block-size") or f("block_size").value)
@@ -87,6 +95,8 @@ def plan_vllm(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list[
 
     rt = _runtime(launch, spec, f, generation=generation, tp=tp, pp=pp, ep=ep, mnbt=mnbt, mns=mns, mdtype=mdtype,
                   backend=backend)
+    if not 0 < util <= 1:  # CacheConfig: Field(gt=0, le=1); check reports it as SP-ARGS-002
+        raise BadInput(f"--gpu-memory-utilization {util:g} is outside (0, 1]: vLLM refuses it before loading")
     requested = math.ceil(cuda_total * util)
     w_max = max(per_stage)
     w_exact = split.exact or weights_override is not None

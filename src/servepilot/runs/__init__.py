@@ -4,12 +4,14 @@ Called from other layers:
     servepilot.runs.store.latest_measurement(model, engine, gpu_key) -> dict | None
         the newest figures an engine logged for this model/engine/GPU kind (the planner)
 
-Used by the CLI (cli/runs_cmd.py):
+Used by the CLI (cli/runs_cmd.py), which only renders:
     launch.prepare_launch(command, gpu=, engine_version=, command_file=, force=) -> LaunchPlan
-    launch.start_run(plan, name=) -> Run;  launch.Supervisor(run).wait_ready() -> Outcome
+    lifecycle.run_launch(plan, name=, detach_when_ready=, ready_timeout_s=, hooks=) -> LaunchEnd
+        signals, start, supervise, triage, record, stop on error (the whole launch)
     manage.list_runs(), manage.stop_run(ref, grace_s), manage.history(model), manage.resolve_run(ref)
     shm.scan(dir), shm.remove_leftovers(entries, dir)
 
-Everything this package needs from deployment, checks, planning, triage and overlay goes
-through runs/integration.py, which degrades cleanly when one of them is missing.
+A run's processes (group, descendants, marked ones) are runs/tree.py's. What this package
+needs from deployment, checks, planning and overlay is imported in runs/integration.py,
+from triage in runs/diagnose.py: plain imports, no fallbacks.
 """

@@ -95,6 +95,37 @@ def environment_diff(parent: Mapping[str, str], child: Mapping[str, str]) -> dic
     }
 
 
+# Variables the engines, their libraries and the GPU stack read (vLLM's envs.py, SGLang's
+# environ.py, NCCL's, CUDA's and Hugging Face's documented variables, ggml's GGML_*). An
+# exported VLLM_ATTENTION_BACKEND changes what the engine does as much as a flag does, so
+# history records these whether the command set them or the shell had them exported.
+RELEVANT_PREFIXES = (
+    "VLLM_", "SGLANG_", "SGL_", "NCCL_", "CUDA_", "LLAMA_", "GGML_", "HF_", "HUGGING_FACE_",
+    "TRANSFORMERS_", "TOKENIZERS_", "TORCH_", "PYTORCH_", "NVIDIA_", "OMP_", "MKL_", "UCX_",
+    "GLOO_", "TRITON_", "FLASHINFER_", "RAY_", "MASTER_", "NVSHMEM_",
+)
+RELEVANT_NAMES = frozenset({"LD_LIBRARY_PATH", "LD_PRELOAD", "WORLD_SIZE", "RANK", "LOCAL_RANK"})
+# Set by servepilot itself on every run (runs/tree.py); differs per attempt by design.
+OWN_NAMES = frozenset({"SERVEPILOT_RUN_ID"})
+
+
+def is_relevant(name: str) -> bool:
+    return name in RELEVANT_NAMES or name.startswith(RELEVANT_PREFIXES)
+
+
+def engine_environment(parent: Mapping[str, str], child: Mapping[str, str]) -> dict[str, str | None]:
+    """What history records of the environment the engine saw: every relevant variable it
+    has (inherited or set by the command), plus whatever the command changed, redacted."""
+    seen = {k: v for k, v in child.items() if is_relevant(k) and k not in OWN_NAMES}
+    for k, v in environment_diff(parent, child).items():
+        if k not in OWN_NAMES:
+            seen[k] = v
+    return {
+        k: (v if v is None else REDACTED if is_secret(k) else _redact_value(v))
+        for k, v in sorted(seen.items())
+    }
+
+
 def redact_argv(argv: list[str] | tuple[str, ...]) -> list[str]:
     """The command line with the values of secret-looking flags replaced.
 

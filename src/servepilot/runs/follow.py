@@ -18,6 +18,9 @@ MIN_SLEEP_S = 0.05
 # 0.4 s: a quiet engine (loading weights for minutes) is checked 2.5 times a second.
 MAX_SLEEP_S = 0.4
 READ_SIZE = 1 << 20
+# The last bytes read, compared against the file on every read: a truncation followed by
+# as many new bytes as were there before leaves the size unchanged, but not the content.
+TAIL_CHECK = 64
 
 
 class LogFollower:
@@ -29,6 +32,7 @@ class LogFollower:
         self.sleep_s = MIN_SLEEP_S
         self._fd: int | None = None
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._tail = b""
 
     def read_new(self) -> str:
         """Everything appended since the last call ('' when nothing); adapts the sleep."""
@@ -37,10 +41,11 @@ class LogFollower:
                 self._fd = os.open(self.path, os.O_RDONLY)
             except FileNotFoundError:
                 return ""
-        if os.fstat(self._fd).st_size < self.offset:
+        if self._rewritten():
             # Truncated under us (logrotate copytruncate, `: > server.log`): the engine's
             # O_APPEND writes now land from byte 0 again.
             self.offset = 0
+            self._tail = b""
             self._decoder.reset()
         parts = []
         while True:
@@ -52,10 +57,18 @@ class LogFollower:
             if len(data) < READ_SIZE:
                 break
         if parts:
+            self._tail = (self._tail + parts[-1])[-TAIL_CHECK:]
             self.sleep_s = MIN_SLEEP_S
             return self._decoder.decode(b"".join(parts))
         self.sleep_s = min(self.sleep_s * 2, MAX_SLEEP_S)
         return ""
+
+    def _rewritten(self) -> bool:
+        if os.fstat(self._fd).st_size < self.offset:
+            return True
+        if not self._tail:
+            return False
+        return os.pread(self._fd, len(self._tail), self.offset - len(self._tail)) != self._tail
 
     def close(self) -> None:
         if self._fd is not None:

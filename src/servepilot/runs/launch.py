@@ -19,7 +19,7 @@ from typing import Any
 
 from servepilot.errors import BadInput
 from servepilot.jsonable import to_jsonable
-from servepilot.runs import environment, integration, process, rundir, store
+from servepilot.runs import diagnose, environment, integration, process, rundir, store, tree
 from servepilot.runs.follow import LogFollower
 from servepilot.runs.phases import Event, PhaseTracker, default_port
 from servepilot.runs.readiness import Probe, base_url, probe
@@ -35,6 +35,9 @@ PROBE_INTERVAL_S = 0.5
 # before calling a start hung.
 DEFAULT_READY_TIMEOUT_S = 1800.0
 DEFAULT_STOP_GRACE_S = 10.0
+# How often the supervisor notes the engine's descendants: workers start once, early; a
+# /proc walk twice a second costs a few milliseconds.
+SNAPSHOT_INTERVAL_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -118,15 +121,25 @@ def start_run(plan: LaunchPlan, *, name: str | None = None, cwd: str | Path | No
     parent_env = dict(os.environ)
     child_env = environment.run_environment(parent_env, cmd.env)
     env_diff = environment.environment_diff(parent_env, child_env)
+    seen_env = environment.engine_environment(parent_env, child_env)
     # The history first: a state directory or database that cannot be used is reported
     # before anything is written (no orphan run directory).
     db = store.connect()
     try:
         run_id, run_dir = rundir.create_run_dir(name)
-        (run_dir / rundir.COMMAND_NAME).write_text(_command_text(cmd, env_diff))
+        try:
+            (run_dir / rundir.COMMAND_NAME).write_text(_command_text(cmd, env_diff))
+        except OSError as exc:
+            rundir.remove_empty_run_dir(run_dir)
+            raise BadInput(f"cannot write the run's files ({exc.strerror})", path=run_dir,
+                           hint="free space in the state directory or set SERVEPILOT_HOME") from None
     except BaseException:
         db.close()
         raise
+    # Every descendant inherits this (unless it clears its environment): how `stop` finds
+    # a worker that left the process group (runs/tree.py).
+    child_env[tree.RUN_MARKER] = run_id
+    me = process.self_identity()
     record: dict[str, Any] = {
         "id": run_id,
         "name": name,
@@ -137,7 +150,7 @@ def start_run(plan: LaunchPlan, *, name: str | None = None, cwd: str | Path | No
         "engine_version": cmd.engine_version,
         "model": cmd.model,
         "argv": environment.redact_argv(cmd.argv),
-        "env": env_diff,
+        "env": seen_env,
         "cwd": cwd,
         "host": cmd.host,
         "port": plan.port,
@@ -154,8 +167,9 @@ def start_run(plan: LaunchPlan, *, name: str | None = None, cwd: str | Path | No
         store.insert_run(
             db, id=run_id, name=name, created_at=record["created_at"], run_dir=str(run_dir),
             engine=cmd.engine, engine_version=cmd.engine_version, model=cmd.model,
-            argv_json=record["argv"], env_json=env_diff, cwd=cwd, host=cmd.host, port=plan.port,
+            argv_json=record["argv"], env_json=seen_env, cwd=cwd, host=cmd.host, port=plan.port,
             state="starting", check_verdict=getattr(plan.check, "verdict", None),
+            supervisor_pid=me.pid, supervisor_start_time=me.start_time,
             options_json=_flags(record["argv"]), overlay=_overlay_key(record["overlay"]),
             gpu_key=cmd.gpu_key, gpus_json=list(cmd.gpus),
             model_key=(record["overlay"] or {}).get("original") or cmd.model,
@@ -167,7 +181,7 @@ def start_run(plan: LaunchPlan, *, name: str | None = None, cwd: str | Path | No
             store.update_run(db, run_id, state="failed", ended_at=time.time(),
                              diagnosis_json={"error": str(exc)})
             record.update(state="failed", error=str(exc))
-            rundir.write_record(run_dir, record)
+            _write_record_quietly(run_dir, record)
             raise
         finally:
             os.close(log_fd)  # the child holds its own copy; we read through the path
@@ -177,17 +191,27 @@ def start_run(plan: LaunchPlan, *, name: str | None = None, cwd: str | Path | No
         except BaseException:
             # Ctrl-C or a locked database before the pid is on record: no later `stop`
             # could find this engine, so it must not outlive the failed start.
-            _stop_unrecorded(proc, identity)
+            _stop_unrecorded(proc, identity, run_id, run_dir)
             raise
     finally:
         db.close()
-    rundir.write_record(run_dir, record)
+    _write_record_quietly(run_dir, record)
     return Run(run_id=run_id, run_dir=run_dir, identity=identity, plan=plan, record=record, proc=proc)
 
 
-def _stop_unrecorded(proc, identity: process.ProcessIdentity) -> None:
+def _write_record_quietly(run_dir: Path, record: dict[str, Any]) -> bool:
+    """Write run.json; a full disk leaves the previous copy (and the history row, which is
+    the record of truth) intact instead of breaking the supervision of a live engine."""
     try:
-        process.stop_group(identity, grace_s=DEFAULT_STOP_GRACE_S)
+        rundir.write_record(run_dir, record)
+        return True
+    except OSError:
+        return False
+
+
+def _stop_unrecorded(proc, identity: process.ProcessIdentity, run_id: str, run_dir: Path) -> None:
+    try:
+        tree.stop_tree(identity, run_id=run_id, run_dir=run_dir, grace_s=DEFAULT_STOP_GRACE_S)
     except process.NotOurProcess:
         pass
     finally:
@@ -232,6 +256,8 @@ class Supervisor:
         self.ready_timeout_s = ready_timeout_s
         self.tracker = PhaseTracker(run.plan.command.engine)
         self.follower = LogFollower(run.log_path)
+        self.tree = tree.TreeLog(run.run_dir)
+        self._next_snapshot = 0.0
         # What the record redacts, to scrub from triage's excerpts of the log too (vLLM
         # logs its non-default args, --api-key included).
         cmd = run.plan.command
@@ -242,7 +268,7 @@ class Supervisor:
         if run.proc is not None:
             threading.Thread(target=self._reap, name=f"reap-{run.identity.pid}", daemon=True).start()
         # Engines take seconds to minutes to start; meanwhile get triage ready for a failure.
-        threading.Thread(target=integration.warm_triage, name="warm-triage", daemon=True).start()
+        threading.Thread(target=diagnose.warm_triage, name="warm-triage", daemon=True).start()
 
     def _reap(self) -> None:
         self._exit_code = self.run.proc.wait()
@@ -254,9 +280,24 @@ class Supervisor:
             return True
         if self.run.proc is not None and self._exit_code not in (0, None):
             return False  # a failed leader fails the run; _failed stops what it left
-        # Exited with 0, or not our child: the run lives while its group does (a launcher
-        # script that backgrounds the server and returns).
-        return process.group_alive(self.run.identity)
+        # Exited with 0, or not our child: the run lives while its group, or a process of
+        # its tree outside the group, does (a launcher script that backgrounds the server).
+        return process.group_alive(self.run.identity) or bool(self._members())
+
+    def _members(self) -> list[tree.Member]:
+        return tree.members(self.run.identity, self.run.run_id, self.run.run_dir)
+
+    def _snapshot(self) -> None:
+        """Note the engine's descendants now and then (a cheap /proc walk), so that a worker
+        that later leaves the group is still known to be the run's."""
+        now = time.monotonic()
+        if now >= self._next_snapshot:
+            self._next_snapshot = now + SNAPSHOT_INTERVAL_S
+            self.tree.record(self.run.identity)
+
+    def stop(self) -> process.StopResult:
+        return tree.stop_tree(self.run.identity, run_id=self.run.run_id, run_dir=self.run.run_dir,
+                              grace_s=DEFAULT_STOP_GRACE_S)
 
     def _pump(self) -> None:
         text = self.follower.read_new()
@@ -273,6 +314,7 @@ class Supervisor:
         try:
             while True:
                 self._pump()
+                self._snapshot()
                 if not self._alive():
                     self._pump()  # the last lines, written just before the exit
                     return self._failed(started, reason=None)
@@ -280,10 +322,10 @@ class Supervisor:
                 if self.tracker.fatal_line and fatal_since is None:
                     fatal_since = now
                 if fatal_since is not None and now - fatal_since > FATAL_SETTLE_S:
-                    process.stop_group(self.run.identity, grace_s=DEFAULT_STOP_GRACE_S)
+                    self.stop()
                     return self._failed(started, reason=f"fatal line, then no exit for {FATAL_SETTLE_S:g} s: stopped")
                 if now - started > self.ready_timeout_s:
-                    process.stop_group(self.run.identity, grace_s=DEFAULT_STOP_GRACE_S)
+                    self.stop()
                     return self._failed(started, reason=f"not ready after {self.ready_timeout_s:g} s: stopped")
                 if url and fatal_since is None and (now >= next_probe or self.tracker.server_hint):
                     self.tracker.server_hint = False
@@ -343,7 +385,7 @@ class Supervisor:
             db.close()
         self.run.record.update(state="ready", ready_at=time.time(), url=url,
                                served_models=list(result.served_models), figures=figures)
-        rundir.write_record(self.run.run_dir, self.run.record)
+        _write_record_quietly(self.run.run_dir, self.run.record)
         return outcome
 
     def _failed(self, started: float, reason: str | None) -> Outcome:
@@ -356,13 +398,14 @@ class Supervisor:
             # Workers the failed leader left behind would hold the GPU memory the next
             # attempt needs (vLLM's orphaned workers); they are the run's own group.
             try:
-                leftovers = process.verify_ours(self.run.identity)
+                process.verify_ours(self.run.identity)
+                leftovers = self._members()
             except process.NotOurProcess:
                 leftovers = []
             if leftovers:
-                stopped = process.stop_group(self.run.identity, grace_s=DEFAULT_STOP_GRACE_S)
-                reason += f"; stopped the {len(leftovers)} process(es) it left in its group ({stopped.detail})"
-        diagnosis = environment.scrub(integration.triage_log(self.run.log_path, self.run.plan.command.engine),
+                stopped = self.stop()
+                reason += f"; stopped the {len(leftovers)} process(es) it left behind ({stopped.detail})"
+        diagnosis = environment.scrub(diagnose.triage_log(self.run.log_path, self.run.plan.command.engine),
                                       self._secrets)
         category = (diagnosis.get("root_cause") or {}).get("category")
         state = "failed"
@@ -379,12 +422,13 @@ class Supervisor:
 
     def wait_exit(self) -> int | None:
         """Foreground after ready: block until the engine exits; returns its exit code."""
-        if self.run.proc is not None:
-            self._exited.wait()
-            if self._exit_code != 0:
-                return self._exit_code
-        while process.group_alive(self.run.identity):
-            time.sleep(0.5)
+        while self.run.proc is not None and not self._exited.wait(SNAPSHOT_INTERVAL_S):
+            self._snapshot()
+        if self.run.proc is not None and self._exit_code != 0:
+            return self._exit_code
+        while self._alive():
+            self._snapshot()
+            time.sleep(SNAPSHOT_INTERVAL_S)
         return None
 
 
@@ -410,7 +454,7 @@ def finish(run_id: str, state: str, *, exit_code: int | None = None, category: s
     if changed and record is not None and run_dir is not None:
         record.update(state=state, exit_code=exit_code, ended_at=time.time(), reason=reason,
                       diagnosis=diagnosis)
-        rundir.write_record(run_dir, record)
+        _write_record_quietly(run_dir, record)
     return changed
 
 

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from servepilot.engines.ports import default_port as default_port  # launch's import point
 from servepilot.units import UNIT_BYTES  # figures in these units are converted to bytes
 
 PHASE_ORDER = ("starting", "init", "weights", "profiling", "kv_cache", "cuda_graphs", "server")
@@ -67,19 +68,6 @@ def engine_rules(engine: str | None) -> tuple[Rule, ...]:
         for row in mod.FATAL:
             rules.append(_rule(row, fatal=True))
     return tuple(rules)
-
-
-def default_port(engine: str | None, program: str | None = None) -> int | None:
-    from servepilot.engines.registry import find_engine
-
-    record = find_engine(engine)
-    if record is None:
-        return None
-    mod = record.logs
-    for marker, port in getattr(mod, "DEFAULT_PORT_BY_PROGRAM", {}).items():
-        if program and marker in program:
-            return port
-    return mod.DEFAULT_PORT
 
 
 def _rule(row: dict[str, Any], fatal: bool) -> Rule:

@@ -62,9 +62,15 @@ def spawn(argv: Sequence[str], *, env: Mapping[str, str], cwd: str | Path, log_f
     return proc, ProcessIdentity(pid=proc.pid, start_time=start, pgid=proc.pid)
 
 
+def self_identity() -> ProcessIdentity:
+    """This process (the supervisor) as an identity another `ps` can check."""
+    me = psutil.Process()
+    return ProcessIdentity(pid=me.pid, start_time=me.create_time(), pgid=os.getpgid(0))
+
+
 def is_same_process(pid: int | None, start_time: float | None) -> bool:
     """True when `pid` is alive (not a zombie) and is the process that started at `start_time`."""
-    if not pid or not start_time:
+    if not isinstance(pid, int) or pid <= 0 or not start_time:
         return False
     try:
         p = psutil.Process(pid)

@@ -67,6 +67,16 @@ def create_run_dir(name: str | None = None, root: Path | None = None) -> tuple[s
     raise BadInput("could not create a fresh run directory after 20 tries", path=root)
 
 
+def remove_empty_run_dir(run_dir: Path) -> None:
+    """Undo create_run_dir after a failed first write (a full disk): remove what is in it
+    (only servepilot's own files, just created) and the directory."""
+    for child in run_dir.iterdir():
+        with contextlib.suppress(OSError):
+            child.unlink()
+    with contextlib.suppress(OSError):
+        run_dir.rmdir()
+
+
 def open_log_exclusive(run_dir: Path) -> int:
     """Create server.log and return a write fd; raises FileExistsError if it already exists."""
     return os.open(run_dir / LOG_NAME, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)

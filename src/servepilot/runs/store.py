@@ -28,6 +28,9 @@ DB_NAME = "history.sqlite3"
 
 # States of a run whose process is (as far as the record knows) alive.
 LIVE_STATES = ("starting", "ready")
+# A run whose supervisor died before the engine's end was seen: nobody recorded how it ended
+# and its log shows no error.
+LOST = "lost"
 
 Migration = Callable[["sqlite3.Connection"], None]
 MIGRATIONS: list[tuple[str, Migration]] = []
@@ -110,6 +113,15 @@ def m003_measurements(db: sqlite3.Connection) -> None:
         """
     )
     db.execute("CREATE INDEX measurements_key ON measurements(model, engine, gpu_key)")
+
+
+@migration
+def m004_supervisor(db: sqlite3.Connection) -> None:
+    # Who follows the run: a `ps` that finds this process gone knows that nobody will record
+    # the run's end and looks at the engine itself (pid, /health, its log).
+    db.execute("ALTER TABLE runs ADD COLUMN supervisor_pid INTEGER")
+    db.execute("ALTER TABLE runs ADD COLUMN supervisor_start_time REAL")
+    db.execute("ALTER TABLE runs ADD COLUMN note TEXT")
 
 
 def db_path() -> Path:
@@ -203,7 +215,11 @@ def _decode(row: sqlite3.Row) -> dict[str, Any]:
     out = dict(row)
     for k in _JSON_COLUMNS:
         if out.get(k) is not None:
-            out[k] = json.loads(out[k])
+            try:
+                out[k] = json.loads(out[k])
+            except (ValueError, TypeError, RecursionError):
+                # A damaged cell (another tool, a torn disk) must not take `ps` down with it.
+                out[k] = None
     return out
 
 

@@ -43,3 +43,43 @@ def parser_rejects(dep, ctx) -> list[Finding]:
         tuple(Evidence(r, "servepilot's flag table for this release (engines/*/knowledge/flags.json)") for r in rejected),
         tuple(remedies),
     )]
+
+
+@rule(
+    "SP-ARGS-002", "other", "A flag value the engine refuses before loading",
+    facts=(
+        "Beyond its type, a flag's value must be one of the field's choices (a Literal type: --dtype, "
+        "--quantization, --kv-cache-dtype, --block-size) or inside the field's bounds (pydantic Field gt/ge/le/lt: "
+        "--gpu-memory-utilization in (0, 1]); argparse or the config's validation stops the engine within seconds.",
+        "The port must fit in 16 bits; tensor and pipeline parallel sizes must be at least 1.",
+        "Choices and bounds are generated per release from the engine's own field definitions (engines/flaggen.py); "
+        "releases older than the first one read are checked only against the rules that hold for all.",
+    ),
+    sources=(
+        "vllm/engine/arg_utils.py@v0.16.0 (EngineArgs annotations; get_kwargs turns a Literal into choices)",
+        "vllm/config/cache.py@v0.16.0 (gpu_memory_utilization: Field(gt=0, le=1))",
+        "vllm/model_executor/layers/quantization/__init__.py@v0.16.0 (QuantizationMethods)",
+    ),
+)
+def value_out_of_range(dep, ctx) -> list[Finding]:
+    from servepilot.engines.flagtable import value_problems
+
+    launch = dep.launch
+    problems = value_problems(dep.engine, launch.engine_version, dict(launch.options), launch.explicit)
+    if not problems:
+        return []
+    version = launch.engine_version
+    engine = f"{dep.engine} {version}" if version else dep.engine
+    lines = [f"--{dest.replace('_', '-')}: {problem}" for dest, problem, _ in problems]
+    remedies = tuple(
+        Remedy("flag", f"drop --{dest.replace('_', '-')} (the engine's default) or give an accepted value",
+               "the default may differ from what was meant", {"set": {}, "unset": [dest]})
+        for dest, _, _ in problems
+    )
+    return [Finding(
+        "SP-ARGS-002", "other", "error",
+        f"{engine} refuses {len(problems)} flag value(s) before loading anything",
+        "\n".join(f"  - {line}" for line in lines),
+        tuple(Evidence(f"{dest}: {rule.range_text or 'choices'}", rule.source) for dest, _, rule in problems),
+        remedies,
+    )]

@@ -12,32 +12,23 @@ DOCKER_DEFAULT_SHM = 64 * 2**20  # Docker's default --shm-size
 MIN_SHM_FOR_TP = 1 * 2**30
 
 
-def _local(dep) -> bool:
-    return dep.cluster.source == "probe" and dep.cluster.remote_host is None and dep.launch.shell.ssh_host is None
-
-
 @rule(
     "SP-PORT-001", "port_in_use", "The server port is already taken",
     facts=("The API server binds --port (default 8000) at start-up; a listener already there makes it fail with 'Address already in use' after the model has loaded.",),
     sources=("vllm/entrypoints/openai/api_server.py@v0.16.0 (create_server_socket)",),
 )
 def port_in_use(dep, ctx) -> list[Finding]:
-    if not _local(dep):
+    facts = dep.host  # probed once into the deployment, whatever the source of the GPU facts
+    if facts is None or facts.port is None or not facts.port_busy:
         return []
-    import socket  # only a local probe connects: a check for a named --gpu never loads it
-
-    port = dep.launch.port or {"vllm": 8000, "sglang": 30000, "llama.cpp": 8080}.get(dep.engine)
-    host = dep.launch.get("host") or "127.0.0.1"
-    host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.settimeout(0.2)
-        busy = s.connect_ex((host, int(port))) == 0
-    if not busy:
-        return []
+    port, where = facts.port, facts.port_host
+    how = "a TCP connect succeeded" if facts.port_listener else "binding it failed with EADDRINUSE"
     return [Finding("SP-PORT-001", "port_in_use", "error", f"port {port} is already in use",
-                    f"Something already listens on {host}:{port}; the engine would load the model and then fail to bind.",
-                    (Evidence(f"connect to {host}:{port} succeeded", "local probe"),),
-                    (Remedy("flag", f"--port {int(port) + 1}", "clients must use the new port", {"set": {"port": int(port) + 1}, "unset": []}),))]
+                    f"Something already listens on {where}:{port} on this machine; the engine would load "
+                    "the model and then fail to bind.",
+                    (Evidence(f"{where}:{port}: {how}", facts.source),),
+                    (Remedy("flag", f"--port {port + 1}", "clients must use the new port",
+                            {"set": {"port": port + 1}, "unset": []}),))]
 
 
 @rule(
