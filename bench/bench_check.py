@@ -363,14 +363,21 @@ def write_gguf(checkpoint: Path) -> Path:
     """A metadata-only GGUF of the checkpoint's shapes (llama.cpp reads no tensors to plan)."""
     import gguf
 
-    cfg = json.loads((checkpoint / "config.json").read_text())
+    from servepilot.checkpoint.config import text_tower
+
+    # multimodal wrappers (Llama-4, Gemma-3) keep the shapes in text_config, as check reads them
+    cfg = text_tower(json.loads((checkpoint / "config.json").read_text()))
+    missing = [k for k in ("hidden_size", "num_hidden_layers", "num_attention_heads") if not cfg.get(k)]
+    if missing:
+        raise RowNotBuildable(f"config.json gives no {', '.join(missing)}: no GGUF shapes to write")
     out = checkpoint / "model.gguf"
     writer = gguf.GGUFWriter(str(out), "llama")
     writer.add_name(checkpoint.name)
     writer.add_context_length(int(cfg.get("max_position_embeddings") or 4096))
     writer.add_embedding_length(int(cfg["hidden_size"]))
     writer.add_block_count(int(cfg["num_hidden_layers"]))
-    writer.add_feed_forward_length(int(cfg["intermediate_size"]))
+    ffn = cfg.get("intermediate_size") or cfg.get("moe_intermediate_size") or 4 * int(cfg["hidden_size"])
+    writer.add_feed_forward_length(int(ffn))
     writer.add_head_count(int(cfg["num_attention_heads"]))
     writer.add_head_count_kv(int(cfg.get("num_key_value_heads") or cfg["num_attention_heads"]))
     writer.add_file_type(int(gguf.LlamaFileType.MOSTLY_Q4_K_M))
@@ -513,13 +520,20 @@ def _tp_of(argvs: list[list[str]]) -> int:
 # --- the bench -----------------------------------------------------------------------------
 
 
+class RowNotBuildable(Exception):
+    """The row's model cannot be rebuilt faithfully (e.g. its config names no shapes)."""
+
+
 def build_row(row: dict, tmp: Path):
     """(deployment, how-it-was-built dict) or (None, {"skipped": why})."""
     engine = row.get("engine")
     if engine not in ("vllm", "sglang", "llama.cpp"):
         return None, {"skipped": f"engine {engine!r} not checked"}
     files, model_how = model_files(row)
-    path = write_model(tmp, row["id"], files, engine)
+    try:
+        path = write_model(tmp, row["id"], files, engine)
+    except RowNotBuildable as exc:
+        return None, {"skipped": f"not buildable: {exc}"}
     argvs, form = command_for(row, path)
     gpu, gpu_how = gpu_setup(row, _tp_of(argvs))
     version, version_how = engine_version(row)

@@ -90,3 +90,26 @@ def test_zoo_families_keep_their_published_head_counts(name, heads, kv):
 def test_zoo_custom_code_families_name_their_code():
     assert modelzoo.config_for("THUDM/chatglm3-6b")["auto_map"]["AutoConfig"].startswith("configuration_chatglm")
     assert modelzoo.config_for("MiniMax-M2")["quantization_config"]["weight_block_size"] == [128, 128]
+
+
+def test_gguf_rebuild_reads_the_shapes_of_a_nested_text_config(tmp_path):
+    # Llama-4 and Gemma-3 keep hidden_size & co. in text_config (corpus row llama-cpp-python-1994
+    # crashed the bench with KeyError 'hidden_size' when the GGUF writer read the outer config)
+    gguf = pytest.importorskip("gguf")
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    text = {"hidden_size": 5120, "num_hidden_layers": 48, "num_attention_heads": 40,
+            "num_key_value_heads": 8, "intermediate_size": 8192}
+    (ckpt / "config.json").write_text(
+        __import__("json").dumps({"architectures": ["Llama4ForConditionalGeneration"], "text_config": text}))
+    reader = gguf.GGUFReader(str(bench.write_gguf(ckpt)))
+    field = reader.fields["llama.embedding_length"]
+    assert int(field.parts[field.data[0]][0]) == 5120
+
+
+def test_gguf_rebuild_without_shapes_is_a_skip_not_a_crash(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "config.json").write_text('{"architectures": ["X"]}')
+    with pytest.raises(bench.RowNotBuildable, match="hidden_size"):
+        bench.write_gguf(ckpt)
