@@ -149,3 +149,39 @@ def test_an_unknown_error_with_nothing_to_go_on_is_other_verbatim():
     rc = triage_text("Traceback (most recent call last):\nZeroDivisionError: division by zero\n").root_cause
     assert (rc.category, rc.signature, rc.exception) == ("other", None, "ZeroDivisionError")
     assert rc.message == "ZeroDivisionError: division by zero" and rc.confidence <= 0.3
+
+
+def test_a_capture_hang_points_at_the_line_where_capture_began_not_its_last_tick():
+    text = (
+        "[2026-01-01 00:00:01] Load weight end. type=LlamaForCausalLM, avail mem=40.00 GB\n"
+        "[2026-01-01 00:00:02] Memory pool end. avail mem=12.49 GB\n"
+        "[2026-01-01 00:00:03] Capture cuda graph begin. This can take up to several minutes. avail mem=12.40 GB\n"
+        "Capturing batches (bs=160 avail_mem=12.30 GB):  10%|#         | 4/36\n"
+        "Capturing batches (bs=128 avail_mem=12.20 GB):  14%|#4        | 5/36\n"
+    )
+    rc = triage_text(text, engine="sglang").root_cause
+    assert (rc.category, rc.basis) == ("cuda_graph", "stall")
+    assert rc.line == 3 and "Capture cuda graph begin" in rc.message
+
+
+def test_an_nccl_stall_keeps_the_last_step_nccl_reached():
+    text = (
+        "(Worker_TP0 pid=7) INFO 01-01 00:00:01 [pynccl.py:1] vLLM is using nccl==2.21.5\n"
+        "host:7:7 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n"
+        "host:7:7 [0] NCCL INFO Channel 00/02 : 0 1\n"
+    )
+    rc = triage_text(text).root_cause
+    assert (rc.category, rc.basis) == ("nccl_distributed", "stall")
+    assert rc.line == 3
+
+
+def test_a_metal_buffer_past_the_working_set_while_the_context_is_made_is_a_kv_cache_oom():
+    text = (
+        "ggml_metal_add_buffer: allocated 'data            ' buffer, size =  3648.00 MiB, ( 3650.00 /  4096.00)\n"
+        "ggml_metal_add_buffer: allocated 'kv              ' buffer, size =   512.03 MiB, ( 4162.03 /  4096.00)\n"
+        "ggml_metal_get_buffer: error: buffer is nil\n"
+    )
+    rc = triage_text(text).root_cause
+    assert (rc.category, rc.line) == ("oom_kv_cache", 3)
+    weights_only = "ggml_metal_add_buffer: allocated 'data            ' buffer\nggml_metal_get_buffer: error: buffer is nil\n"
+    assert triage_text(weights_only).root_cause.category == "oom_weights"

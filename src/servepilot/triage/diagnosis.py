@@ -43,7 +43,7 @@ from dataclasses import dataclass, replace
 from servepilot.triage.events import Assembler, ErrorEvent
 from servepilot.triage.keywords import guess_category, guess_from_frames
 from servepilot.triage.lines import parse_line
-from servepilot.triage.markers import stall_phase
+from servepilot.triage.markers import STALL_POINTS_AT_START, phase_of, stall_phase
 from servepilot.triage.signatures import Match, Matcher, TriageRemedy
 
 _TIER_RANK = {"cause": 0, "generic": 1, None: 2, "echo": 3}
@@ -282,6 +282,22 @@ def _bounded_causes(groups: list[_Group]) -> tuple[Cause, ...]:
     return tuple(out)
 
 
+def _stall_line(parsed: list, pattern, at_start: bool):
+    """(line number, parsed line) the stall rests on: the phase's last line, or with `at_start`
+    the first line of its final run (walking back over its own progress lines and lines of no
+    phase, stopping at a line that announces another phase)."""
+    last = max(i for i, (_, ll) in enumerate(parsed) if pattern.search(ll.message))
+    chosen = last
+    if at_start:
+        for i in range(last - 1, -1, -1):
+            message = parsed[i][1].message
+            if pattern.search(message):
+                chosen = i
+            elif phase_of(message) is not None:
+                break
+    return parsed[chosen]
+
+
 def _stall_cause(tail: list[tuple[int, str]], launch: int) -> tuple[Cause, tuple[TriageRemedy, ...]] | None:
     """6. No error and no readiness: where the log stops may be a known hang (markers.py)."""
     parsed = [(n, parse_line(raw)) for n, raw in tail]
@@ -289,7 +305,7 @@ def _stall_cause(tail: list[tuple[int, str]], launch: int) -> tuple[Cause, tuple
     if row is None:
         return None
     sig_id, category, pattern, explanation, _source, remedies = row
-    line_no, ll = next((n, ll) for n, ll in reversed(parsed) if pattern.search(ll.message))
+    line_no, ll = _stall_line(parsed, pattern, at_start=sig_id in STALL_POINTS_AT_START)
     excerpt = "\n".join(ll2.text for _, ll2 in parsed if ll2.text.strip())
     cause = Cause(
         category=category,

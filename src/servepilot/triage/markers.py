@@ -120,6 +120,10 @@ STALL_PHASES: tuple[tuple, ...] = (
     ),
 )
 STALL_WINDOW_LINES = 20  # the phase must be among the last 20 non-empty lines
+# Stalls whose diagnosis rests on the line where the phase began, not on its last progress
+# line: a capture hang is told by "capture began and nothing followed" (the progress bar's last
+# tick says only how far it got); an NCCL stall keeps its last line, the last step NCCL reached.
+STALL_POINTS_AT_START = frozenset({"log-ends-in-cuda-graph-capture"})
 
 
 def stall_phase(tail_messages: list[str]):

@@ -97,6 +97,9 @@ READY = (r"server is listening on",)  # tools/server/server.cpp "main: server is
 STAGES = (
     ("kv_cache_profiling", r"^llama_(?:new_context_with_model|context|init_from_model|kv_cache_init):",
      "src/llama-context.cpp@b5000"),
+    # the old Metal backend named each buffer it created: 'kv' and 'alloc' (compute) come with
+    # the context, after the weights' 'data' buffer (ggml-metal.m; h2oai/h2ogpt#1311's log)
+    ("kv_cache_profiling", r"^ggml_metal_add_buffer: allocated '(?:kv|alloc)\s*'", "ggml-metal.m@b1500"),
     ("weights_loading", r"^(?:llm_)?load_tensors:", "src/llama-model.cpp@b5000"),
 )
 LOG_HINT = rb"llama_model_load|ggml_|llama_init|llama_context|main: build|\bsrv  "
