@@ -185,3 +185,20 @@ def test_a_metal_buffer_past_the_working_set_while_the_context_is_made_is_a_kv_c
     assert (rc.category, rc.line) == ("oom_kv_cache", 3)
     weights_only = "ggml_metal_add_buffer: allocated 'data            ' buffer\nggml_metal_get_buffer: error: buffer is nil\n"
     assert triage_text(weights_only).root_cause.category == "oom_weights"
+
+
+def test_a_harness_that_gave_up_waiting_is_an_echo_of_the_stall_the_server_showed():
+    text = (
+        "[2026-01-01 00:00:01] server_args=ServerArgs(model_path='/m', tp_size=16, device='npu')\n"
+        "[Gloo] Rank 7 is connected to 15 peer ranks. Expected number of connected peer ranks is : 15\n"
+        "[Gloo] Rank 8 is connected to 14 peer ranks. Expected number of connected peer ranks is : 15\n"
+        "[Gloo] Rank 8 is NOT connected to: [1]\n"
+        "Traceback (most recent call last):\n"
+        '  File "/x/sglang/test/test_utils.py", line 687, in popen_launch_server\n'
+        '    raise TimeoutError("Server failed to start within the timeout period.")\n'
+        "TimeoutError: Server failed to start within the timeout period.\n"
+    )
+    rc = triage_text(text, engine="sglang").root_cause
+    assert (rc.category, rc.line) == ("nccl_distributed", 4)
+    harness_only = text.replace("[Gloo] Rank 8 is NOT connected to: [1]\n", "")
+    assert triage_text(harness_only, engine="sglang").root_cause.category == "other"

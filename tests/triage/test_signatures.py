@@ -31,6 +31,9 @@ NEEDLELESS = {
     "tokenizer-load-failed": "the end of a traceback",
     "llamacpp-gguf-invalid": "followed by 'error loading model'",
     "request-exceeds-context": "request-time error returned to the client",
+    # SGLang's needles carry "NOT connected"; vLLM's do not (one more pass over every big vLLM
+    # log for a rare line; logs under 4 MB are parsed whole)
+    "gloo-rank-not-connected": "vLLM: no needle; SGLang: 'NOT connected'",
     "process-killed-oom": "the last line of the log",
     "llamacpp-quantized-v-cache-needs-fa": "followed by 'failed to create context'; the end of a failed start",
     "bus-error-shm": "the raylet prints its /dev/shm shortage as it dies: the last lines of the log",

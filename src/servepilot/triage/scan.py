@@ -56,8 +56,9 @@ ENGINE_NEEDLES: dict[str, tuple[bytes, ...]] = {
     # the error passes together (see TRACEBACK). An offline LLM() relaunch mid-file is seen
     # only through its workers' new pids on error lines.
     "vllm": (b"vLLM API server",),
-    # SGLang: "Capture cuda graph failed"; llama.cpp: "failed to load model", "cudaMalloc failed"
-    "sglang": (b"ailed", b"server_args", b"startup complete", b"fired up"),
+    # SGLang: "Capture cuda graph failed"; llama.cpp: "failed to load model", "cudaMalloc failed";
+    # "NOT connected": Gloo's report of a rank it could not reach, the only line of that stall
+    "sglang": (b"ailed", b"server_args", b"startup complete", b"fired up", b"NOT connected"),
     "llama.cpp": (b"ailed", b"build", b"listening", b"startup complete"),
 }
 
