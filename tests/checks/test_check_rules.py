@@ -289,6 +289,17 @@ def test_bfloat16_on_volta(tmp_path):
     assert f.severity == "error" and f.remedies[0].args == {"set": {"dtype": "half"}, "unset": []}
 
 
+@pytest.mark.parametrize(("version", "severity"), [("0.4.3", "error"), ("0.8.4", "error"), ("0.8.5", "warning"),
+                                                  ("0.9.0", "info"), ("0.16.0", "info")])
+def test_bfloat16_auto_on_volta_depends_on_the_release(tmp_path, version, severity):
+    # before vllm-project/vllm#17265 --dtype auto kept bf16 and the worker refused it
+    auto = run_checks(deployment(llama_like(tmp_path / "m"), cc=(7, 0), n=1, memory=32 * GIB, version=version))
+    f = finding(auto, "SP-DTYPE-001")
+    assert (f.severity, f.category) == (severity, "cuda_driver_arch")
+    if severity != "info":
+        assert f.remedies[0].args == {"set": {"dtype": "half"}, "unset": []}
+
+
 def test_old_driver_for_blackwell(tmp_path):
     from dataclasses import replace
 

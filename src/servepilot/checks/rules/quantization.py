@@ -121,10 +121,20 @@ def marlin_shape(dep, ctx) -> list[Finding]:
                     tuple(remedies))]
 
 
+# --dtype auto on a bf16 checkpoint below compute capability 8.0: vLLM before the fallback kept
+# bfloat16 and the worker refused it; https://github.com/vllm-project/vllm/pull/17265 (merged
+# 2025-04-27, the eve of 0.8.5's release) made auto fall back to float16. 0.8.5.x is not
+# verified either way: a warning says so. The fallback is in vllm/config/model.py@v0.12.0.
+_AUTO_BF16_REFUSED = "<0.8.5"
+_AUTO_BF16_UNVERIFIED = ">=0.8.5,<0.9"
+
+
 @rule(
-    "SP-DTYPE-001", "other", "bfloat16 on a GPU without bfloat16",
-    facts=("Below compute capability 8.0 vLLM serves a bf16 checkpoint in float16 when --dtype is auto (a warning), and refuses an explicit --dtype bfloat16: 'Bfloat16 is only supported on GPUs with compute capability of at least 8.0'.",),
-    sources=("vllm/platforms/cuda.py@v0.16.0 (supported_dtypes, check_if_supports_dtype)", "vllm/config/model.py@v0.16.0 (_resolve_auto_dtype)"),
+    "SP-DTYPE-001", "cuda_driver_arch", "bfloat16 on a GPU without bfloat16",
+    facts=("Below compute capability 8.0 vLLM serves a bf16 checkpoint in float16 when --dtype is auto (a warning), and refuses an explicit --dtype bfloat16: 'Bfloat16 is only supported on GPUs with compute capability of at least 8.0'.",
+           "vLLM < 0.8.5 had no such fallback: --dtype auto kept a bf16 checkpoint's bfloat16 and start-up stopped with the same error (PR 17265)."),
+    sources=("vllm/platforms/cuda.py@v0.16.0 (supported_dtypes, check_if_supports_dtype)", "vllm/config/model.py@v0.16.0 (_resolve_auto_dtype)",
+             "https://github.com/vllm-project/vllm/pull/17265", "vllm/worker/worker.py@v0.6.3 (_check_if_gpu_supports_dtype)"),
     engines=("vllm",),
 )
 def bfloat16_gpu(dep, ctx) -> list[Finding]:
@@ -132,13 +142,47 @@ def bfloat16_gpu(dep, ctx) -> list[Finding]:
     if res.gpu_cc is None or res.gpu_cc >= (8, 0) or dep.spec is None:
         return []
     explicit = str(dep.launch.get("dtype") or "auto")
+    era = _auto_bf16_era(dep.engine_version) if explicit == "auto" and dep.spec.dtype == "bfloat16" else None
+    if era == "refused":
+        return [Finding("SP-DTYPE-001", "cuda_driver_arch", "error",
+                        f"vLLM {dep.engine_version} keeps the bf16 checkpoint in bfloat16, which compute capability {res.gpu_cc[0]}.{res.gpu_cc[1]} lacks",
+                        "Before the float16 fallback (vLLM 0.8.5) --dtype auto keeps the checkpoint's bfloat16 and the worker raises: "
+                        "Bfloat16 is only supported on GPUs with compute capability of at least 8.0.",
+                        (Evidence("config dtype bfloat16", f"{dep.spec.path}/config.json"),
+                         Evidence("auto falls back to float16 only from vLLM 0.8.5", "https://github.com/vllm-project/vllm/pull/17265")),
+                        (Remedy("flag", "--dtype half", "float16 has a smaller range than bfloat16: some models overflow (inf/NaN)", {"set": {"dtype": "half"}, "unset": []}),))]
+    if era == "unverified":
+        return [Finding("SP-DTYPE-001", "cuda_driver_arch", "warning",
+                        f"vLLM {dep.engine_version} may keep the bf16 checkpoint in bfloat16 on compute capability {res.gpu_cc[0]}.{res.gpu_cc[1]}",
+                        "The float16 fallback for --dtype auto was merged as 0.8.5 was released; whether this release has it is not verified. "
+                        "Pass --dtype half to be sure.",
+                        (Evidence("auto falls back to float16 from PR 17265", "https://github.com/vllm-project/vllm/pull/17265"),),
+                        (Remedy("flag", "--dtype half", "float16 has a smaller range than bfloat16: some models overflow (inf/NaN)", {"set": {"dtype": "half"}, "unset": []}),))]
     if explicit in ("bfloat16", "bf16"):
-        return [Finding("SP-DTYPE-001", "other", "error", f"--dtype bfloat16 on compute capability {res.gpu_cc[0]}.{res.gpu_cc[1]}",
+        return [Finding("SP-DTYPE-001", "cuda_driver_arch", "error", f"--dtype bfloat16 on compute capability {res.gpu_cc[0]}.{res.gpu_cc[1]}",
                         "The worker will raise: Bfloat16 is only supported on GPUs with compute capability of at least 8.0.",
                         (Evidence("bfloat16 needs compute capability 8.0", "vllm/platforms/cuda.py@v0.16.0"),),
                         (Remedy("flag", "--dtype half", "float16 has a smaller range than bfloat16: some models overflow (inf/NaN)", {"set": {"dtype": "half"}, "unset": []}),))]
     if explicit == "auto" and dep.spec.dtype == "bfloat16":
-        return [Finding("SP-DTYPE-001", "other", "info", "the bf16 checkpoint will run in float16",
+        return [Finding("SP-DTYPE-001", "cuda_driver_arch", "info", "the bf16 checkpoint will run in float16",
                         f"Compute capability {res.gpu_cc[0]}.{res.gpu_cc[1]} has no bfloat16: vLLM falls back to float16. Models trained in bf16 can overflow in fp16.",
                         (Evidence("config dtype bfloat16", f"{dep.spec.path}/config.json"), Evidence("supported dtypes below 8.0: float16, float32", "vllm/platforms/cuda.py@v0.16.0")), ())]
     return []
+
+
+def _auto_bf16_era(version: str | None) -> str | None:
+    """'refused' / 'unverified' / None (falls back to float16, or the version is not given)."""
+    if version is None:
+        return None
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        v = Version(version)
+    except InvalidVersion:
+        return None
+    if v in SpecifierSet(_AUTO_BF16_REFUSED, prereleases=True):
+        return "refused"
+    if v in SpecifierSet(_AUTO_BF16_UNVERIFIED, prereleases=True):
+        return "unverified"
+    return None
