@@ -257,8 +257,11 @@ def stop_tree(identity: ProcessIdentity, *, run_id: str | None, run_dir: Path | 
     if not left and not late:
         return StopResult(True, False, (), f"stopped with SIGTERM ({count})")
     left = left + late
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(identity.pgid, signal.SIGKILL)
+    # The group id is only ours while a member of the run still holds it: once the group is
+    # gone, the kernel may give the number to another session, so it is not signalled.
+    if any(_pgid(m.pid) == identity.pgid for m in left):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(identity.pgid, signal.SIGKILL)
     signal_members(left, signal.SIGKILL)
     # SIGKILL cannot be caught; the kernel needs a moment to tear the processes down.
     left = wait_gone(left, time.monotonic() + 5.0, poll_s)
