@@ -165,3 +165,12 @@ def test_the_commands_environment_reaches_the_engine(tmp_path):
     ask.ask_engine([{"id": "x", "model": str(tmp_path), "args": []}], python=python, cc="10.0", timeout_s=30,
                    env={"VLLM_HAS_FLASHINFER_CUBIN": "1"})
     assert out.read_text().strip() == "1"
+
+
+def test_an_engine_killed_while_writing_its_answers_is_an_error_not_a_crash(tmp_path):
+    # the child is stopped (its memory cap, the OOM killer) with half its answers written
+    python = _script(tmp_path, "printf '{\"engine_version\": \"0.1' > \"$3\"; "
+                               "echo 'MemoryError' >&2; exit 1")
+    reply = ask.ask_engine([{"id": "x", "model": str(tmp_path), "args": []}], python=python, timeout_s=30)
+    assert reply.answers == []
+    assert "exited with 1" in reply.error and "MemoryError" in reply.error

@@ -142,10 +142,13 @@ def ask_engine(questions: list[dict], *, python: str | None = None, cc: str | No
             return dataclasses.replace(reply, error=f"the engine did not answer within {timeout_s:.0f} s (stopped)",
                                        wall_s=time.monotonic() - started)
         reply.wall_s = time.monotonic() - started
-        if not answers.exists():
+        try:
+            data = json.loads(answers.read_text())
+        except (OSError, ValueError):
+            data = None  # none written, or half of it (a child stopped while writing)
+        if not isinstance(data, dict):
             tail = (stderr or b"").decode(errors="replace").strip().splitlines()[-3:]
             return dataclasses.replace(reply, error=f"the engine's python exited with {proc.returncode}: " + " | ".join(tail))
-        data = json.loads(answers.read_text())
     reply.engine_version = data.get("engine_version")
     reply.device = data.get("device")
     reply.import_s = data.get("import_s")
