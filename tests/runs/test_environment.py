@@ -103,3 +103,13 @@ def test_tuning_flags_that_merely_contain_token_key_or_auth_are_kept():
     assert env["TOKENIZERS_PARALLELISM"] == "false" and env["KEYBOARD"] == "us" and env["MAX_TOKENS"] == "5"
     for name in ("GITHUB_TOKEN", "APIKEY", "PGPASSWORD", "MYSQL_PWD", "OAUTH", "hfToken", "AWS_SECRET_ACCESS_KEY"):
         assert env[name] == REDACTED, name
+
+
+def test_a_container_commands_environment_assignments_are_redacted_in_argv():
+    # launch records the container wrapper too (docker run -e NAME=VALUE ... vllm serve)
+    argv = ["docker", "run", "-e", "HF_TOKEN=hf_abc123", "--env=AWS_SECRET_ACCESS_KEY=s3cr3t",
+            "-e", "VLLM_LOGGING_LEVEL=DEBUG", "vllm/vllm-openai", "--model", "m"]
+    out = redact_argv(argv)
+    assert "hf_abc123" not in " ".join(out) and "s3cr3t" not in " ".join(out)
+    assert out[3] == "HF_TOKEN=<redacted>" and out[4] == "--env=AWS_SECRET_ACCESS_KEY=<redacted>"
+    assert out[6] == "VLLM_LOGGING_LEVEL=DEBUG"  # not a secret: kept for triage

@@ -54,6 +54,11 @@ def _redact_word(word: str) -> str:
     their secret-named keys redacted; a JSON-looking value that cannot be parsed is kept
     only when no secret name appears in it (fail closed)."""
     stripped = word.strip()
+    name, eq, _ = stripped.partition("=")
+    if eq and name.isidentifier() and is_secret(name):
+        # NAME=VALUE as a word of its own: a container's `-e HF_TOKEN=...` (launch records
+        # the wrapper too), `env HF_TOKEN=... vllm serve` after the first word
+        return f"{name}={REDACTED}"
     if stripped[:1] in ("{", "["):
         try:
             parsed = json.loads(stripped)
