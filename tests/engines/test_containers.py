@@ -439,3 +439,18 @@ def test_sizes_in_docker_and_kubernetes_units(text, kubernetes, expected):
     from servepilot.engines.containers import parse_size
 
     assert parse_size(text, kubernetes=kubernetes) == expected
+
+
+def test_a_shell_script_inside_the_container_runs_whole():
+    """`IMAGE bash -c 'setup && VAR=1 vllm serve ... > log'`: launch runs the script as written,
+    its setup, environment and redirections included, not the engine words alone."""
+    script = ("pip install -q foo && VLLM_USE_V1=1 vllm serve /models/k --max-model-len 4096 "
+              "> /logs/engine.log 2>&1")
+    line = f"docker run --gpus all --ipc=host vllm/vllm-openai:v0.16.0 bash -c '{script}'"
+    launch = parse_command(line, engine_version="0.16.0")
+    assert launch.argv[:3] == ("vllm", "serve", "/models/k")
+    run = launch.run_argv
+    assert run[:-1] == ("docker", "run", "--gpus", "all", "--ipc=host", "vllm/vllm-openai:v0.16.0",
+                        "bash", "-c")
+    assert "pip install -q foo" in run[-1] and "VLLM_USE_V1=1" in run[-1]
+    assert "> /logs/engine.log 2>&1" in run[-1]

@@ -51,6 +51,9 @@ class Container:
     source: str | None = None  # the compose file or manifest it came from
     notes: tuple[str, ...] = ()
     inner_shell: tuple[str, ...] = ()  # `bash -c` between the image and the engine command
+    # the rest of that script (setup commands, VAR=value, redirections): engines/command.py
+    # ShellContext, None without a script
+    inner_context: object = None
     detached: bool = False  # `docker run -d`: the client returns at once
 
     def host_path(self, path: str) -> str | None:
@@ -90,9 +93,9 @@ class Container:
             return list(self.wrapper)
         args = list(engine_argv[self.implied :])
         if self.inner_shell:
-            import shlex
+            from servepilot.engines.shell import render_shell
 
-            return [*self.wrapper, *self.inner_shell, shlex.join(args)]
+            return [*self.wrapper, *self.inner_shell, render_shell(args, self.inner_context)]
         return [*self.wrapper, *args]
 
 
@@ -210,6 +213,7 @@ def engine_in_image(runtime, image, rest, opts, wrapper, is_engine, *, entrypoin
     facts = image_facts(image)
     notes: list[str] = []
     inner_shell: tuple[str, ...] = ()
+    inner_context = None
     implied = 0
     entry = entrypoint
     if entry is None:
@@ -233,7 +237,7 @@ def engine_in_image(runtime, image, rest, opts, wrapper, is_engine, *, entrypoin
             inner = split_shell_line(argv[2], is_engine)
         except Exception:  # noqa: BLE001 - not an engine script: not ours
             return None
-        inner_shell = tuple(argv[:2])
+        inner_shell, inner_context = tuple(argv[:2]), inner.context
         implied = 0
         argv = list(inner.argv)
     if not argv or not is_engine(argv):
@@ -241,7 +245,8 @@ def engine_in_image(runtime, image, rest, opts, wrapper, is_engine, *, entrypoin
     container = _describe(runtime, image, opts, facts, notes)
     from dataclasses import replace
 
-    return argv, replace(container, wrapper=tuple(wrapper), implied=implied, inner_shell=inner_shell, source=source)
+    return argv, replace(container, wrapper=tuple(wrapper), implied=implied, inner_shell=inner_shell,
+                         inner_context=inner_context, source=source)
 
 
 def _describe(runtime: str, image: str, opts, facts: ImageFacts | None, notes: list[str]) -> Container:
