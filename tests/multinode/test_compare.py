@@ -177,3 +177,18 @@ def test_bad_probe_file_is_one_line_exit_2(tmp_path, capsys):
     assert main(["preflight", *_cmds(tmp_path), "--merge", good, str(bad)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "node1.json" in err[0] and "not JSON" in err[0]
+
+
+@pytest.mark.parametrize(("key", "value"), [("gpus", None), ("env", []), ("interfaces", {"eth0": None}),
+                                            ("infiniband", "mlx5_0"), ("reach", [1]), ("versions", "x"),
+                                            ("host", 5), ("gpus", {"count": "8"}),
+                                            ("gpus", {"count": 8, "devices": [1]}),
+                                            ("infiniband", [{"ports": []}])])
+def test_a_probe_field_of_the_wrong_type_is_one_line_exit_2(key, value, tmp_path, capsys):
+    # a hand-edited probe file, or one from another servepilot, must not reach the comparator
+    ps = [probe(0), probe(1)]
+    ps[1][key] = value
+    files = _write_probes(tmp_path, ps)
+    assert main(["preflight", "--gpu", "h200x8", *_cmds(tmp_path), "--merge", *files]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "node1.json" in err[0] and key in err[0]

@@ -106,7 +106,42 @@ def load_probe_file(path: str) -> dict:
     if not isinstance(data, dict) or data.get("schema") != "servepilot.probe/1":
         raise BadInput("not a servepilot probe file (schema servepilot.probe/1)",
                        hint="make one with `servepilot probe --json > nodeK.json` on each node", path=path)
+    _check_probe_shape(data, path)
     return data
+
+
+# The type of each section of a probe (hardware/hostprobe.py); None where a probe may leave
+# it empty. The comparator reads them without further checks, so a hand-edited file or one
+# from another servepilot is refused here, naming the field.
+_PROBE_SECTIONS: dict[str, tuple[type, ...]] = {
+    "host": (dict,), "interfaces": (dict,), "route": (dict, type(None)), "env": (dict,),
+    "gpus": (dict,), "versions": (dict,), "shm": (dict, type(None)),
+    "memlock": (int, type(None)), "infiniband": (list,), "checkpoint": (dict, type(None)),
+    "reach": (list,), "errors": (dict,), "overridden": (list,),
+}
+_ITEMS_ARE_OBJECTS = ("interfaces", "infiniband", "reach")
+
+
+def _check_probe_shape(data: dict, path: str) -> None:
+    for key, types in _PROBE_SECTIONS.items():
+        value = data.get(key)
+        if key in data and not isinstance(value, types):
+            raise BadInput(f"probe file field {key!r} is {type(value).__name__}, not what "
+                           "`servepilot probe` writes", path=path)
+        if key in _ITEMS_ARE_OBJECTS and value:
+            items = value.values() if isinstance(value, dict) else value
+            if not all(isinstance(item, dict) for item in items):
+                raise BadInput(f"probe file field {key!r} holds an entry that is not an object", path=path)
+    gpus = data.get("gpus") or {}
+    devices = gpus.get("devices")
+    counts = (gpus.get("count"), gpus.get("visible_count"))
+    if not all(isinstance(c, (int, type(None))) for c in counts) or not (
+            devices is None and "devices" not in gpus
+            or isinstance(devices, list) and all(isinstance(d, dict) for d in devices)):
+        raise BadInput("probe file field 'gpus' has a count or devices that `servepilot probe` "
+                       "does not write", path=path)
+    if not all("device" in ib for ib in data.get("infiniband") or ()):
+        raise BadInput("probe file field 'infiniband' has an entry without its device", path=path)
 
 
 def preflight_from_files(a: MultiNodeAnalysis, files: list[str]) -> PreflightReport:
