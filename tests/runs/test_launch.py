@@ -1,4 +1,5 @@
 import json
+import os
 import shlex
 import socket
 import sys
@@ -171,6 +172,24 @@ def test_command_environment_reaches_the_engine_but_not_the_record(tmp_path):
         assert record["cwd"] == str(Path.cwd().resolve())
         row = _row(run.run_id)
         assert "hf_supersecret" not in json.dumps(row)
+    finally:
+        _finish(run)
+
+
+def test_a_secret_in_a_shell_prefix_stays_out_of_the_record(tmp_path, monkeypatch):
+    # `export HF_TOKEN=...; vllm serve`: the prefix is listed in the record's `dropped` words
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "vllm").write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -c 'print(1)'\n")
+    (bin_dir / "vllm").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    cmd = "export HF_TOKEN=hf_prefixsecret; vllm serve examples/llama-3.1-8b --port 1"
+    plan = launch.prepare_launch([cmd], force=True)
+    run = launch.start_run(plan)
+    try:
+        launch.Supervisor(run, ready_timeout_s=PATIENCE_S).wait_ready()
+        record = json.loads((run.run_dir / "run.json").read_text())
+        assert record["dropped"] and "hf_prefixsecret" not in json.dumps(record)
     finally:
         _finish(run)
 

@@ -175,6 +175,8 @@ def secret_values(argv: list[str] | tuple[str, ...], env: Mapping[str, str]) -> 
         if word == hidden:
             continue
         value = word.split("=", 1)[1] if word.startswith("-") and "=" in word else word
+        if hidden.endswith("=" + REDACTED) and word.startswith(hidden[: -len(REDACTED)]):
+            found.add(word[len(hidden) - len(REDACTED):])  # NAME=VALUE: the value alone
         found.add(value)
         found.update(m.group(0)[len(m.group("head")):] for m in URL_PASSWORD.finditer(value))
         try:

@@ -122,6 +122,7 @@ def start_run(plan: LaunchPlan, *, name: str | None = None, cwd: str | Path | No
     child_env = environment.run_environment(parent_env, cmd.env)
     env_diff = environment.environment_diff(parent_env, child_env)
     seen_env = environment.engine_environment(parent_env, child_env)
+    secrets = environment.secret_values(cmd.argv, child_env)
     # The history first: a state directory or database that cannot be used is reported
     # before anything is written (no orphan run directory).
     db = store.connect()
@@ -156,8 +157,10 @@ def start_run(plan: LaunchPlan, *, name: str | None = None, cwd: str | Path | No
         "port": plan.port,
         "gpus": list(cmd.gpus),
         "gpu_key": cmd.gpu_key,
-        "dropped": list(cmd.dropped),
-        "notes": list(plan.notes),
+        # shell words not run (`export HF_TOKEN=...;` before the engine), and the notes that
+        # list them: scrubbed of what argv and env redact
+        "dropped": environment.scrub(list(cmd.dropped), secrets),
+        "notes": environment.scrub(list(plan.notes), secrets),
         "overlay": integration.overlay_of(cmd.model),
         "check": to_jsonable(plan.check) if plan.check is not None else None,
         "plan": to_jsonable(plan.plan) if plan.plan is not None else None,
