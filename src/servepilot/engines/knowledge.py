@@ -186,9 +186,7 @@ def load_file(engine: str, name: str) -> KnowledgeFile:
 
 
 def _schema(engine: str, name: str) -> dict:
-    import importlib
-
-    schema = importlib.import_module(f"servepilot.engines.{engine}.knowledge.schema").SCHEMA
+    schema = _engine_schema(engine)
     if name not in schema:
         raise ValueError(f"{engine}/knowledge/{name}.yaml: no schema (add it to {engine}/knowledge/schema.py)")
     return schema[name]
@@ -292,3 +290,17 @@ def is_known_version(engine: str, version: str) -> bool:
     oldest, newest = known_range(engine)
     v = release_version(version)
     return Version(oldest) <= v and v.release[:2] <= Version(newest).release[:2]
+
+
+def _engine_schema(engine: str) -> dict:
+    """engines/<engine>/knowledge/schema.py's SCHEMA, imported with a plain import on first use."""
+    match engine:
+        case "vllm":
+            from servepilot.engines.vllm.knowledge.schema import SCHEMA
+        case "sglang":
+            from servepilot.engines.sglang.knowledge.schema import SCHEMA
+        case "llamacpp":
+            from servepilot.engines.llamacpp.knowledge.schema import SCHEMA
+        case _:
+            raise ValueError(f"no knowledge schema for engine {engine!r}")
+    return SCHEMA

@@ -58,10 +58,26 @@ def plan_deployment(dep: Deployment, resolution=None, kv_cache_dtype: str | None
 
 # Each registered engine's budget (planning sits above engines/, so the registry cannot name
 # these; tests/test_engine_registry.py checks that every registered engine has one).
-# Named, not imported: a plan imports only its own engine's planner.
-PLANNERS = {"vllm": "servepilot.planning.vllm:plan_vllm",
-            "sglang": "servepilot.planning.sglang:plan_sglang",
-            "llama.cpp": "servepilot.planning.llamacpp:plan_llamacpp"}
+# Each imported on first use: a plan imports only its own engine's planner.
+def _plan_vllm():
+    from servepilot.planning.vllm import plan_vllm
+
+    return plan_vllm
+
+
+def _plan_sglang():
+    from servepilot.planning.sglang import plan_sglang
+
+    return plan_sglang
+
+
+def _plan_llamacpp():
+    from servepilot.planning.llamacpp import plan_llamacpp
+
+    return plan_llamacpp
+
+
+PLANNERS = {"vllm": _plan_vllm, "sglang": _plan_sglang, "llama.cpp": _plan_llamacpp}
 
 
 def planner_for(engine: str):
@@ -71,14 +87,7 @@ def planner_for(engine: str):
     name = engine_record(engine).name
     if name not in PLANNERS:
         raise BadInput(f"engine {engine!r}: the planner knows {', '.join(PLANNERS)}")
-    return _planner(name)
-
-
-def _planner(name: str):
-    import importlib
-
-    module, attr = PLANNERS[name].split(":")
-    return getattr(importlib.import_module(module), attr)
+    return PLANNERS[name]()
 
 
 def _try_resolve(dep: Deployment, notes: list[str]):
@@ -130,7 +139,7 @@ def _matching(found: dict | None, plan: MemoryPlan) -> dict | None:
 
 def _apply_measured(dep, spec, gpu, plan: MemoryPlan, measured: dict, dtype, block, backend) -> MemoryPlan:
     notes = [*plan.notes, f"measured figures from run {measured.get('run_id')} used"]
-    planner = _planner(plan.engine) if plan.engine in ("vllm", "sglang") else None
+    planner = PLANNERS[plan.engine]() if plan.engine in ("vllm", "sglang") else None
     if planner is None:
         return replace(plan, measured=measured, notes=tuple(notes))
     new = planner(dep, spec, gpu, dtype=dtype, block=block, notes=notes, tp=plan.tp,
