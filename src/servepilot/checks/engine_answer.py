@@ -80,10 +80,12 @@ def compare(answer: dict, resolved: dict) -> list[str]:
     diffs = []
     if not answer.get("ok"):
         if resolved.get("attention_backend"):
-            diffs.append(f"the engine refuses ({answer.get('stage')}) where servepilot predicted {resolved['attention_backend']}")
+            diffs.append(f"the engine refuses ({answer.get('stage')}) where servepilot predicted "
+                         f"{resolved['attention_backend']}")
         return diffs
     if answer.get("backend") != resolved.get("attention_backend"):
-        diffs.append(f"attention backend: engine {answer.get('backend')}, knowledge {resolved.get('attention_backend')}")
+        diffs.append(f"attention backend: engine {answer.get('backend')}, knowledge "
+                     f"{resolved.get('attention_backend')}")
     kv, known_kv = answer.get("kv_cache_dtype_final") or "auto", resolved.get("kv_cache_dtype") or "auto"
     if kv != known_kv:
         diffs.append(f"KV cache dtype: engine {kv}, knowledge {known_kv}")
@@ -108,7 +110,8 @@ def findings_for(answer: dict, result) -> list[Finding]:
     env = answer.get("environment") or {}
     if answer.get("has_sink") or "sink" in str(answer.get("candidates_invalid", "")):
         lines.append(f"The environment decides FlashInfer's attention sinks: flashinfer-cubin installed "
-                     f"{env.get('flashinfer_cubin')}, NVIDIA's cubin artifactory reachable {env.get('nvidia_artifactory')}.")
+                     f"{env.get('flashinfer_cubin')}, NVIDIA's cubin artifactory reachable "
+                     f"{env.get('nvidia_artifactory')}.")
     if not answer.get("ok"):
         lines.append(f"The engine stops: {answer.get('error')}")
         title = f"vLLM {version} itself refuses this configuration"
@@ -134,7 +137,8 @@ def with_engine_answer(result, answer: dict):
             findings = tuple(f for f in findings if f.code not in overruled)
             extra = extra or [Finding(code=CODE, category="attention_backend", severity="warning",
                                       title="vLLM itself accepts what servepilot's knowledge predicted it would refuse",
-                                      detail=f"vLLM {answer.get('engine_version')} picks {answer.get('backend')}; the engine's answer wins.",
+                                      detail=f"vLLM {answer.get('engine_version')} picks {answer.get('backend')}; the "
+                                             "engine's answer wins.",
                                       evidence=(), remedies=())]
     findings = findings + tuple(extra)
     notes = tuple(result.notes) + ((answer["note"],) if answer.get("note") else ())

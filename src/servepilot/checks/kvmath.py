@@ -50,7 +50,8 @@ def kv_budget(dep, plan=None) -> KvBudget | None:
     budget = int(mem * util - spec.weights.total_bytes / max(shards, 1))
     if budget <= 0:
         return None
-    return KvBudget(budget, True, "estimate: gpu_memory_utilization x GPU memory - weights / (tp x pp), activations not counted")
+    return KvBudget(budget, True, "estimate: gpu_memory_utilization x GPU memory - weights / (tp x pp), activations "
+                                  "not counted")
 
 
 def dtype_change_tradeoff(dep, old_storage: str, new_storage: str, plan=None) -> tuple[str, dict]:

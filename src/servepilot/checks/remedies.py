@@ -56,7 +56,8 @@ def kv_remedies(dep, ctx) -> list[Remedy]:
         out.append(Remedy(
             kind="upgrade",
             change=change,
-            tradeoff=f"keeps the {alt.kv_cache_dtype} KV cache (attention on {alt.attention_backend}); a new engine release to install and validate",
+            tradeoff=f"keeps the {alt.kv_cache_dtype} KV cache (attention on {alt.attention_backend}); a new engine "
+                     "release to install and validate",
             args=args,
         ))
 
@@ -112,7 +113,8 @@ def kv_remedies(dep, ctx) -> list[Remedy]:
             out.append(Remedy(
                 kind="hardware",
                 change=f"run on {name} GPUs",
-                tradeoff=f"there the same command resolves {alt.attention_backend} with {alt.kv_cache_dtype}; different hardware",
+                tradeoff=f"there the same command resolves {alt.attention_backend} with {alt.kv_cache_dtype}; "
+                         "different hardware",
                 args={"hardware": {"compute_capability": f"{cc[0]}.{cc[1]}"}},
             ))
             break

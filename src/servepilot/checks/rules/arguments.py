@@ -10,7 +10,8 @@ from servepilot.checks.registry import rule
     "SP-ARGS-001", "other", "The engine's argument parser refuses the command",
     facts=(
         "vLLM and SGLang parse their command line with argparse: an unrecognized flag, a value that does not convert "
-        "(e.g. --max-num-seqs abc, --kv-cache-memory-bytes 20GiB) or a missing value stops the process with exit code 2 "
+        "(e.g. --max-num-seqs abc, --kv-cache-memory-bytes 20GiB) or a missing value stops the process with exit code "
+        "2 "
         "('error: unrecognized arguments: ...') before the model is read.",
         "Flags come and go between releases: --disable-log-requests is gone from vLLM 0.18.0 (request logging is off "
         "by default since the --enable-log-requests switch of PR #21739).",

@@ -35,10 +35,14 @@ def _evidence(facts) -> tuple[Evidence, ...]:
 @rule(
     "SP-ATTN-001", "attention_backend", "No attention backend accepts this configuration",
     facts=(
-        "vLLM walks a priority list of attention backends per platform and compute capability and keeps those whose validate_configuration() returns no reason; none valid raises 'No valid attention backend found'.",
-        "A forced backend (--attention-backend, --attention-config, VLLM_ATTENTION_BACKEND up to 0.14) is validated too: 'Selected backend X is not valid for this configuration. Reason: [...]'.",
-        "On compute capability 12.x only TRITON_MLA passes the MLA capability tests; it accepts an fp8 KV cache only from vLLM 0.18.0 (PR #34597).",
-        "vLLM 0.10/0.11 choose without validating; TRITON_MLA's Impl then raises NotImplementedError for an fp8 KV cache.",
+        "vLLM walks a priority list of attention backends per platform and compute capability and keeps those whose "
+        "validate_configuration() returns no reason; none valid raises 'No valid attention backend found'.",
+        "A forced backend (--attention-backend, --attention-config, VLLM_ATTENTION_BACKEND up to 0.14) is validated "
+        "too: 'Selected backend X is not valid for this configuration. Reason: [...]'.",
+        "On compute capability 12.x only TRITON_MLA passes the MLA capability tests; it accepts an fp8 KV cache only "
+        "from vLLM 0.18.0 (PR #34597).",
+        "vLLM 0.10/0.11 choose without validating; TRITON_MLA's Impl then raises NotImplementedError for an fp8 KV "
+        "cache.",
     ),
     sources=(KNOWLEDGE, "vllm/platforms/cuda.py@v0.16.0", "vllm/v1/attention/backend.py@v0.16.0", "https://github.com/vllm-project/vllm/pull/34597"),
     engines=("vllm",),
@@ -95,7 +99,8 @@ def _backend_source(res, name: str) -> str:
 @rule(
     "SP-ATTN-003", "attention_backend", "Logits soft-capping needs a backend that applies it (vLLM before 0.10)",
     facts=("vLLM 0.5.1-0.5.3 refused every backend but FlashInfer for models with logits soft-capping (Gemma 2).",
-           "From 0.5.4 FlashAttention-2 applies it on compute capability 8.0+; below that vLLM falls back to XFormers, which raises 'XFormers does not support attention logits soft capping.'",
+           "From 0.5.4 FlashAttention-2 applies it on compute capability 8.0+; below that vLLM falls back to XFormers, "
+           "which raises 'XFormers does not support attention logits soft capping.'",
            "VLLM_ATTENTION_BACKEND=FLASHINFER (with flashinfer installed) avoids both."),
     sources=(KNOWLEDGE, "https://github.com/vllm-project/vllm/issues/7060", "https://github.com/vllm-project/vllm/issues/8929"),
     engines=("vllm",),
@@ -125,14 +130,16 @@ def soft_cap_backend(dep, ctx) -> list[Finding]:
                     (Evidence(f"logits soft-capping {cap}", f"{spec.path}/config.json"), Evidence(f"soft-capping needs {row['needs_backend']} in this release", row.source)),
                     (Remedy("env", f"VLLM_ATTENTION_BACKEND={row['needs_backend']} (pip install flashinfer)", "FlashInfer must be installed for this torch/CUDA",
                             {"env": {"set": {"VLLM_ATTENTION_BACKEND": row.needs_backend}, "unset": []}}),
-                     Remedy("upgrade", "pip install 'vllm>=0.10.0'", "newer releases select a soft-capping backend themselves",
+                     Remedy("upgrade", "pip install 'vllm>=0.10.0'", "newer releases select a soft-capping backend "
+                                                                     "themselves",
                             {"upgrade": {"package": "vllm", "specifier": ">=0.10.0"}})))]
 
 
 @rule(
     "SP-ATTN-002", "attention_backend", "VLLM_ATTENTION_BACKEND is ignored or deprecated",
     facts=(
-        "VLLM_ATTENTION_BACKEND was deprecated for --attention-backend (PR #26315) and honoured with a warning up to 0.14.x.",
+        "VLLM_ATTENTION_BACKEND was deprecated for --attention-backend (PR #26315) and honoured with a warning up to "
+        "0.14.x.",
         "From vLLM 0.15 the variable is no longer read at all (PR #32812): setting it does nothing, silently.",
     ),
     sources=(KNOWLEDGE, "https://github.com/vllm-project/vllm/pull/26315", "https://github.com/vllm-project/vllm/pull/32812"),
@@ -153,7 +160,8 @@ def attention_env_ignored(dep, ctx) -> list[Finding]:
                    {"env": {"set": {}, "unset": ["VLLM_ATTENTION_BACKEND"]}})
     if row.env_honoured:
         return [Finding("SP-ATTN-002", "attention_backend", "warning", "VLLM_ATTENTION_BACKEND is deprecated",
-                        f"vLLM {res.engine_version} still honours VLLM_ATTENTION_BACKEND={value} but warns; use {flag}.",
+                        f"vLLM {res.engine_version} still honours VLLM_ATTENTION_BACKEND={value} but warns; use "
+                        f"{flag}.",
                         (Evidence(f"env honoured, deprecated in vLLM {res.engine_version}", row.source),), (remedy,))]
     return [Finding("SP-ATTN-002", "attention_backend", "warning", "VLLM_ATTENTION_BACKEND is silently ignored",
                     f"vLLM {res.engine_version} no longer reads VLLM_ATTENTION_BACKEND={value}: the engine picks "
@@ -163,7 +171,8 @@ def attention_env_ignored(dep, ctx) -> list[Finding]:
 
 @rule(
     "SP-KV-001", "kv_cache_dtype", "KV cache dtype not accepted by this engine version",
-    facts=("--kv-cache-dtype is a closed list (CacheDType) per version: bfloat16 from 0.11, fp8_ds_mla from 0.12, float16 from 0.18.",),
+    facts=("--kv-cache-dtype is a closed list (CacheDType) per version: bfloat16 from 0.11, fp8_ds_mla from 0.12, "
+           "float16 from 0.18.",),
     sources=(KV_KNOWLEDGE, "vllm/config/cache.py@v0.16.0", "vllm/config/cache.py@v0.18.0", "sglang/srt/server_args.py@v0.5.2", "llama.cpp common/arg.cpp"),
 )
 def kv_dtype_invalid(dep, ctx) -> list[Finding]:
@@ -177,17 +186,20 @@ def kv_dtype_invalid(dep, ctx) -> list[Finding]:
     remedies.append(Remedy("flag", "--kv-cache-dtype auto", "the engine default: model dtype, or the checkpoint's KV scheme", {"set": {"kv_cache_dtype": "auto"}, "unset": []}))
     config_error = res.extra.get("config_error")
     if config_error:  # a valid value the engine refuses for this model dtype (vLLM 0.33+)
-        return [Finding("SP-KV-001", "kv_cache_dtype", "error", f"KV cache dtype {res.kv_requested} does not match the model dtype {model_dtype}",
+        return [Finding("SP-KV-001", "kv_cache_dtype", "error", f"KV cache dtype {res.kv_requested} does not match the "
+                                                                f"model dtype {model_dtype}",
                         f"{dep.engine} {res.engine_version} stops while building its configuration:\n  {config_error}",
                         _evidence(res.kv_evidence), tuple(remedies))]
     return [Finding("SP-KV-001", "kv_cache_dtype", "error", f"KV cache dtype {res.kv_requested} is not valid for {dep.engine} {res.engine_version or ''}".rstrip(),
-                    f"{dep.engine} {res.engine_version or ''} accepts: {', '.join(res.kv_valid_values)}. The argument parser rejects anything else.",
+                    f"{dep.engine} {res.engine_version or ''} accepts: {', '.join(res.kv_valid_values)}. The argument "
+                    "parser rejects anything else.",
                     _evidence(res.kv_evidence), tuple(remedies))]
 
 
 @rule(
     "SP-KV-002", "kv_cache_dtype", "compressed-tensors KV scheme overrides an explicit --kv-cache-dtype",
-    facts=("vLLM 0.16-0.18: the non-MLA Attention layer sets kv_cache_dtype = fp8 whenever a compressed-tensors kv_cache_scheme exists, even over --kv-cache-dtype bfloat16; MLA layers do not.",),
+    facts=("vLLM 0.16-0.18: the non-MLA Attention layer sets kv_cache_dtype = fp8 whenever a compressed-tensors "
+           "kv_cache_scheme exists, even over --kv-cache-dtype bfloat16; MLA layers do not.",),
     sources=(KV_KNOWLEDGE, "vllm/model_executor/layers/attention/attention.py@v0.16.0"),
     engines=("vllm",),
 )
@@ -195,16 +207,20 @@ def compressed_tensors_forced(dep, ctx) -> list[Finding]:
     res = ctx.resolution
     if not res.non_mla_kv_forced or res.kv_requested in ("auto", None) or str(res.kv_requested).startswith("fp8"):
         return []
-    return [Finding("SP-KV-002", "kv_cache_dtype", "warning", f"--kv-cache-dtype {res.kv_requested} is overridden to fp8",
-                    f"The checkpoint's compressed-tensors kv_cache_scheme makes vLLM {res.engine_version} store the KV cache as fp8 in every attention layer, whatever --kv-cache-dtype says.",
+    return [Finding("SP-KV-002", "kv_cache_dtype", "warning", f"--kv-cache-dtype {res.kv_requested} is overridden to "
+                                                              "fp8",
+                    f"The checkpoint's compressed-tensors kv_cache_scheme makes vLLM {res.engine_version} store the KV "
+                    "cache as fp8 in every attention layer, whatever --kv-cache-dtype says.",
                     _evidence(res.kv_evidence),
                     (Remedy("upgrade", "pip install 'vllm>=0.34.0'", "from 0.34 an explicit --kv-cache-dtype wins", {"upgrade": {"package": "vllm", "specifier": ">=0.34.0"}}),))]
 
 
 @rule(
     "SP-KV-003", "kv_cache_dtype", "A quantized V cache without flash attention (llama.cpp)",
-    facts=("llama.cpp refuses a quantized V cache unless flash attention is on: 'V cache quantization requires flash_attn'.",),
-    sources=("servepilot/engines/llamacpp/knowledge/kv_cache.yaml", "llama.cpp src/llama-context.cpp (llama_init_from_model)"),
+    facts=("llama.cpp refuses a quantized V cache unless flash attention is on: 'V cache quantization requires "
+           "flash_attn'.",),
+    sources=("servepilot/engines/llamacpp/knowledge/kv_cache.yaml", "llama.cpp src/llama-context.cpp "
+                                                                    "(llama_init_from_model)"),
     engines=("llama.cpp",),
 )
 def llamacpp_v_cache(dep, ctx) -> list[Finding]:
@@ -215,7 +231,8 @@ def llamacpp_v_cache(dep, ctx) -> list[Finding]:
     if res.fails:
         severity, detail = "error", f"{res.selection_error}: the server exits while creating the context."
     else:
-        severity, detail = "warning", ("--flash-attn is not given: builds whose default is off refuse a quantized V cache "
+        severity, detail = "warning", ("--flash-attn is not given: builds whose default is off refuse a quantized V "
+                                       "cache "
                                        "('V cache quantization requires flash_attn'); newer builds default to auto.")
     return [Finding("SP-KV-003", "kv_cache_dtype", severity, "quantized V cache needs --flash-attn", detail, _evidence(res.kv_evidence),
                     (Remedy("flag", "--flash-attn on", "flash attention kernels (supported on most GPUs and the CPU)", {"set": {"flash_attn": "on"}, "unset": []}),
@@ -225,7 +242,9 @@ def llamacpp_v_cache(dep, ctx) -> list[Finding]:
 @rule(
     "SP-KV-004", "kv_cache_dtype", "FP8 KV cache on vLLM's early V1 engine",
     facts=("vLLM 0.7.x's opt-in V1 engine (VLLM_USE_V1=1) has no FP8 KV cache path.",
-           "vLLM 0.8-0.9 run an FP8 KV cache on V1 only through FlashAttention 3 (compute capability 9.x); elsewhere they fall back to V0, or raise 'VLLM_USE_V1=1 is not supported with --kv-cache-dtype' when VLLM_USE_V1=1 is set."),
+           "vLLM 0.8-0.9 run an FP8 KV cache on V1 only through FlashAttention 3 (compute capability 9.x); elsewhere "
+           "they fall back to V0, or raise 'VLLM_USE_V1=1 is not supported with --kv-cache-dtype' when VLLM_USE_V1=1 "
+           "is set."),
     sources=(KV_KNOWLEDGE, "vllm/engine/arg_utils.py@v0.8.5", "https://github.com/vllm-project/vllm/pull/14221"),
     engines=("vllm",),
 )
@@ -249,7 +268,8 @@ def v1_fp8_kv_cache(dep, ctx) -> list[Finding]:
     else:
         severity, why = "error", (f"vLLM {version}'s V1 engine has no FP8 KV cache path for this setup"
                                   + (f" (only FlashAttention 3 on compute capability {'/'.join(f'{m}.x' for m in majors)})." if majors else "."))
-    return [Finding("SP-KV-004", "kv_cache_dtype", severity, f"--kv-cache-dtype {kv} with VLLM_USE_V1=1 on vLLM {version}",
+    return [Finding("SP-KV-004", "kv_cache_dtype", severity, f"--kv-cache-dtype {kv} with VLLM_USE_V1=1 on vLLM "
+                                                             f"{version}",
                     why + " VLLM_USE_V1=1 forbids the fallback to the V0 engine.",
                     (Evidence(f"VLLM_USE_V1=1, --kv-cache-dtype {kv}", "command line"), Evidence(f"V1 FP8 KV cache in vLLM {fact.versions}", fact.source)),
                     (Remedy("env", "unset VLLM_USE_V1", "the V0 engine runs the FP8 KV cache", {"env": {"set": {}, "unset": ["VLLM_USE_V1"]}}),
@@ -273,11 +293,13 @@ def sinks_backend_depends_on_host(dep, ctx) -> list[Finding]:
     if not decides:
         return []
     instead = decides["without_cubins"] or "no valid backend"
-    detail = (f"{decides['backend']} is predicted on the assumption that FlashInfer's TRTLLM cubins are available where "
+    detail = (f"{decides['backend']} is predicted on the assumption that FlashInfer's TRTLLM cubins are available "
+              "where "
               f"vLLM runs: NVIDIA's artifactory reachable at start-up, or flashinfer-cubin installed "
               f"(VLLM_HAS_FLASHINFER_CUBIN=1). On an air-gapped host without them vLLM picks {instead}. "
               f"`check --ask-engine` on the serving host asks the engine itself.")
-    return [Finding("SP-ATTN-005", "attention_backend", "info", f"{decides['backend']} or {instead}: the host's network decides",
+    return [Finding("SP-ATTN-005", "attention_backend", "info", f"{decides['backend']} or {instead}: the host's "
+                                                                "network decides",
                     detail, (Evidence(decides["fact"], decides["source"]),),
                     (Remedy("env", "VLLM_HAS_FLASHINFER_CUBIN=1 (with pip install flashinfer-cubin)",
                             "the cubins come from the package, not the network; FlashInfer keeps the sinks",

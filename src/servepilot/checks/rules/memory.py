@@ -34,9 +34,11 @@ def _cuda_total(plan) -> int:
 
 
 def _evidence(plan) -> tuple[Evidence, ...]:
-    ev = [Evidence(f"{t.name} = {_g(t.bytes)} per GPU ({'exact' if t.exact else f'estimate ±{_g(t.uncertainty_bytes)}'}): {t.basis}",
+    ev = [Evidence(f"{t.name} = {_g(t.bytes)} per GPU "
+                   f"({'exact' if t.exact else f'estimate ±{_g(t.uncertainty_bytes)}'}): {t.basis}",
                    "servepilot plan") for t in plan.terms]
-    ev.append(Evidence(f"KV per token per GPU = {plan.bytes_per_token:,} B ({plan.kv_cache_dtype}, block {plan.block_size})",
+    ev.append(Evidence(f"KV per token per GPU = {plan.bytes_per_token:,} B ({plan.kv_cache_dtype}, block "
+                       f"{plan.block_size})",
                        "vllm/v1/kv_cache_interface.py@v0.16.0"))
     return tuple(ev)
 
@@ -64,7 +66,8 @@ def _tp_remedies(dep, plan, need_fit: str) -> list[Remedy]:
             return [Remedy(
                 "flag", f"--tensor-parallel-size {alt.tp}",
                 f"weights {_g(_weights_per_gpu(plan))} -> {_g(alt.weights_per_gpu)} per GPU; KV {plan.kv_tokens:,} -> "
-                f"{alt.kv_tokens:,} tokens ({alt.max_concurrency:.2f}x at {plan.max_model_len:,}); uses {alt.tp * plan.pp * plan.dp} GPUs",
+                f"{alt.kv_tokens:,} tokens ({alt.max_concurrency:.2f}x at {plan.max_model_len:,}); uses "
+                f"{alt.tp * plan.pp * plan.dp} GPUs",
                 {"set": {"tensor_parallel_size": alt.tp}, "unset": []},
             )]
     return []
@@ -84,7 +87,8 @@ def _fp8_remedy(dep, ctx, plan) -> list[Remedy]:
         pass
     return [Remedy(
         "flag", "--kv-cache-dtype fp8",
-        f"KV cache {plan.bytes_per_token:,} -> {alt.bytes_per_token:,} B/token per GPU; {plan.kv_tokens:,} -> {alt.kv_tokens:,} tokens; "
+        f"KV cache {plan.bytes_per_token:,} -> {alt.bytes_per_token:,} B/token per GPU; {plan.kv_tokens:,} -> "
+        f"{alt.kv_tokens:,} tokens; "
         "accuracy may drop without calibrated KV scales",
         {"set": {"kv_cache_dtype": "fp8"}, "unset": []},
     )]
@@ -109,13 +113,15 @@ def _util_remedy(plan, extra_bytes: int) -> list[Remedy]:
     if util > MAX_UTILIZATION or util <= plan.gpu_memory_utilization:
         return []
     return [Remedy("flag", f"--gpu-memory-utilization {util:g}",
-                   f"+{_g(int((util - plan.gpu_memory_utilization) * total))} per GPU for vLLM; less headroom for CUDA graphs and other processes",
+                   f"+{_g(int((util - plan.gpu_memory_utilization) * total))} per GPU for vLLM; less headroom for CUDA "
+                   "graphs and other processes",
                    {"set": {"gpu_memory_utilization": util}, "unset": []})]
 
 
 def _hardware(plan) -> Remedy:
     return Remedy("hardware", "more GPUs, or GPUs with more memory",
-                  f"each GPU now has {_g(plan.gpu_total_bytes)}; the plan needs more per GPU or more GPUs to split over")
+                  f"each GPU now has {_g(plan.gpu_total_bytes)}; the plan needs more per GPU or more GPUs to split "
+                  "over")
 
 
 @rule(
@@ -176,7 +182,8 @@ def _llamacpp_kv(plan) -> list[Finding]:
     remedies = []
     if plan.max_model_len_fit:
         remedies.append(Remedy("flag", f"--ctx-size {plan.max_model_len_fit}",
-                               f"context {plan.max_model_len:,} -> {plan.max_model_len_fit:,} tokens (shared by all slots)",
+                               f"context {plan.max_model_len:,} -> {plan.max_model_len_fit:,} tokens (shared by all "
+                               "slots)",
                                {"set": {"ctx_size": plan.max_model_len_fit}, "unset": []}))
     if not plan.kv_cache_dtype.startswith("q8_0"):
         remedies.append(Remedy("flag", "--cache-type-k q8_0 --cache-type-v q8_0",
@@ -187,7 +194,8 @@ def _llamacpp_kv(plan) -> list[Finding]:
     return [Finding(
         "SP-MEM-003", "oom_kv_cache", "error",
         f"a {plan.max_model_len:,}-token KV cache ({_g(kv)}) does not fit beside the weights",
-        f"llama.cpp allocates the whole context's KV cache ({plan.kv_cache_dtype}) at start; with {_g(_weights_per_gpu(plan))} "
+        f"llama.cpp allocates the whole context's KV cache ({plan.kv_cache_dtype}) at start; with "
+        f"{_g(_weights_per_gpu(plan))} "
         f"of offloaded weights on a {_g(plan.gpu_total_bytes)} GPU it will fail to allocate it.",
         _evidence(plan), tuple(remedies),
     )]
@@ -195,10 +203,13 @@ def _llamacpp_kv(plan) -> list[Finding]:
 
 @rule(
     "SP-MEM-002", "max_model_len", "One max_model_len request does not fit in the KV cache",
-    facts=("vLLM v1: 'To serve at least one request with the models's max seq len (N), (X GiB KV cache is needed, which is "
-           "larger than the available KV cache memory (Y GiB). Based on the available memory, the estimated maximum model "
+    facts=("vLLM v1: 'To serve at least one request with the models's max seq len (N), (X GiB KV cache is needed, "
+           "which is "
+           "larger than the available KV cache memory (Y GiB). Based on the available memory, the estimated maximum "
+           "model "
            "length is M.' (binary search over max_model_len)",
-           "vLLM V0: 'The model's max seq len (N) is larger than the maximum number of tokens that can be stored in KV cache (M).'"),
+           "vLLM V0: 'The model's max seq len (N) is larger than the maximum number of tokens that can be stored in KV "
+           "cache (M).'"),
     sources=PLAN_SOURCES,
 )
 def kv_below_one_request(dep, ctx) -> list[Finding]:

@@ -10,8 +10,12 @@ ARCH_KNOWLEDGE = "servepilot/engines/vllm/knowledge/architectures.yaml"
 
 @rule(
     "SP-ARCH-001", "unsupported_arch", "Architecture not served by this engine version",
-    facts=("vLLM serves the architectures in its model registry; others raise \"Model architectures [...] are not supported for now\" unless the Transformers backend can run the model.",
-           "servepilot knows the registry of each release it read (0.4.3, 0.5.1, 0.5.3, 0.5.4, 0.6.4, 0.6.6, 0.7.0, 0.7.1, 0.7.3, 0.8.5, 0.9.2, and 0.10.0 to 0.18.0), and the first release that served some common architectures (Qwen3 0.8.5, Gemma 3 0.8.0, ...); a release between two reads is unknown for an architecture that appeared in between."),
+    facts=("vLLM serves the architectures in its model registry; others raise \"Model architectures [...] are not "
+           "supported for now\" unless the Transformers backend can run the model.",
+           "servepilot knows the registry of each release it read (0.4.3, 0.5.1, 0.5.3, 0.5.4, 0.6.4, 0.6.6, 0.7.0, "
+           "0.7.1, 0.7.3, 0.8.5, 0.9.2, and 0.10.0 to 0.18.0), and the first release that served some common "
+           "architectures (Qwen3 0.8.5, Gemma 3 0.8.0, ...); a release between two reads is unknown for an "
+           "architecture that appeared in between."),
     sources=(ARCH_KNOWLEDGE, "vllm/model_executor/models/registry.py@v0.18.0"),
     engines=("vllm",),
 )
@@ -28,16 +32,20 @@ def architecture_known(dep, ctx) -> list[Finding]:
     if status == "native":
         return []
     if status == "unknown":
-        return [Finding("SP-ARCH-001", "unsupported_arch", "info", f"{arch}: support in vLLM {version} not known to servepilot",
-                        f"servepilot has not read vLLM {version}'s model registry{f' (first seen in {since})' if since else ''}.",
+        return [Finding("SP-ARCH-001", "unsupported_arch", "info", f"{arch}: support in vLLM {version} not known to "
+                                                                   "servepilot",
+                        f"servepilot has not read vLLM {version}'s model "
+                        f"registry{f' (first seen in {since})' if since else ''}.",
                         (Evidence(f"architectures = {list(spec.architectures)}", f"{spec.path}/config.json"),), ())]
     remedies = []
     if since:
         remedies.append(Remedy("upgrade", f"pip install 'vllm>={since}'", f"{arch} is registered natively from {since}", {"upgrade": {"package": "vllm", "specifier": f">={since}"}}))
     severity = "warning" if custom else "error"
     detail = (f"vLLM {version}'s model registry has no {arch}. "
-              + ("The checkpoint ships its own modelling code; vLLM may try the Transformers backend, which works only if that code supports it (slower, fewer features)."
-                 if custom else "The engine will raise: Model architectures ['" + arch + "'] are not supported for now."))
+              + ("The checkpoint ships its own modelling code; vLLM may try the Transformers backend, which works only "
+                 "if that code supports it (slower, fewer features)."
+                 if custom else "The engine will raise: Model architectures ['" + arch + "'] are not supported for "
+                                                                                         "now."))
     return [Finding("SP-ARCH-001", "unsupported_arch", severity, f"{arch} is not served natively by vLLM {version}", detail,
                     (Evidence(f"architectures = {list(spec.architectures)}", f"{spec.path}/config.json"),
                      Evidence(f"{arch}: first in vLLM {since}" if since else f"{arch}: in no release read", ARCH_KNOWLEDGE)),
@@ -46,8 +54,10 @@ def architecture_known(dep, ctx) -> list[Finding]:
 
 @rule(
     "SP-CODE-001", "remote_code", "Checkpoint custom code and --trust-remote-code",
-    facts=("A config.json with auto_map makes transformers import the checkpoint's Python files; without trust_remote_code it refuses (\"requires you to execute the configuration file in that repo\").",
-           "With --trust-remote-code those files run with the server's privileges: they are listed with their sha256 so they can be reviewed."),
+    facts=("A config.json with auto_map makes transformers import the checkpoint's Python files; without "
+           "trust_remote_code it refuses (\"requires you to execute the configuration file in that repo\").",
+           "With --trust-remote-code those files run with the server's privileges: they are listed with their sha256 "
+           "so they can be reviewed."),
     sources=("servepilot/engines/vllm/knowledge/config_types.yaml", "transformers/models/auto/configuration_auto.py@v4.57.1", "vllm/transformers_utils/config.py@v0.16.0 (get_config, _CONFIG_REGISTRY)"),
 )
 def remote_code(dep, ctx) -> list[Finding]:
@@ -60,7 +70,9 @@ def remote_code(dep, ctx) -> list[Finding]:
     if trusted or not needs_code:
         return []
     return [Finding("SP-CODE-001", "remote_code", "error", "the checkpoint's configuration needs --trust-remote-code",
-                        f"config.json maps its classes to Python files in the checkpoint (auto_map) and neither transformers nor the engine has a config class for model_type {spec.model_type!r}. Reading the config will fail without --trust-remote-code. Files that would run:\n{listing}",
+                        "config.json maps its classes to Python files in the checkpoint (auto_map) and neither "
+                        f"transformers nor the engine has a config class for model_type {spec.model_type!r}. Reading "
+                        f"the config will fail without --trust-remote-code. Files that would run:\n{listing}",
                         evidence, (Remedy("flag", "--trust-remote-code", "runs the listed Python files with the server's privileges: review them first", {"set": {"trust_remote_code": True}, "unset": []}),))]
     return []
 
@@ -120,7 +132,8 @@ def derived_max_len(spec) -> tuple[int | None, str]:
 
 @rule(
     "SP-LEN-001", "max_model_len", "max_model_len beyond what the model supports",
-    facts=("vLLM raises 'User-specified max_model_len (X) is greater than the derived max_model_len (Y)' unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1.",),
+    facts=("vLLM raises 'User-specified max_model_len (X) is greater than the derived max_model_len (Y)' unless "
+           "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1.",),
     sources=("vllm/config/model.py@v0.16.0 (_get_and_verify_max_len)",),
 )
 def max_model_len(dep, ctx) -> list[Finding]:
@@ -136,7 +149,8 @@ def max_model_len(dep, ctx) -> list[Finding]:
     if limit is None or want <= limit:
         return []
     allowed = (dep.launch.shell.env or {}).get("VLLM_ALLOW_LONG_MAX_MODEL_LEN") in ("1", "true", "True")
-    return [Finding("SP-LEN-001", "max_model_len", "warning" if allowed else "error", f"--max-model-len {want:,} exceeds the model's {limit:,}",
+    return [Finding("SP-LEN-001", "max_model_len", "warning" if allowed else "error", f"--max-model-len {want:,} "
+                                                                                      f"exceeds the model's {limit:,}",
                     f"The derived maximum is {limit:,} ({how}). " + ("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 lets it start, but outputs past the trained length are unreliable." if allowed else f"vLLM will raise: User-specified max_model_len ({want}) is greater than the derived max_model_len ({limit})."),
                     (Evidence(f"derived max_model_len {limit:,} = {how}",
                               f"{spec.path}/config.json"),),
@@ -145,8 +159,10 @@ def max_model_len(dep, ctx) -> list[Finding]:
 
 @rule(
     "SP-TMPL-001", "tokenizer_template", "No chat template: chat requests will fail",
-    facts=("Since transformers 4.44 a tokenizer without chat_template has no default; the server starts but /v1/chat/completions answers with an error ('you must provide a chat template').",
-           "The template can come from tokenizer_config.json chat_template, a chat_template.jinja / chat_template.json file, or --chat-template."),
+    facts=("Since transformers 4.44 a tokenizer without chat_template has no default; the server starts but "
+           "/v1/chat/completions answers with an error ('you must provide a chat template').",
+           "The template can come from tokenizer_config.json chat_template, a chat_template.jinja / chat_template.json "
+           "file, or --chat-template."),
     sources=("transformers/tokenization_utils_base.py@v4.44.0 (apply_chat_template)", "vllm/entrypoints/chat_utils.py@v0.16.0 (resolve_hf_chat_template)"),
 )
 def chat_template(dep, ctx) -> list[Finding]:
@@ -169,7 +185,8 @@ def chat_template(dep, ctx) -> list[Finding]:
     if not isinstance(data, dict) or data.get("chat_template"):
         return []
     return [Finding("SP-TMPL-001", "tokenizer_template", "warning", "the checkpoint has no chat template",
-                    "tokenizer_config.json has no chat_template and there is no chat_template.jinja: the server starts, "
+                    "tokenizer_config.json has no chat_template and there is no chat_template.jinja: the server "
+                    "starts, "
                     "but every /v1/chat/completions request fails until a template is given (completions still work).",
                     (Evidence("tokenizer_config.json without chat_template", str(tokenizer_config)),),
                     (Remedy("flag", "--chat-template <template.jinja from the model card>", "a template that does not match the model's training format degrades answers", {"set": {"chat_template": "<path>"}, "unset": []}),))]
@@ -177,9 +194,12 @@ def chat_template(dep, ctx) -> list[Finding]:
 
 @rule(
     "SP-LEN-002", "max_model_len", "llama.cpp context beyond the model's training context",
-    facts=("llama.cpp accepts -c larger than the GGUF's <arch>.context_length and warns 'n_ctx_seq (N) > n_ctx_train (M) -- possible training context overflow' "
-           "(n_ctx_per_seq in older builds); positions past the trained length give unreliable output unless RoPE scaling is configured.",
-           "Recent llama-server builds go further and cap each slot: 'the slot context (N) exceeds the training context of the model (M) - capping'.",),
+    facts=("llama.cpp accepts -c larger than the GGUF's <arch>.context_length and warns 'n_ctx_seq (N) > n_ctx_train "
+           "(M) -- possible training context overflow' "
+           "(n_ctx_per_seq in older builds); positions past the trained length give unreliable output unless RoPE "
+           "scaling is configured.",
+           "Recent llama-server builds go further and cap each slot: 'the slot context (N) exceeds the training "
+           "context of the model (M) - capping'.",),
     sources=("ggml-org/llama.cpp src/llama-context.cpp (llama_context constructor: n_ctx_seq > n_ctx_train warning)",
              "ggml-org/llama.cpp tools/server/server.cpp (load_model: slot context capped to the training context)"),
     engines=("llama.cpp",),
@@ -199,8 +219,11 @@ def llamacpp_context(dep, ctx) -> list[Finding]:
     scaled = any(dep.launch.get(k) for k in ("rope_scaling", "rope_freq_scale", "rope_scale", "yarn_orig_ctx"))
     if scaled:
         return []
-    return [Finding("SP-LEN-002", "max_model_len", "warning", f"-c {want:,} exceeds the model's training context {trained:,}",
-                    f"llama.cpp starts but warns n_ctx ({want:,}) > n_ctx_train ({trained:,}): recent llama-server builds cap each slot at {trained:,} tokens, older ones run past it with unreliable output (no RoPE scaling is configured).",
+    return [Finding("SP-LEN-002", "max_model_len", "warning", f"-c {want:,} exceeds the model's training context "
+                                                              f"{trained:,}",
+                    f"llama.cpp starts but warns n_ctx ({want:,}) > n_ctx_train ({trained:,}): recent llama-server "
+                    f"builds cap each slot at {trained:,} tokens, older ones run past it with unreliable output (no "
+                    "RoPE scaling is configured).",
                     (Evidence(f"context_length = {trained}", spec.path), Evidence(f"-c {want}", "command line")),
                     (Remedy("flag", f"-c {trained}", f"contexts longer than {trained:,} tokens are cut", {"set": {"ctx_size": trained}, "unset": []}),))]
 
@@ -225,9 +248,13 @@ def tokenizer_code_classes(root) -> tuple[str | None, list[str]]:
 
 @rule(
     "SP-CODE-003", "remote_code", "A tokenizer only the checkpoint's own code defines",
-    facts=("transformers' AutoTokenizer needs trust_remote_code when tokenizer_config.json maps AutoTokenizer to the checkpoint's Python and its tokenizer_class is a class of that code, not of transformers: 'Loading X requires you to execute the tokenizer file in that repo'.",
-           "vLLM and SGLang load the tokenizer with the server's --trust-remote-code even when the engine has its own config class for the model (ChatGLM, InternVL)."),
-    sources=("transformers/models/auto/tokenization_auto.py@v4.57.1 (AutoTokenizer.from_pretrained: has_remote_code, has_local_code, resolve_trust_remote_code)",
+    facts=("transformers' AutoTokenizer needs trust_remote_code when tokenizer_config.json maps AutoTokenizer to the "
+           "checkpoint's Python and its tokenizer_class is a class of that code, not of transformers: 'Loading X "
+           "requires you to execute the tokenizer file in that repo'.",
+           "vLLM and SGLang load the tokenizer with the server's --trust-remote-code even when the engine has its own "
+           "config class for the model (ChatGLM, InternVL)."),
+    sources=("transformers/models/auto/tokenization_auto.py@v4.57.1 (AutoTokenizer.from_pretrained: has_remote_code, "
+             "has_local_code, resolve_trust_remote_code)",
              "vllm/transformers_utils/tokenizer.py@v0.16.0 (get_tokenizer passes trust_remote_code)"),
     engines=("vllm", "sglang"),
 )
@@ -241,9 +268,12 @@ def tokenizer_remote_code(dep, ctx) -> list[Finding]:
     if any(f.code == "SP-CODE-001" for f in remote_code(dep, ctx)):
         return []  # the config already needs the flag: one finding says it
     return [Finding("SP-CODE-003", "remote_code", "error", "the checkpoint's tokenizer needs --trust-remote-code",
-                    f"tokenizer_config.json names tokenizer_class {tokenizer_class!r}, a class of the checkpoint's own Python (auto_map AutoTokenizer). "
-                    "The config may load through the engine's own class, but loading the tokenizer without --trust-remote-code fails: "
-                    f"'Loading {spec.path} requires you to execute the tokenizer file in that repo on your local machine'.",
+                    f"tokenizer_config.json names tokenizer_class {tokenizer_class!r}, a class of the checkpoint's own "
+                    "Python (auto_map AutoTokenizer). "
+                    "The config may load through the engine's own class, but loading the tokenizer without "
+                    "--trust-remote-code fails: "
+                    f"'Loading {spec.path} requires you to execute the tokenizer file in that repo on your local "
+                    "machine'.",
                     (Evidence(f"tokenizer_class = {tokenizer_class}; auto_map.AutoTokenizer defines {', '.join(classes)}", f"{spec.path}/tokenizer_config.json"),),
                     (Remedy("flag", "--trust-remote-code", "runs the checkpoint's tokenizer code with the server's privileges: review it first", {"set": {"trust_remote_code": True}, "unset": []}),))]
 

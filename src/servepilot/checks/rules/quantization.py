@@ -11,7 +11,8 @@ KNOWLEDGE = "servepilot/engines/vllm/knowledge/quantization.yaml"
 
 @rule(
     "SP-QUANT-001", "quantization_support", "Quantization method not supported on this GPU",
-    facts=("vLLM refuses a quantization method below its get_min_capability(): 'The quantization method X is not supported for the current GPU. Minimum capability: N. Current capability: M.'",
+    facts=("vLLM refuses a quantization method below its get_min_capability(): 'The quantization method X is not "
+           "supported for the current GPU. Minimum capability: N. Current capability: M.'",
            "Examples: AWQ needs 7.5, ModelOpt FP8 needs 8.9, Marlin variants 7.5 (8.0 before 0.14), mxfp4 8.0."),
     sources=(KNOWLEDGE, "vllm/config/vllm.py@v0.16.0 (VllmConfig._get_quantization_config)"),
     engines=(),
@@ -21,7 +22,8 @@ def quant_unsupported(dep, ctx) -> list[Finding]:
     if q is None or q.supported:
         return []
     gpu = dep.cluster.gpus[0].name if dep.cluster.gpus else "this GPU"
-    return [Finding("SP-QUANT-001", "quantization_support", "error", f"{q.method} needs compute capability {q.min_cc / 10:.1f}+",
+    return [Finding("SP-QUANT-001", "quantization_support", "error", f"{q.method} needs compute capability "
+                                                                     f"{q.min_cc / 10:.1f}+",
                     f"{gpu} is below the method's minimum. vLLM will raise: {q.error}",
                     (Evidence(f"{q.method}: minimum capability {q.min_cc}", q.source),),
                     (Remedy("hardware", f"GPUs with compute capability >= {q.min_cc / 10:.1f}", "different hardware", {"hardware": {"min_compute_capability": f"{q.min_cc / 10:.1f}"}}),
@@ -30,8 +32,10 @@ def quant_unsupported(dep, ctx) -> list[Finding]:
 
 @rule(
     "SP-QUANT-002", "quantization_support", "Quantized weights fall back to weight-only Marlin kernels",
-    facts=("Below the native capability (FP8 W8A8 8.9; NVFP4 W4A4 families 10.x/12.x; MoE NVFP4 on SM90 too) vLLM runs the weights through Marlin weight-only kernels with 16-bit activations.",
-           "Memory stays as small as the checkpoint; the matrix multiplications run at 16-bit tensor-core rates (FP8 is 2x, FP4 4x BF16 peak)."),
+    facts=("Below the native capability (FP8 W8A8 8.9; NVFP4 W4A4 families 10.x/12.x; MoE NVFP4 on SM90 too) vLLM runs "
+           "the weights through Marlin weight-only kernels with 16-bit activations.",
+           "Memory stays as small as the checkpoint; the matrix multiplications run at 16-bit tensor-core rates (FP8 "
+           "is 2x, FP4 4x BF16 peak)."),
     sources=(KNOWLEDGE, "vllm/model_executor/layers/quantization/utils/nvfp4_utils.py@v0.16.0", "vllm/model_executor/layers/fused_moe/oracle/nvfp4.py@v0.16.0", "vllm/model_executor/layers/quantization/fp8.py@v0.16.0"),
     engines=(),
 )
@@ -43,9 +47,13 @@ def quant_fallback(dep, ctx) -> list[Finding]:
     speed = res.release.quant_speed  # hardware ratios, not engine facts
     ratio = speed.fp4_over_bf16 if "fp4" in q.method or "mxfp4" in q.method else speed.fp8_over_bf16
     parts = [f"linear: {q.linear}"] + ([f"MoE experts: {q.moe}"] if q.moe else [])
-    findings = [Finding("SP-QUANT-002", "quantization_support", "warning", f"{q.method} runs weight-only (Marlin) on compute capability {res.gpu_cc[0]}.{res.gpu_cc[1]}",
-                        f"No native {q.method} kernel for this GPU ({'; '.join(parts)}). The launch works and memory is unchanged, "
-                        f"but activations stay 16-bit: up to {ratio}x less peak tensor-core throughput than the native path, "
+    findings = [Finding("SP-QUANT-002", "quantization_support", "warning", f"{q.method} runs weight-only (Marlin) on "
+                                                                           "compute capability "
+                                                                           f"{res.gpu_cc[0]}.{res.gpu_cc[1]}",
+                        f"No native {q.method} kernel for this GPU ({'; '.join(parts)}). The launch works and memory "
+                        "is unchanged, "
+                        f"but activations stay 16-bit: up to {ratio}x less peak tensor-core throughput than the native "
+                        "path, "
                         "mostly felt in prefill and large batches (decode is bandwidth-bound).",
                         (Evidence(f"{q.method}: native from capability {q.native_min_cc}", q.source), Evidence(f"low-precision peak is {ratio}x BF16", speed.source)),
                         (Remedy("hardware", f"GPUs with native {q.method} kernels (compute capability >= {(q.native_min_cc or 0) / 10:.1f})", f"up to {ratio}x faster matmuls", {"hardware": {"min_compute_capability": f"{(q.native_min_cc or 0) / 10:.1f}"}}),))]
@@ -63,7 +71,8 @@ def _marlin_tiles(dep, res, q) -> list[Finding]:
         return []
     name, size = next(iter(bad.items()))
     return [Finding("SP-QUANT-003", "quantization_support", "error", "Marlin FP8 fallback cannot tile this model",
-                    f"{name} {size} / TP {tp} = {size // tp} is not a multiple of 64: vLLM will raise 'size_n = {size // tp} is not divisible by tile_n_size = 64'.",
+                    f"{name} {size} / TP {tp} = {size // tp} is not a multiple of 64: vLLM will raise 'size_n = "
+                    f"{size // tp} is not divisible by tile_n_size = 64'.",
                     (Evidence(f"{name} = {size}", f"{dep.spec.path}/config.json"), Evidence("Marlin tile_n_size = 64", q.source)),
                     (Remedy("hardware", "GPUs with native FP8 (compute capability >= 8.9)", "native FP8 kernels have no such tiling limit", {"hardware": {"min_compute_capability": "8.9"}}),))]
 
@@ -85,8 +94,11 @@ MARLIN_MIN_THREAD_K = 128  # GPTQ_MARLIN_MIN_THREAD_K: input rows per partition
 
 @rule(
     "SP-QUANT-004", "tp_divisibility", "GPTQ/AWQ Marlin kernels cannot split these layers over this many GPUs",
-    facts=("Marlin needs every partition's output size divisible by 64 and input size by 128 and by the group size: 'Weight input_size_per_partition = N is not divisible by group_size = G. Consider reducing tensor_parallel_size'.",
-           "The MLP (and expert) intermediate size is split by tensor parallel: intermediate_size / tp must meet all three."),
+    facts=("Marlin needs every partition's output size divisible by 64 and input size by 128 and by the group size: "
+           "'Weight input_size_per_partition = N is not divisible by group_size = G. Consider reducing "
+           "tensor_parallel_size'.",
+           "The MLP (and expert) intermediate size is split by tensor parallel: intermediate_size / tp must meet all "
+           "three."),
     sources=("vllm/model_executor/layers/quantization/utils/marlin_utils.py@v0.16.0 (verify_marlin_supports_shape)",),
     engines=("vllm",),
 )
@@ -105,11 +117,14 @@ def marlin_shape(dep, ctx) -> list[Finding]:
         if size % tp:
             problems.append(f"{name} {size} does not divide by tensor parallel size {tp}")
         elif part % MARLIN_MIN_THREAD_N:
-            problems.append(f"Weight output_size_per_partition = {part} is not divisible by min_thread_n = {MARLIN_MIN_THREAD_N} ({name} {size} / tp {tp})")
+            problems.append(f"Weight output_size_per_partition = {part} is not divisible by min_thread_n = "
+                            f"{MARLIN_MIN_THREAD_N} ({name} {size} / tp {tp})")
         elif part % MARLIN_MIN_THREAD_K:
-            problems.append(f"Weight input_size_per_partition = {part} is not divisible by min_thread_k = {MARLIN_MIN_THREAD_K} ({name} {size} / tp {tp})")
+            problems.append(f"Weight input_size_per_partition = {part} is not divisible by min_thread_k = "
+                            f"{MARLIN_MIN_THREAD_K} ({name} {size} / tp {tp})")
         elif 0 < group < size and part % group:
-            problems.append(f"Weight input_size_per_partition = {part} is not divisible by group_size = {group} ({name} {size} / tp {tp})")
+            problems.append(f"Weight input_size_per_partition = {part} is not divisible by group_size = {group} "
+                            f"({name} {size} / tp {tp})")
     if not problems:
         return []
     good = [d for d in range(tp - 1, 0, -1) if all(not s or (s % d == 0 and (s // d) % MARLIN_MIN_THREAD_K == 0 and (s // d) % group == 0)
@@ -131,10 +146,14 @@ _AUTO_BF16_UNVERIFIED = ">=0.8.5,<0.9"
 
 @rule(
     "SP-DTYPE-001", "cuda_driver_arch", "bfloat16 on a GPU without bfloat16",
-    facts=("Below compute capability 8.0 vLLM serves a bf16 checkpoint in float16 when --dtype is auto (a warning), and refuses an explicit --dtype bfloat16: 'Bfloat16 is only supported on GPUs with compute capability of at least 8.0'.",
-           "vLLM < 0.8.5 had no such fallback: --dtype auto kept a bf16 checkpoint's bfloat16 and start-up stopped with the same error (PR 17265)."),
+    facts=("Below compute capability 8.0 vLLM serves a bf16 checkpoint in float16 when --dtype is auto (a warning), "
+           "and refuses an explicit --dtype bfloat16: 'Bfloat16 is only supported on GPUs with compute capability of "
+           "at least 8.0'.",
+           "vLLM < 0.8.5 had no such fallback: --dtype auto kept a bf16 checkpoint's bfloat16 and start-up stopped "
+           "with the same error (PR 17265)."),
     sources=("vllm/platforms/cuda.py@v0.16.0 (supported_dtypes, check_if_supports_dtype)", "vllm/config/model.py@v0.16.0 (_resolve_auto_dtype)",
-             "https://github.com/vllm-project/vllm/pull/17265", "vllm/worker/worker.py@v0.6.3 (_check_if_gpu_supports_dtype)"),
+             "https://github.com/vllm-project/vllm/pull/17265", "vllm/worker/worker.py@v0.6.3 "
+                                                                "(_check_if_gpu_supports_dtype)"),
     engines=("vllm",),
 )
 def bfloat16_gpu(dep, ctx) -> list[Finding]:
@@ -145,27 +164,34 @@ def bfloat16_gpu(dep, ctx) -> list[Finding]:
     era = _auto_bf16_era(dep.engine_version) if explicit == "auto" and dep.spec.dtype == "bfloat16" else None
     if era == "refused":
         return [Finding("SP-DTYPE-001", "cuda_driver_arch", "error",
-                        f"vLLM {dep.engine_version} keeps the bf16 checkpoint in bfloat16, which compute capability {res.gpu_cc[0]}.{res.gpu_cc[1]} lacks",
-                        "Before the float16 fallback (vLLM 0.8.5) --dtype auto keeps the checkpoint's bfloat16 and the worker raises: "
+                        f"vLLM {dep.engine_version} keeps the bf16 checkpoint in bfloat16, which compute capability "
+                        f"{res.gpu_cc[0]}.{res.gpu_cc[1]} lacks",
+                        "Before the float16 fallback (vLLM 0.8.5) --dtype auto keeps the checkpoint's bfloat16 and the "
+                        "worker raises: "
                         "Bfloat16 is only supported on GPUs with compute capability of at least 8.0.",
                         (Evidence("config dtype bfloat16", f"{dep.spec.path}/config.json"),
                          Evidence("auto falls back to float16 only from vLLM 0.8.5", "https://github.com/vllm-project/vllm/pull/17265")),
                         (Remedy("flag", "--dtype half", "float16 has a smaller range than bfloat16: some models overflow (inf/NaN)", {"set": {"dtype": "half"}, "unset": []}),))]
     if era == "unverified":
         return [Finding("SP-DTYPE-001", "cuda_driver_arch", "warning",
-                        f"vLLM {dep.engine_version} may keep the bf16 checkpoint in bfloat16 on compute capability {res.gpu_cc[0]}.{res.gpu_cc[1]}",
-                        "The float16 fallback for --dtype auto was merged as 0.8.5 was released; whether this release has it is not verified. "
+                        f"vLLM {dep.engine_version} may keep the bf16 checkpoint in bfloat16 on compute capability "
+                        f"{res.gpu_cc[0]}.{res.gpu_cc[1]}",
+                        "The float16 fallback for --dtype auto was merged as 0.8.5 was released; whether this release "
+                        "has it is not verified. "
                         "Pass --dtype half to be sure.",
                         (Evidence("auto falls back to float16 from PR 17265", "https://github.com/vllm-project/vllm/pull/17265"),),
                         (Remedy("flag", "--dtype half", "float16 has a smaller range than bfloat16: some models overflow (inf/NaN)", {"set": {"dtype": "half"}, "unset": []}),))]
     if explicit in ("bfloat16", "bf16"):
-        return [Finding("SP-DTYPE-001", "cuda_driver_arch", "error", f"--dtype bfloat16 on compute capability {res.gpu_cc[0]}.{res.gpu_cc[1]}",
-                        "The worker will raise: Bfloat16 is only supported on GPUs with compute capability of at least 8.0.",
+        return [Finding("SP-DTYPE-001", "cuda_driver_arch", "error", "--dtype bfloat16 on compute capability "
+                                                                     f"{res.gpu_cc[0]}.{res.gpu_cc[1]}",
+                        "The worker will raise: Bfloat16 is only supported on GPUs with compute capability of at least "
+                        "8.0.",
                         (Evidence("bfloat16 needs compute capability 8.0", "vllm/platforms/cuda.py@v0.16.0"),),
                         (Remedy("flag", "--dtype half", "float16 has a smaller range than bfloat16: some models overflow (inf/NaN)", {"set": {"dtype": "half"}, "unset": []}),))]
     if explicit == "auto" and dep.spec.dtype == "bfloat16":
         return [Finding("SP-DTYPE-001", "cuda_driver_arch", "info", "the bf16 checkpoint will run in float16",
-                        f"Compute capability {res.gpu_cc[0]}.{res.gpu_cc[1]} has no bfloat16: vLLM falls back to float16. Models trained in bf16 can overflow in fp16.",
+                        f"Compute capability {res.gpu_cc[0]}.{res.gpu_cc[1]} has no bfloat16: vLLM falls back to "
+                        "float16. Models trained in bf16 can overflow in fp16.",
                         (Evidence("config dtype bfloat16", f"{dep.spec.path}/config.json"), Evidence("supported dtypes below 8.0: float16, float32", "vllm/platforms/cuda.py@v0.16.0")), ())]
     return []
 

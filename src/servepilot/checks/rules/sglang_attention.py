@@ -25,8 +25,10 @@ _TRADEOFF = {
 @rule(
     "SP-ATTN-004", "attention_backend", "SGLang refuses the attention backend for this GPU or model",
     facts=(
-        "SGLang 0.5.2 raises in ServerArgs for trtllm_mla/trtllm_mha off SM100; 0.5.10 accepts trtllm_mla on SM12x but needs SM100 for trtllm_mha prefill.",
-        "FlashAttention 3 needs compute capability 9.x, or 8.x for MHA models: 'FlashAttention v3 Backend requires SM>=80 and SM<=90.'",
+        "SGLang 0.5.2 raises in ServerArgs for trtllm_mla/trtllm_mha off SM100; 0.5.10 accepts trtllm_mla on SM12x but "
+        "needs SM100 for trtllm_mha prefill.",
+        "FlashAttention 3 needs compute capability 9.x, or 8.x for MHA models: 'FlashAttention v3 Backend requires "
+        "SM>=80 and SM<=90.'",
         "0.4.6 and 0.5.2 accept only a list of backends for MLA models ('Invalid attention backend for MLA: X').",
         "trtllm_mla takes only fp8_e4m3 or auto (0.5.10: also bf16, fp4_e2m1) KV caches.",
     ),
@@ -72,7 +74,8 @@ def _remedies(dep, ctx, res) -> list[Remedy]:
             if not alt.fails:
                 out.append(Remedy("flag", f"--kv-cache-dtype {kv}",
                                   f"keeps {alt.attention_backend}; "
-                                  + ("fp8 e4m3 KV cache, same size as e5m2" if kv != "auto" else "16-bit KV cache: twice the KV memory"),
+                                  + ("fp8 e4m3 KV cache, same size as e5m2" if kv != "auto" else "16-bit KV cache: "
+                                                                                                 "twice the KV memory"),
                                   {"set": {"kv_cache_dtype": kv}, "unset": []}))
     default = None
     if res.forced_backend:
