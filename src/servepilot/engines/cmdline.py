@@ -98,7 +98,8 @@ def parse_argv(
     found = detect_engine(argv)
     if found is None:
         program = argv[0] if argv else ""
-        raise CommandLineError(f"unknown engine program {program!r}", hint="servepilot knows vLLM, SGLang and llama.cpp servers")
+        raise CommandLineError(f"unknown engine program {program!r}", hint="servepilot knows vLLM, SGLang and "
+                                                                           "llama.cpp servers")
     module, program, skip = found
     problem = module.check_program(program)
     if problem:
@@ -173,12 +174,14 @@ def _unknown_notes(module, program, unknown: list[str], version: str | None) -> 
     out = []
     newest = table.sampled_versions[-1] if table.sampled_versions else None
     if unknown and version and newest and _newer(version, newest):
-        out.append(f"{module.ENGINE} {version} is newer than the newest version in servepilot's flag table ({newest}): flags added since are reported as unknown")
+        out.append(f"{module.ENGINE} {version} is newer than the newest version in servepilot's flag table ({newest}): "
+                   "flags added since are reported as unknown")
     for name in dict.fromkeys(unknown):
         base = name.split(".")[0].split("=")[0]
         ranges = table.versions_of(base)
         if ranges and version:
-            out.append(f"{base} is not a flag of {module.ENGINE} {version} (servepilot's table has it for {' or '.join(ranges)})")
+            out.append(f"{base} is not a flag of {module.ENGINE} {version} (servepilot's table has it for "
+                       f"{' or '.join(ranges)})")
         elif ranges:
             out.append(f"{base} is known only to other {module.ENGINE} versions ({' or '.join(ranges)})")
         else:
@@ -219,7 +222,8 @@ def _unrecognized(module, program, unknown: list[str], version: str | None) -> l
         if any(version_in(s, r) for s in {below, above} for r in ranges):
             continue
         known = f" (it exists in {' or '.join(ranges)})" if ranges else ""
-        out.append(f"{module.ENGINE} {version} has no {base} flag{known}: its parser stops with 'unrecognized arguments: {base}'")
+        out.append(f"{module.ENGINE} {version} has no {base} flag{known}: its parser stops with 'unrecognized "
+                   f"arguments: {base}'")
     return out
 
 

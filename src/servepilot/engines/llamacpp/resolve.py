@@ -32,7 +32,8 @@ def resolve(dep) -> Resolution:
             evidence.append(Evidence(f"quantized V cache ({ctv}) with flash attention off", source))
         elif fa == "":
             # the default was "off" in older builds and "auto" in newer ones
-            notes.append(f"quantized V cache ({ctv}) needs flash attention; --flash-attn not given, so it depends on the build's default")
+            notes.append(f"quantized V cache ({ctv}) needs flash attention; --flash-attn not given, so it depends on "
+                         "the build's default")
             evidence.append(Evidence(f"quantized V cache ({ctv}), --flash-attn left to the build default", source))
     ccs = [g.compute_capability for g in dep.cluster.gpus if g.compute_capability]
     spec = dep.spec

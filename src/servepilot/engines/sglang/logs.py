@@ -25,7 +25,8 @@ PHASES = (
     {
         "phase": "weights",
         "needle": "Loading safetensors checkpoint shards",
-        "regex": r"Loading safetensors checkpoint shards:\s*(?P<percent>\d+)% Completed \|\s*(?P<shard>\d+)/(?P<shards>\d+)",
+        "regex": r"Loading safetensors checkpoint shards:\s*(?P<percent>\d+)% Completed "
+                 r"\|\s*(?P<shard>\d+)/(?P<shards>\d+)",
         "versions": ">=0.4",
         "source": "sglang/srt/model_loader/weight_utils.py@v0.5.6 (_BAR_FORMAT)",
     },

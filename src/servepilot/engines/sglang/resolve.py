@@ -23,7 +23,8 @@ def resolve(dep) -> Resolution:
     kb.parse_version(version)
     read = kb.load_file(ENGINE, "engine").read_releases
     if kb.release_of(version) not in read:
-        notes.append(f"SGLang {version} itself was not read (read: {', '.join(read)}); facts whose ranges cover it are used, others are unknown")
+        notes.append(f"SGLang {version} itself was not read (read: {', '.join(read)}); facts whose ranges cover it are "
+                     "used, others are unknown")
     opts = dep.launch.options
     spec = dep.spec
     ccs = [g.compute_capability for g in dep.cluster.gpus if g.compute_capability]
@@ -63,7 +64,8 @@ def resolve(dep) -> Resolution:
         facts = (Evidence(what, choice.source),)
         extra = {"attention_stage": choice.stage, "attention_category": choice.category}
     if choice is not None and (opts.get("prefill_attention_backend") or opts.get("decode_attention_backend")):
-        notes.append("--prefill/--decode-attention-backend are not modelled: the backend shown is --attention-backend's")
+        notes.append("--prefill/--decode-attention-backend are not modelled: the backend shown is "
+                     "--attention-backend's")
     return Resolution(
         engine=ENGINE, engine_version=version, gpu_cc=cc,
         attention_backend=choice.backend if choice else None,
@@ -127,7 +129,8 @@ def _quant(dep, version, cc) -> QuantKernels | None:
     value = cc[0] * 10 + cc[1]
     if value < row.min_cc:
         return QuantKernels(method=method, min_cc=row.min_cc, native_min_cc=row.native_min_cc, supported=False, source=row.source,
-                            error=f"The quantization method {method} is not supported for the current GPU. Minimum capability: {row['min_cc']}. Current capability: {value}.")
+                            error=f"The quantization method {method} is not supported for the current GPU. Minimum "
+                                  f"capability: {row['min_cc']}. Current capability: {value}.")
     fallback = value < row.native_min_cc and bool(row.fallback)
     return QuantKernels(method=method, min_cc=row.min_cc, native_min_cc=row.native_min_cc, linear=row.fallback if fallback else "native",
                         fallback=fallback, source=row.source)

@@ -30,7 +30,8 @@ PHASES = (
         # tqdm redraws with carriage returns, so each update is its own \r-separated record.
         "phase": "weights",
         "needle": "Loading safetensors checkpoint shards",
-        "regex": r"Loading safetensors checkpoint shards:\s*(?P<percent>\d+)% Completed \|\s*(?P<shard>\d+)/(?P<shards>\d+)",
+        "regex": r"Loading safetensors checkpoint shards:\s*(?P<percent>\d+)% Completed "
+                 r"\|\s*(?P<shard>\d+)/(?P<shards>\d+)",
         "versions": ">=0.4",
         "source": "vllm/model_executor/model_loader/weight_utils.py@v0.16.0 (_BAR_FORMAT)",
     },

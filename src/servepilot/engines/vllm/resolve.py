@@ -23,12 +23,14 @@ def resolve(dep) -> Resolution:
     version = dep.engine_version
     if not version:
         version = DEFAULT_VERSION
-        notes.append(f"no vLLM version given or installed; facts of vLLM {DEFAULT_VERSION} used (pass --engine-version)")
+        notes.append(f"no vLLM version given or installed; facts of vLLM {DEFAULT_VERSION} used (pass "
+                     "--engine-version)")
     else:
         kb.parse_version(version)  # BadInput for nonsense
         if not kb.is_known_version(ENGINE, version):
             oldest, newest = kb.known_range(ENGINE)
-            notes.append(f"vLLM {version} is outside the releases servepilot has read ({oldest} to {newest}); the nearest facts are used")
+            notes.append(f"vLLM {version} is outside the releases servepilot has read ({oldest} to {newest}); the "
+                         "nearest facts are used")
         elif kb.release_of(version) not in kb.load_file(ENGINE, "engine").read_releases:
             notes.append(f"vLLM {kb.release_of(version)} itself was not read; facts of the releases around it are used")
     given = version  # as asked: rows older than the oldest read release are looked up with it first
@@ -39,7 +41,8 @@ def resolve(dep) -> Resolution:
     env = dict(dep.launch.shell.env or {})
     cc = _gpu_cc(dep)
     if cc is None:
-        notes.append("the GPU's compute capability is unknown (no GPU probed and no --gpu): attention backend and kernels not resolved")
+        notes.append("the GPU's compute capability is unknown (no GPU probed and no --gpu): attention backend and "
+                     "kernels not resolved")
     facts: list[Evidence] = []
 
     model_dtype = _model_dtype(spec, opts, cc)
@@ -77,7 +80,8 @@ def resolve(dep) -> Resolution:
     )
     if spec is None or spec.attention is None or cc is None or not kv["valid"]:
         if spec is None or spec.attention is None:
-            base = dataclasses.replace(base, notes=base.notes + ("the model's attention geometry is unknown: attention backend not resolved",))
+            base = dataclasses.replace(base, notes=base.notes + ("the model's attention geometry is unknown: attention "
+                                                                 "backend not resolved",))
         return dataclasses.replace(base, facts=tuple(facts))
 
     selection = _select_backend(dep, version, cc, base)
@@ -418,7 +422,8 @@ def _validated_select(out: dict, backends, order, ctx, version: str, forced, res
             # not a backend servepilot has facts for (ROCm, tree attention, a newer one...):
             # say so instead of guessing whether the engine accepts it
             out["attention_backend"] = forced
-            out["notes_extra"] = (f"servepilot has no facts for attention backend {forced} in vLLM {version}: not validated",)
+            out["notes_extra"] = (f"servepilot has no facts for attention backend {forced} in vLLM {version}: not "
+                                  "validated",)
             return out
         reasons = validate(row, ctx)
         out["candidates"] = (Candidate(forced, tuple(reasons)),)
@@ -670,7 +675,8 @@ def resolve_quant(dep, version: str, cc: tuple[int, int] | None, *, given: str |
     if value < row.min_cc:
         return QuantKernels(
             method=method, min_cc=row.min_cc, native_min_cc=row.native_min_cc, supported=False, source=row.source,
-            error=f"The quantization method {method} is not supported for the current GPU. Minimum capability: {row['min_cc']}. Current capability: {value}.",
+            error=f"The quantization method {method} is not supported for the current GPU. Minimum capability: "
+                  f"{row['min_cc']}. Current capability: {value}.",
         )
     native_min = row.native_min_cc
     if method == "compressed-tensors":
