@@ -156,7 +156,8 @@ def plan_line(plan: dict) -> str:
 
 @click.command()
 @click.argument("code")
-@click.option("--engine-version", metavar="VERSION", help="Also list the knowledge rows that hold for this engine version.")
+@click.option("--engine-version", metavar="VERSION", help="Also list the knowledge rows that hold for this engine "
+                                                          "version.")
 @JSON_OPTION
 def explain(code, engine_version, as_json):
     """Show the facts behind rule CODE (e.g. SP-ATTN-001) and where they were read.

@@ -27,7 +27,8 @@ def _command_or_source(ctx, param, value):
         raise click.UsageError("give --compose or --manifest, not both")
     source = compose or manifest
     if source and value:
-        raise click.UsageError(f"give the engine command after `--` or --{'compose' if compose else 'manifest'}, not both")
+        raise click.UsageError(f"give the engine command after `--` or --{'compose' if compose else 'manifest'}, not "
+                               "both")
     if service and not source:
         raise click.UsageError("--service goes with --compose FILE or --manifest FILE")
     if not source:

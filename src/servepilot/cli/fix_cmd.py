@@ -15,10 +15,12 @@ OVERLAY_DIR = click.argument("overlay_dir", type=click.Path(file_okay=False, pat
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], **ENGINE_COMMAND_SETTINGS})
-@click.option("--remedy", "remedy_number", type=int, metavar="N", help="Apply remedy N (1-based) of the chosen finding.")
+@click.option("--remedy", "remedy_number", type=int, metavar="N", help="Apply remedy N (1-based) of the chosen "
+                                                                       "finding.")
 @click.option("--finding", "finding_code", metavar="CODE", help="Fix this finding instead of the first error.")
 @click.option("--write", "write_path", type=click.Path(dir_okay=False), help="Save the new command as a shell script.")
-@click.option("--dest", type=click.Path(file_okay=False), help="Where to build an overlay (default: beside the original).")
+@click.option("--dest", type=click.Path(file_okay=False), help="Where to build an overlay (default: beside the "
+                                                               "original).")
 @click.option("--replace", is_flag=True, help="Rebuild an older servepilot overlay at the destination.")
 @click.option("--dry-run", is_flag=True, help="Show the chosen remedy and new command; build and write nothing.")
 @deployment_options

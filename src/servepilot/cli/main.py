@@ -17,7 +17,8 @@ from servepilot import __version__
 # import every command module.
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "inspect": ("servepilot.cli.inspect_cmd", "inspect", "Read a checkpoint's headers into a model spec."),
-    "deployment": ("servepilot.cli.deployment_cmd", "deployment", "Show how servepilot understands an engine command line and the GPUs."),
+    "deployment": ("servepilot.cli.deployment_cmd", "deployment", "Show how servepilot understands an engine command "
+                                                                  "line and the GPUs."),
     "check": ("servepilot.cli.check_cmd", "check", "Predict what the engine will do and whether the launch will fail."),
     "explain": ("servepilot.cli.check_cmd", "explain", "Show a rule's facts and their sources."),
     "plan": ("servepilot.cli.plan_cmd", "plan", "Per-GPU memory as the engine computes it."),
@@ -31,7 +32,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "cleanup": ("servepilot.cli.runs_cmd", "cleanup", "List (and with --yes remove) engine leftovers in /dev/shm."),
     "triage": ("servepilot.cli.triage_cmd", "triage", "Find the root cause in an engine log."),
     "probe": ("servepilot.cli.probe_cmd", "probe", "Describe this node for a multi-node preflight (JSON)."),
-    "preflight": ("servepilot.cli.preflight_cmd", "preflight", "Probe every node of a multi-node deployment and compare with the plan."),
+    "preflight": ("servepilot.cli.preflight_cmd", "preflight", "Probe every node of a multi-node deployment and "
+                                                               "compare with the plan."),
 }
 
 

@@ -45,7 +45,8 @@ def probe(model, head, ports, as_json) -> int:
     ]
     if data.get("checkpoint"):
         ck = data["checkpoint"]
-        rows.append(("checkpoint", f"{ck['path']}: {len(ck['files'])} file(s)" if ck["exists"] else f"{ck['path']}: missing"))
+        rows.append(("checkpoint", f"{ck['path']}: {len(ck['files'])} file(s)" if ck["exists"] else f"{ck['path']}: "
+                                                                                                    "missing"))
     for r in data["reach"]:
         rows.append((f"{r['host']}:{r['port']}", r["state"]))
     width = max(len(k) for k, _ in rows)

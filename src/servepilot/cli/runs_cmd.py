@@ -115,7 +115,8 @@ def _outcome_payload(run, outcome, plan) -> dict:
 @click.option("--force", is_flag=True, help="Launch even when check predicts a failure.")
 @click.option("--ready-timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="S",
               help="Give up (and stop the engine) if it is not ready after S seconds (default 1800).")
-@click.option("--ask-engine", is_flag=True, help="Before starting, ask the installed vLLM itself (as check --ask-engine).")
+@click.option("--ask-engine", is_flag=True, help="Before starting, ask the installed vLLM itself (as check "
+                                                 "--ask-engine).")
 @click.option("--engine-python", metavar="PATH", help="The python of the engine's environment, for --ask-engine.")
 @deployment_options
 @JSON_OPTION
@@ -244,7 +245,8 @@ def ps(show_all, as_json):
     _echo(f"{'RUN':<34} {'STATE':<9} {'ENGINE':<10} {'PID':>7} {'PORT':>6} {'AGE':>8}  MODEL")
     for r in rows:
         age = f"{r.age_s / 60:.0f}m" if r.age_s >= 60 else f"{r.age_s:.0f}s"
-        _echo(f"{r.id:<34} {r.state:<9} {r.engine or '?':<10} {r.pid or '-':>7} {r.port or '-':>6} {age:>8}  {r.model or '?'}")
+        _echo(f"{r.id:<34} {r.state:<9} {r.engine or '?':<10} {r.pid or '-':>7} {r.port or '-':>6} {age:>8}  "
+              f"{r.model or '?'}")
     return 0
 
 

@@ -82,7 +82,8 @@ def _render(d, log: str) -> None:
     rc = d.root_cause
     if rc is None:
         state = "healthy start" if d.healthy else "no error found"
-        out.print(f"[bold green]{state}[/] in {escape(log)} ({d.lines_read:,} line{'' if d.lines_read == 1 else 's'}, engine {d.engine or 'unknown'})")
+        out.print(f"[bold green]{state}[/] in {escape(log)} ({d.lines_read:,} line{'' if d.lines_read == 1 else 's'}, "
+                  f"engine {d.engine or 'unknown'})")
     else:
         count = f" x{rc.count}" if rc.count > 1 else ""
         who = f" in {', '.join(rc.processes)}" if rc.processes else (f" in {rc.process}" if rc.process else "")
