@@ -80,5 +80,6 @@ def activation_peak(spec: ModelSpec, *, tp: int, expert_parallel: bool, batched_
     peak = max(forward, sampler)
     which = "sampler warm-up" if sampler >= forward else "forward pass"
     basis = (f"max(forward over {t:,} batched tokens ≈ {forward / GiB:.2f} GiB, sampler over "
-             f"{min(num_seqs, t):,} seqs × {vocab:,} vocab × {sampler_bytes_per_logit:g} B ≈ {sampler / GiB:.2f} GiB): {which}")
+             f"{min(num_seqs, t):,} seqs × {vocab:,} vocab × {sampler_bytes_per_logit:g} B ≈ {sampler / GiB:.2f} GiB): "
+             f"{which}")
     return int(peak), basis

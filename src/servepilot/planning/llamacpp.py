@@ -29,7 +29,8 @@ def plan_llamacpp(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: l
     n_ctx = as_int(option(launch, "ctx_size", "ctx-size", "n_ctx", "c"), "--ctx-size")
     if not n_ctx:
         n_ctx = spec.gguf.context_length if spec.gguf and spec.gguf.context_length else derived_max_model_len(spec)
-        notes.append(f"--ctx-size not given (or 0): the model's training context {n_ctx:,} assumed (older builds default to 4096 / 512)")
+        notes.append(f"--ctx-size not given (or 0): the model's training context {n_ctx:,} assumed (older builds "
+                     "default to 4096 / 512)")
     ngl_raw = option(launch, "n_gpu_layers", "n-gpu-layers", "gpu_layers", "ngl")
     all_layers = str(ngl_raw).strip().lower() in ("auto", "all", "-1")  # newer builds' spellings of "every layer"
     ngl = n_layer + 1 if all_layers else as_int(ngl_raw, "--n-gpu-layers")
@@ -57,9 +58,11 @@ def plan_llamacpp(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: l
     total = gpu.memory_bytes
     free = total - weights - kv_gpu - compute
     terms = (
-        Term("weights", weights, False, int(weights * 0.02), f"GGUF size × {min(ngl, n_layer + 1)}/{n_layer + 1} offloaded layers / {n_gpus} GPU(s)"),
+        Term("weights", weights, False, int(weights * 0.02), f"GGUF size × {min(ngl, n_layer + 1)}/{n_layer + 1} "
+                                                             f"offloaded layers / {n_gpus} GPU(s)"),
         Term("kv_cache", kv_gpu, True, 0, f"n_ctx {n_ctx:,} × {on_gpu} layers × {bpl:,} B (K {type_k}, V {type_v})"),
-        Term("compute_buffer", compute, False, compute, "llama.cpp compute buffers (grow with --batch-size / --ubatch-size)"),
+        Term("compute_buffer", compute, False, compute, "llama.cpp compute buffers (grow with --batch-size / "
+                                                        "--ubatch-size)"),
     )
     fits = free >= 0
     max_ctx = max(0, (total - weights - compute) * n_gpus // max(1, on_gpu * bpl))

@@ -51,7 +51,8 @@ def plan_sglang(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: lis
                          f"{graph_bs if graph_bs is not None else 'unset'})")
         else:
             mfs = next(v for t, v in table.get("table") if tp >= t)
-            notes.append(f"--mem-fraction-static not given: {mfs} assumed for TP {tp} (SGLang {version}'s own rule was not read)")
+            notes.append(f"--mem-fraction-static not given: {mfs} assumed for TP {tp} (SGLang {version}'s own rule was "
+                         "not read)")
     ctx = fact("sglang", "cuda_context_bytes", version)
     reserved = fact("vllm", "driver_reserved_bytes", "0")  # one value for every version
     cuda_total = gpu.memory_bytes - int(reserved.value)

@@ -154,9 +154,11 @@ def plan_vllm(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list[
         max_model_len = min(max_model_len, cap.longest_context)
         cap = kvmod.capacity(**{**capacity_args, "max_model_len": max_model_len})
     if any(k in (spec.config or {}) for k in ("vision_config", "audio_config")) and not kv_bytes_opt:
-        notes.append("multimodal model: vLLM also profiles the encoder with dummy images/audio; that peak is not in the estimate")
+        notes.append("multimodal model: vLLM also profiles the encoder with dummy images/audio; that peak is not in "
+                     "the estimate")
     if "sliding" in types and generation == "v1" and hybrid:
-        notes.append("sliding-window layers: 'GPU KV cache size' counts every layer; a long request holds only the window in sliding layers")
+        notes.append("sliding-window layers: 'GPU KV cache size' counts every layer; a long request holds only the "
+                     "window in sliding layers")
     if kv_bytes_opt:
         # the given KV cache, weights and the profile peak must fit on the GPU itself
         weights_fit = all(w + subtract + kv_bytes_opt <= cuda_total for w in per_stage)

@@ -139,7 +139,8 @@ def split_weights(spec: ModelSpec, *, tp: int = 1, pp: int = 1, dp: int = 1,
         notes = (*notes, f"MXFP4 experts padded to the kernel's multiples when loaded: x{pad:.3f}")
         exact = False
     if skipped_mtp:
-        notes = (*notes, f"{skipped_mtp:,} B in layers past num_hidden_layers (MTP) are not loaded without speculative decoding")
+        notes = (*notes, f"{skipped_mtp:,} B in layers past num_hidden_layers (MTP) are not loaded without speculative "
+                         "decoding")
     if fallback:
         notes = (*notes, f"{len(fallback)} tensor(s) with no split rule (divided by TP): {', '.join(fallback[:3])}" + (" ..." if len(fallback) > 3 else ""))
     scale = 1.0
@@ -245,7 +246,8 @@ def _tensors(spec: ModelSpec) -> tuple[list[TensorInfo], str, bool, tuple[str, .
         notes = (f"{len(w.damaged)} damaged shard(s): headers not used",)
     synthetic = architecture_tensors(spec)
     if w is not None and _known_total(spec) and w.source in ("index", "safetensors", "gguf"):
-        return synthetic, "index", False, (*notes, "split in the proportions of the architecture, scaled to the index total")
+        return synthetic, "index", False, (*notes, "split in the proportions of the architecture, scaled to the index "
+                                                   "total")
     return synthetic, "estimate", False, (*notes, "weights estimated from the architecture (config.json)")
 
 
