@@ -125,7 +125,8 @@ def build_deployment(
     elif ssh_host:
         notes.append(f"{module.ENGINE} version on {ssh_host} unknown: pass --engine-version")
     else:
-        notes.append(f"{module.ENGINE} is not installed here and no --engine-version was given: flags are checked against every known version")
+        notes.append(f"{module.ENGINE} is not installed here and no --engine-version was given: flags are checked "
+                     "against every known version")
 
     launch = parse_argv(split.argv, split.context, engine_version=engine_version, cwd=cwd)
     notes += launch.notes
@@ -294,7 +295,8 @@ def _inspect_model(model: str | None, ssh_host: str | None, cwd: str | None, rev
             return spec, []
         return spec, [f"model {model} read from {view.endpoint} at commit {view.commit[:12]}: config files and "
                       f"weight headers only ({view.requests} requests now; none on a repeat)"]
-    raise BadInput("model path does not exist", path=model, hint="give a local checkpoint directory or file, or a Hugging Face id")
+    raise BadInput("model path does not exist", path=model, hint="give a local checkpoint directory or file, or a "
+                                                                 "Hugging Face id")
 
 
 def _restrict_flag_cluster(cluster: Cluster, visible: str) -> Cluster:

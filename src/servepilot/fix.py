@@ -297,7 +297,8 @@ def choose_remedy(options: tuple[RemedyOption, ...], number: int | None, code: s
         matching = [mine for mine in by_finding.values() if mine[0].finding == code]
         if not matching:
             codes = sorted({o.finding for o in options})
-            raise BadInput(f"--finding {code}: the check found no such finding with remedies (found: {', '.join(codes) or 'none'})")
+            raise BadInput(f"--finding {code}: the check found no such finding with remedies (found: "
+                           f"{', '.join(codes) or 'none'})")
         return _pick(matching[0], number, code)
     for mine in by_finding.values():
         if mine[0].severity == "error" and any(o.applicable for o in mine):

@@ -216,7 +216,8 @@ def read_architecture(config: dict) -> ArchitectureReading:
             out.notes.append("config.json has no model_type: attention geometry read from standard keys only")
         else:
             out.notes.append(
-                f"model_type {shown!r} is not a family servepilot knows: attention geometry read from standard keys only"
+                f"model_type {shown!r} is not a family servepilot knows: attention geometry read from standard keys "
+                "only"
             )
 
     out.hidden_size = r.get_int("hidden_size", "d_model", "n_embd", minimum=1)

@@ -65,7 +65,8 @@ def spec_from_gguf(path: Path) -> ModelSpec:
     if arch is None:
         unknown.append("general.architecture missing: attention geometry unknown")
     elif family is None:
-        unknown.append(f"GGUF architecture {arch!r} is not a family servepilot knows: attention geometry read from standard keys only")
+        unknown.append(f"GGUF architecture {arch!r} is not a family servepilot knows: attention geometry read from "
+                       "standard keys only")
 
     def k(suffix: str) -> int | None:
         return _int(meta, f"{arch}.{suffix}") if arch else None

@@ -106,7 +106,8 @@ class HubClient:
             return BadInput(f"{self.endpoint} is rate limiting requests (HTTP 429) while reading {what}",
                             hint=f"{after}; a token (HF_TOKEN) has a higher limit")
         if status in (401, 403):
-            return BadInput(f"{self.endpoint} refused {what} (HTTP {status})", hint="set HF_TOKEN to a token with access")
+            return BadInput(f"{self.endpoint} refused {what} (HTTP {status})", hint="set HF_TOKEN to a token with "
+                                                                                    "access")
         if status is not None:
             return BadInput(f"{self.endpoint} answered HTTP {status} for {what}")
         if _is_timeout(exc):

@@ -32,7 +32,8 @@ def inspect_path(path: str | Path, revision: str | None = None) -> ModelSpec:
     """A checkpoint directory, one .safetensors or .gguf file, a config.json, or an HF model id
     (from the local cache, else its headers on the Hub; `revision` picks the branch, tag or commit)."""
     if not str(path).strip():
-        raise BadInput("empty checkpoint path", hint="give a checkpoint directory, a .safetensors or .gguf file, or a model id")
+        raise BadInput("empty checkpoint path", hint="give a checkpoint directory, a .safetensors or .gguf file, or a "
+                                                     "model id")
     # os.path.expanduser leaves "~nosuchuser" as it is (as the shell does); Path's raises.
     p = Path(os.path.expanduser(path))
     if not p.exists():

@@ -150,7 +150,8 @@ def remote_view(repo_id: str, revision: str | None = None, gguf_tag: str | None 
         if cached is not None:
             return dataclasses.replace(cached, revision=revision)
     if settings.hf_offline():
-        raise OfflineAndUnread(f"{repo_id} is neither in the Hugging Face cache nor read before, and HF_HUB_OFFLINE is set",
+        raise OfflineAndUnread(f"{repo_id} is neither in the Hugging Face cache nor read before, and HF_HUB_OFFLINE is "
+                               "set",
                        hint=f"unset HF_HUB_OFFLINE to read its headers, or: {download_command(repo_id)}")
     from servepilot.checkpoint.hub_http import HubClient
 

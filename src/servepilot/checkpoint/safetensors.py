@@ -204,7 +204,8 @@ def summarize_header(header: dict, data_len: int, *, path: str | Path, strict_di
                 path=path,
             )
         raise HeaderError(
-            f"tensors cover {last_end:,} bytes of a {data_len:,}-byte data section (offsets inconsistent with file size)",
+            f"tensors cover {last_end:,} bytes of a {data_len:,}-byte data section (offsets inconsistent with file "
+            "size)",
             path=path,
         )
     return ShardSummary(

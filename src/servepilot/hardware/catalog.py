@@ -165,7 +165,8 @@ def cluster_from_flag(value: str) -> Cluster:
     model, count = parse_gpu_flag(value)
     notes = []
     if model.memory_basis != "nvidia-smi":
-        notes.append(f"{model.name}: memory is the nominal size ({model.memory_bytes // MIB} MiB), not a measured nvidia-smi total")
+        notes.append(f"{model.name}: memory is the nominal size ({model.memory_bytes // MIB} MiB), not a measured "
+                     "nvidia-smi total")
     return Cluster(
         gpus=tuple(model.gpu(i) for i in range(count)),
         source="flag",

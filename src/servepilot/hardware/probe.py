@@ -91,7 +91,8 @@ def apply_visible_devices(gpus: tuple[Gpu, ...], devices, value: str) -> tuple[t
             found = [i for i, u in uuid_of.items() if u and u.startswith(entry)]
             match = by_index.get(found[0]) if len(found) == 1 else None
         if match is None:
-            notes.append(f"CUDA_VISIBLE_DEVICES={value}: {entry!r} names no GPU here, so CUDA ignores it and the entries after it")
+            notes.append(f"CUDA_VISIBLE_DEVICES={value}: {entry!r} names no GPU here, so CUDA ignores it and the "
+                         "entries after it")
             break
         if match not in out:
             out.append(match)

@@ -103,7 +103,8 @@ def analyze_command_set(
         total = per_node * max(1, topo.node_count)
         gpus = tuple(replace(per_node_cluster.gpus[i % per_node], index=i) for i in range(total))
         cluster = replace(per_node_cluster, gpus=gpus, topology=None,
-                          notes=per_node_cluster.notes + (f"{topo.node_count} node(s) of {per_node_cluster.count} GPUs",))
+                          notes=per_node_cluster.notes + (f"{topo.node_count} node(s) of {per_node_cluster.count} "
+                                                          "GPUs",))
         head = replace(head, cluster=cluster)
     notes += topo.notes
     return MultiNodeAnalysis(cs, topo, findings, head, per_node, tuple(dict.fromkeys(notes)))

@@ -320,7 +320,8 @@ def gpu_topology(exp: Expectation, probes: list[NodeProbe]) -> list[NodeFinding]
             out.append(node_finding(
                 "gpu.count", "SP-PRE-050", severity="error", nodes=(p.name,), failure_class="gpu_topology",
                 title=f"{p.name} runs {need} GPU workers but has {have} GPU(s)",
-                detail=f"'local_world_size ({need}) must be less than or equal to the number of visible devices ({have})'",
+                detail=f"'local_world_size ({need}) must be less than or equal to the number of visible devices "
+                       f"({have})'",
                 evidence=(("hotfix for the local world size check", "https://github.com/vllm-project/vllm/pull/28873"),),
                 remedies=(("flag", "TP = GPUs per node, PP = nodes", "pipeline stages"),
                           ("env", "check CUDA_VISIBLE_DEVICES on that node", "none"))))
@@ -352,7 +353,8 @@ def checkpoint(exp: Expectation, probes: list[NodeProbe]) -> list[NodeFinding]:
                 "checkpoint.missing", "SP-PRE-060", severity="error", nodes=(p.name,), failure_class="checkpoint",
                 title=f"{exp.model} is not on {p.name}",
                 detail=ck.get("error") or f"{ck.get('path') or exp.model} does not exist or holds no model files there",
-                evidence=(("'The model must be downloaded on all nodes'", "docs.nvidia.com/dynamo multinode-deployments"),),
+                evidence=(("'The model must be downloaded on all nodes'", "docs.nvidia.com/dynamo "
+                                                                          "multinode-deployments"),),
                 remedies=(("hardware", f"copy or download the checkpoint to the same path on {p.name}, or use a "
                                        "shared filesystem", "disk and transfer time"),)))
             continue
@@ -418,7 +420,8 @@ def clock(exp: Expectation, probes: list[NodeProbe]) -> list[NodeFinding]:
         if offset is not None and abs(offset) > CLOCK_SKEW_S:
             out.append(node_finding(
                 "clock.skew", "SP-PRE-090", severity="info", nodes=(p.name,), failure_class="clock", category="other",
-                title=f"{p.name}'s clock is {offset:+.1f} s off", detail="merged logs order that node's lines wrongly; no "
+                title=f"{p.name}'s clock is {offset:+.1f} s off", detail="merged logs order that node's lines wrongly; "
+                                                                         "no "
                 "launch failure is known from skew (research notes §3.9)",
                 remedies=(("env", "run chrony/ntpd on every node", "none"),)))
     return out

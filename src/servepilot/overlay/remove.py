@@ -170,7 +170,8 @@ def plan_removal(overlay_dir: Path) -> RemovalPlan:
     if users:
         pid, cmdline = users[0]
         raise OverlayError(
-            f"in use by pid {pid} ({cmdline[:120]}){f' and {len(users) - 1} more' if len(users) > 1 else ''}; not removing it",
+            f"in use by pid {pid} ({cmdline[:120]}){f' and {len(users) - 1} more' if len(users) > 1 else ''}; not "
+            "removing it",
             path=overlay,
             hint="stop that process first (`servepilot stop RUN` for a servepilot run)",
         )
