@@ -124,7 +124,8 @@ def test_missing_local_model_path_is_bad_input():
 
 def test_command_file(tmp_path, checkpoint):
     script = tmp_path / "run.sh"
-    script.write_text(f"#!/bin/sh\nset -e\nexport VLLM_LOGGING_LEVEL=DEBUG\nexec vllm serve {checkpoint} --max-model-len 8k\n")
+    script.write_text(f"#!/bin/sh\nset -e\nexport VLLM_LOGGING_LEVEL=DEBUG\nexec vllm serve {checkpoint} "
+                      "--max-model-len 8k\n")
     d = build_deployment(command_file=str(script), gpu="l4", engine_version="0.16.0")
     assert d.launch.options["max_model_len"] == 8000
     assert d.launch.shell.env == {"VLLM_LOGGING_LEVEL": "DEBUG"}

@@ -64,20 +64,36 @@ def test_defaults_are_filled_but_not_explicit():
 
 # Command lines from public bug reports (failures corpus `flags` and issue texts), as literals.
 REAL_LINES = [
-    'CUDA_VISIBLE_DEVICES=0 ./llama.cpp/build/bin/main -m zephyr-7b-beta.Q5_K_S.gguf --log-disable --ctx-size 8192  --threads 4 --n-gpu-layers 4 -p "Test"',
-    'vllm serve "${MODEL_PATH}" --served-model-name "${MODEL}" --kv-cache-dtype fp8 --disable-access-log-for-endpoints=/health,/metrics --max-num-seqs "${MAX_NUM_SEQS}" --tensor-parallel-size 8 --enable-expert-parallel --speculative-config "{\\"method\\":\\"mtp\\",\\"num_speculative_tokens\\":${SPEC_TOKENS}}" --no-enable-flashinfer-autotune --reasoning-parser glm45 --tool-call-parser glm47 --enable-auto-tool-choice --enable-prompt-tokens-details',
-    "vllm serve /tmp/model/Qwen3-Coder-480B-A35B-Instruct-FP8 --served-model-name Qwen3-Coder-480B-A35B-FP8 -dp=8  --enable-expert-parallel --enable-auto-tool-choice --tool-call-parser qwen3_coder --gpu-memory-utilization 0.95",
-    "CUDA_VISIBLE_DEVICES=7 python -m vllm.entrypoints.openai.api_server     --model qwen/Qwen1.5-7B-Chat-GPTQ-Int4     --served-model-name qwen/Qwen1.5-7B-Chat-GPTQ-Int4     --quantization gptq",
-    "export CUDA_VISIBLE_DEVICES=1\nnohup python -m vllm.entrypoints.openai.api_server --model /PROJECT/model/1/ --trust_remote_code --dtype half --host 127.0.0.1 --port 8000 --tensor-parallel-size 1 > 1_vllm.log 2>&1 &\nexport CUDA_VISIBLE_DEVICES=3\nnohup python -m vllm.entrypoints.openai.api_server --model /PROJECT/model/2/ --trust_remote_code --dtype half --host 127.0.0.1 --port 8003 --tensor-parallel-size 1 > 2_vllm.log 2>&1 &",
+    'CUDA_VISIBLE_DEVICES=0 ./llama.cpp/build/bin/main -m zephyr-7b-beta.Q5_K_S.gguf --log-disable --ctx-size 8192  '
+    '--threads 4 --n-gpu-layers 4 -p "Test"',
+    'vllm serve "${MODEL_PATH}" --served-model-name "${MODEL}" --kv-cache-dtype fp8 '
+    '--disable-access-log-for-endpoints=/health,/metrics --max-num-seqs "${MAX_NUM_SEQS}" --tensor-parallel-size 8 '
+    '--enable-expert-parallel --speculative-config '
+    '"{\\"method\\":\\"mtp\\",\\"num_speculative_tokens\\":${SPEC_TOKENS}}" --no-enable-flashinfer-autotune '
+    '--reasoning-parser glm45 --tool-call-parser glm47 --enable-auto-tool-choice --enable-prompt-tokens-details',
+    "vllm serve /tmp/model/Qwen3-Coder-480B-A35B-Instruct-FP8 --served-model-name Qwen3-Coder-480B-A35B-FP8 -dp=8  "
+    "--enable-expert-parallel --enable-auto-tool-choice --tool-call-parser qwen3_coder --gpu-memory-utilization 0.95",
+    "CUDA_VISIBLE_DEVICES=7 python -m vllm.entrypoints.openai.api_server     --model qwen/Qwen1.5-7B-Chat-GPTQ-Int4    "
+    " --served-model-name qwen/Qwen1.5-7B-Chat-GPTQ-Int4     --quantization gptq",
+    "export CUDA_VISIBLE_DEVICES=1\nnohup python -m vllm.entrypoints.openai.api_server --model /PROJECT/model/1/ "
+    "--trust_remote_code --dtype half --host 127.0.0.1 --port 8000 --tensor-parallel-size 1 > 1_vllm.log 2>&1 "
+    "&\nexport CUDA_VISIBLE_DEVICES=3\nnohup python -m vllm.entrypoints.openai.api_server --model /PROJECT/model/2/ "
+    "--trust_remote_code --dtype half --host 127.0.0.1 --port 8003 --tensor-parallel-size 1 > 2_vllm.log 2>&1 &",
     "vllm serve internvl2-8b/",
-    "vllm serve /workspace/LLM_Weights/deepseek-ai/DeepSeek-V3.2 --port 40001 --host 0.0.0.0 --trust-remote-code --served-model-name deepseek-v3.2-new --max-model-len 131072 --gpu-memory-utilization 0.95 -dp 8 --enable-expert-parallel --max-num-seqs 256",
-    "VLLM_USE_V1=1 vllm serve neuralmagic/Meta-Llama-3.1-70B-Instruct-quantized.w8a8 --max-model-len 2048 --gpu-memory-utilization 0.98",
+    "vllm serve /workspace/LLM_Weights/deepseek-ai/DeepSeek-V3.2 --port 40001 --host 0.0.0.0 --trust-remote-code "
+    "--served-model-name deepseek-v3.2-new --max-model-len 131072 --gpu-memory-utilization 0.95 -dp 8 "
+    "--enable-expert-parallel --max-num-seqs 256",
+    "VLLM_USE_V1=1 vllm serve neuralmagic/Meta-Llama-3.1-70B-Instruct-quantized.w8a8 --max-model-len 2048 "
+    "--gpu-memory-utilization 0.98",
     "vllm serve m --attention_config.use_fp4_indexer_cache=True --moe-backend deep_gemm_mega_moe",
-    "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8 --trust-remote-code --mem-fraction-static 0.7 --cuda-graph-max-bs 16",
+    "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8 --trust-remote-code "
+    "--mem-fraction-static 0.7 --cuda-graph-max-bs 16",
     "python3 -m sglang.launch_server --model-path Qwen/Qwen2-7B --disable-cuda-graph --port 30001 --host 0.0.0.0",
     "llama-server -m /models/q.gguf -c 16384 -ngl 99 -ctk q8_0 -ctv q8_0 --port 8081 --host 0.0.0.0 -fa on",
     "python -m llama_cpp.server --model /models/q.gguf --n_ctx 4096 --n_gpu_layers -1 --port 8005",
-    "vllm serve m -tp 4 -pp 2 -O3 --attention-config.backend=FLASHINFER_MLA --hf-overrides '{\"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4}}' --kv-cache-memory-bytes 20G --no-enable-prefix-caching 2>&1 | tee -a /tmp/serve.log",
+    "vllm serve m -tp 4 -pp 2 -O3 --attention-config.backend=FLASHINFER_MLA --hf-overrides '{\"rope_scaling\": "
+    "{\"type\": \"yarn\", \"factor\": 4}}' --kv-cache-memory-bytes 20G --no-enable-prefix-caching 2>&1 | tee -a "
+    "/tmp/serve.log",
 ]
 
 
@@ -156,7 +172,8 @@ def test_unknown_flags_are_kept_and_reported_per_version():
 
 
 def test_sglang_abbreviation_and_human_context_length():
-    launch = parse_command("sglang serve --model-path Qwen/Qwen3-8B --tp 2 --context-length 32k --kv-cache-dtype fp8_e5m2")
+    launch = parse_command("sglang serve --model-path Qwen/Qwen3-8B --tp 2 --context-length 32k --kv-cache-dtype "
+                           "fp8_e5m2")
     assert launch.engine == "sglang"
     assert launch.model == "Qwen/Qwen3-8B"
     assert launch.options["tp_size"] == 2  # argparse prefix of --tp-size
@@ -176,7 +193,8 @@ def test_llamacpp_server_and_python_server():
 
 
 def test_ssh_options_and_words_given_separately():
-    launch = parse_command(["ssh", "-p", "2222", "-o", "BatchMode=yes", "gpu1", "vllm serve /m -tp 2 > /tmp/l.log 2>&1"])
+    launch = parse_command(["ssh", "-p", "2222", "-o", "BatchMode=yes", "gpu1", "vllm serve /m -tp 2 > /tmp/l.log "
+                                                                                "2>&1"])
     assert launch.shell.ssh_host == "gpu1"
     assert launch.shell.ssh_options == ("-p", "2222", "-o", "BatchMode=yes")
     assert launch.tensor_parallel_size == 2

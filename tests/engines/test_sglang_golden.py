@@ -73,7 +73,8 @@ def _compare(data: dict, specs: dict) -> tuple[int, list[str]]:
                 wrong.append(f"{label}: error text {res.selection_error!r} != SGLang's {case['error']!r}")
             continue
         if res.fails:
-            wrong.append(f"{label}: servepilot refuses ({res.selection_error}), SGLang runs {case['attention_backend']}")
+            wrong.append(f"{label}: servepilot refuses ({res.selection_error}), SGLang runs "
+                         f"{case['attention_backend']}")
             continue
         got = (res.attention_backend, res.block_size)
         want = (case["model_runner_backend"] if case.get("model_runner_backend") else case["attention_backend"],

@@ -43,7 +43,8 @@ def test_json_schema_first_and_rows_per_gpu(serve, capsys):
 
 
 def test_text_has_a_bar_per_gpu_and_exit_1_when_it_does_not_fit(serve, capsys):
-    serve(deployment(llama_70b(), {"tensor_parallel_size": 1}, n_gpus=1, gpu=gpus(1, mib=81920, name="NVIDIA A100 80GB")))
+    serve(deployment(llama_70b(), {"tensor_parallel_size": 1}, n_gpus=1, gpu=gpus(1, mib=81920, name="NVIDIA A100 "
+                                                                                                     "80GB")))
     rc = main(["plan", "--", "vllm", "serve", "/models/llama-70b"])
     text = capsys.readouterr().out
     assert rc == 1

@@ -58,7 +58,8 @@ class _FailingCheck:
 
     verdict: str = "fail"
     findings: tuple = (
-        Finding(code="SP-ATTN-001", category="attention_backend", severity="error", title="no MLA backend for fp8 KV on SM120",
+        Finding(code="SP-ATTN-001", category="attention_backend", severity="error", title="no MLA backend for fp8 KV "
+                                                                                          "on SM120",
                 detail="d", remedies=(Remedy(kind="flag", change="--kv-cache-dtype bfloat16", tradeoff="KV doubles"),)),
     )
     resolved: dict = dataclasses.field(default_factory=dict)

@@ -6,19 +6,23 @@ from servepilot.runs.phases import PhaseTracker, default_port
 # Written in the engines' formats (vllm/logger.py format, tqdm bar_format with \r redraws).
 VLLM_LOG = (
     "INFO 02-10 12:00:00 [utils.py:253] non-default args: {'model': '/m', 'tensor_parallel_size': 2}\n"
-    "(EngineCore_DP0 pid=11) INFO 02-10 12:00:01 [core.py:93] Initializing a V1 LLM engine (v0.16.0) with config: model='/m'\n"
+    "(EngineCore_DP0 pid=11) INFO 02-10 12:00:01 [core.py:93] Initializing a V1 LLM engine (v0.16.0) with config: "
+    "model='/m'\n"
     "(Worker_TP0 pid=12) INFO 02-10 12:00:05 [gpu_model_runner.py:2602] Starting to load model /m...\n"
     "(Worker_TP0 pid=12) \x1b[36mLoading safetensors checkpoint shards:   0% Completed | 0/4 [00:00<?, ?it/s]\r"
     "Loading safetensors checkpoint shards:  25% Completed | 1/4 [00:10<00:30, 10.0s/it]\r"
     "Loading safetensors checkpoint shards:  50% Completed | 2/4 [00:20<00:20, 10.0s/it]\r"
     "Loading safetensors checkpoint shards: 100% Completed | 4/4 [00:40<00:00, 10.0s/it]\n"
-    "(Worker_TP0 pid=12) INFO 02-10 12:00:46 [gpu_model_runner.py:2653] Model loading took 70.25 GiB memory and 41.000000 seconds\n"
+    "(Worker_TP0 pid=12) INFO 02-10 12:00:46 [gpu_model_runner.py:2653] Model loading took 70.25 GiB memory and "
+    "41.000000 seconds\n"
     "(Worker_TP0 pid=12) INFO 02-10 12:00:50 [backends.py:548] Dynamo bytecode transform time: 5.10 s\n"
     "(Worker_TP0 pid=12) INFO 02-10 12:01:10 [gpu_worker.py:298] Available KV cache memory: 45.50 GiB\n"
     "(EngineCore_DP0 pid=11) INFO 02-10 12:01:11 [kv_cache_utils.py:1087] GPU KV cache size: 1,234,560 tokens\n"
-    "(EngineCore_DP0 pid=11) INFO 02-10 12:01:11 [kv_cache_utils.py:1091] Maximum concurrency for 32,768 tokens per request: 37.68x\n"
+    "(EngineCore_DP0 pid=11) INFO 02-10 12:01:11 [kv_cache_utils.py:1091] Maximum concurrency for 32,768 tokens per "
+    "request: 37.68x\n"
     "(Worker_TP0 pid=12) Capturing CUDA graphs (mixed prefill-decode, PIECEWISE):  50%|#####     | 34/67\r"
-    "(Worker_TP0 pid=12) INFO 02-10 12:01:30 [gpu_model_runner.py:3480] Graph capturing finished in 19 secs, took 1.20 GiB\n"
+    "(Worker_TP0 pid=12) INFO 02-10 12:01:30 [gpu_model_runner.py:3480] Graph capturing finished in 19 secs, took 1.20 "
+    "GiB\n"
     "(APIServer pid=10) INFO 02-10 12:01:32 [api_server.py:1839] Starting vLLM API server 0 on http://0.0.0.0:8000\n"
     "(APIServer pid=10) INFO:     Application startup complete.\n"
 )
@@ -27,20 +31,24 @@ SGLANG_LOG = (
     "[2026-01-01 10:00:00 TP0] Init torch distributed begin.\n"
     "[2026-01-01 10:00:02 TP0] Load weight begin. avail mem=78.50 GB\n"
     "Loading safetensors checkpoint shards:  50% Completed | 1/2 [00:01<00:01,  1.00s/it]\n"
-    "[2026-01-01 10:00:09 TP0] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=63.20 GB, mem usage=15.30 GB.\n"
+    "[2026-01-01 10:00:09 TP0] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=63.20 GB, mem "
+    "usage=15.30 GB.\n"
     "[2026-01-01 10:00:10 TP0] KV Cache is allocated. #tokens: 412345, K size: 25.10 GB, V size: 25.10 GB\n"
     "[2026-01-01 10:00:12 TP0] Capture cuda graph bs [1, 2, 4, 8]\n"
-    "[2026-01-01 10:00:20 TP0] max_total_num_tokens=412345, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=2048, context_len=131072, available_gpu_mem=10.20 GB\n"
+    "[2026-01-01 10:00:20 TP0] max_total_num_tokens=412345, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+    "max_running_requests=2048, context_len=131072, available_gpu_mem=10.20 GB\n"
     "[2026-01-01 10:00:22] INFO:     Application startup complete.\n"
     "[2026-01-01 10:00:25] The server is fired up and ready to roll!\n"
 )
 
 LLAMACPP_LOG = (
-    "llama_model_loader: loaded meta data with 18 key-value pairs and 21 tensors from tiny.gguf (version GGUF V3 (latest))\n"
+    "llama_model_loader: loaded meta data with 18 key-value pairs and 21 tensors from tiny.gguf (version GGUF V3 "
+    "(latest))\n"
     "load_tensors:   CPU_Mapped model buffer size =     0.44 MiB\n"
     "llama_context: n_seq_max             = 1\n"
     "llama_context: n_ctx_seq             = 2048\n"
-    "llama_kv_cache: size =    1.00 MiB (  2048 cells,   2 layers,  1/1 seqs), K (f16):    0.50 MiB, V (f16):    0.50 MiB\n"
+    "llama_kv_cache: size =    1.00 MiB (  2048 cells,   2 layers,  1/1 seqs), K (f16):    0.50 MiB, V (f16):    0.50 "
+    "MiB\n"
     "INFO:     Application startup complete.\n"
     "INFO:     Uvicorn running on http://127.0.0.1:8000 (Press CTRL+C to quit)\n"
 )
@@ -70,7 +78,8 @@ def test_vllm_phases_figures_and_shards():
 
 
 def test_vllm_merged_kv_line_of_later_versions():
-    t, _ = run("vllm", "INFO [kv_cache_utils.py:1] GPU KV cache size: 98,304 tokens, Maximum concurrency for 8,192 tokens per request: 12.00x\n")
+    t, _ = run("vllm", "INFO [kv_cache_utils.py:1] GPU KV cache size: 98,304 tokens, Maximum concurrency for 8,192 "
+                       "tokens per request: 12.00x\n")
     assert (t.figures["kv_tokens"], t.figures["max_model_len"], t.figures["max_concurrency"]) == (98_304, 8_192, 12.0)
 
 

@@ -87,7 +87,8 @@ def test_a_file_opened_after_the_scan_is_not_removed(tmp_path, all_processes_vis
     _age(target, 3600)
     entries = shm.scan(tmp_path)
     assert entries[0].status == "leftover"
-    holder = subprocess.Popen([sys.executable, "-c", f"f=open({str(target)!r}); print('ok',flush=True); import time; time.sleep(600)"],
+    holder = subprocess.Popen([sys.executable, "-c", f"f=open({str(target)!r}); print('ok',flush=True); import time; "
+                                                     "time.sleep(600)"],
                               stdout=subprocess.PIPE, text=True)
     try:
         holder.stdout.readline()
