@@ -203,10 +203,12 @@ def main() -> None:
         safe = best_of(args.repeat, lambda: safe_open_time(root) or float("nan"))
         spec = json.loads(cli_time(["inspect", str(root), "--json"])[1])["model"]["weights"]
 
-        print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())} (other work on the machine slows every figure)")
+        print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())} (other work on the machine slows every "
+              "figure)")
         print(f"inspect   {inspect:7.3f} s   (target < 1 s; {inspect / floor:.2f}x the floor, target <= 2x; "
               f"CPU {CPU_SECONDS['inspect']:.3f} s in all processes)")
-        print(f"  1 proc  {inspect_1p:7.3f} s   (the same without the forked helper; {inspect_1p / floor:.2f}x the floor; "
+        print(f"  1 proc  {inspect_1p:7.3f} s   (the same without the forked helper; {inspect_1p / floor:.2f}x the "
+              "floor; "
               f"CPU {CPU_SECONDS['inspect (1 process)']:.3f} s)")
         print(f"floor     {floor:7.3f} s   (read + json.loads of the 119 headers; CPU {CPU_SECONDS['floor']:.3f} s)")
         print(f"safe_open {safe:7.3f} s   (safetensors.safe_open + keys())")

@@ -108,7 +108,8 @@ def bench_follow(seconds: float, rate: int) -> None:
     size = run.log_path.stat().st_size
     print(f"follow:   {lines:,} lines ({size / 1e6:.1f} MB) in {wall:.2f} s = {lines / wall:,.0f} lines/s; "
           f"supervisor CPU {cpu:.3f} s = {100 * cpu / wall:.2f}% of one core (target < 5%)")
-    print(f"          outcome {outcome.state} ({outcome.reason}); phase rules matched: kv_tokens={outcome.figures.get('kv_tokens')}")
+    print(f"          outcome {outcome.state} ({outcome.reason}); phase rules matched: "
+          f"kv_tokens={outcome.figures.get('kv_tokens')}")
 
 
 def bench_diagnose(repeats: int) -> None:
@@ -135,7 +136,8 @@ def bench_diagnose(repeats: int) -> None:
             continue
         latencies.append(printed - float(stamp.read_text()))
     if latencies:
-        print(f"diagnose: exit -> printed diagnosis over {len(latencies)} launches: median {statistics.median(latencies) * 1000:.0f} ms, "
+        print(f"diagnose: exit -> printed diagnosis over {len(latencies)} launches: median "
+              f"{statistics.median(latencies) * 1000:.0f} ms, "
               f"max {max(latencies) * 1000:.0f} ms (target < 1000 ms)")
 
 
