@@ -69,7 +69,8 @@ def dtype_change_tradeoff(dep, old_storage: str, new_storage: str, plan=None) ->
         before = budget.bytes_per_gpu // old
         after = budget.bytes_per_gpu // new
         numbers.update({"kv_budget_bytes_per_gpu": budget.bytes_per_gpu, "kv_tokens_before": before,
-                        "kv_tokens_after": after, "kv_tokens_lost": before - after, "budget_estimated": budget.estimated})
+                        "kv_tokens_after": after, "kv_tokens_lost": before - after,
+                        "budget_estimated": budget.estimated})
         pct = 100 * (before - after) / before if before else 0
         words += (f"; of a {budget.bytes_per_gpu / 2**30:.1f} GiB KV budget per GPU"
                   f"{' (estimate)' if budget.estimated else ''}: {before:,} -> {after:,} tokens"

@@ -31,7 +31,10 @@ RULES: list[Rule] = []
 _loaded = False
 
 
-def rule(code: str, category: str, title: str, *, facts: tuple[str, ...] = (), sources: tuple[str, ...] = (), engines: tuple[str, ...] = ()):
+def rule(code: str, category: str, title: str, *, facts: tuple[str,
+                                                               ...] = (), sources: tuple[str,
+                                                                                         ...] = (),
+         engines: tuple[str, ...] = ()):
     """Register the decorated function as a rule; the function is returned unchanged."""
     check_category(category)
 
@@ -68,7 +71,8 @@ def knowledge_rows(r: Rule, version: str) -> list[dict]:
     out: list[dict] = []
     for source in r.sources:
         parts = source.split("/")
-        if len(parts) != 5 or parts[:2] != ["servepilot", "engines"] or parts[3] != "knowledge" or not parts[4].endswith(".yaml"):
+        if len(parts) != 5 or parts[:2] != ["servepilot",
+                                            "engines"] or parts[3] != "knowledge" or not parts[4].endswith(".yaml"):
             continue
         engine, name = parts[2], parts[4][:-5]
         _walk(kb.load_file(engine, name), f"{engine}/knowledge/{name}.yaml", "", version, out)
@@ -84,7 +88,8 @@ def _walk(node, file: str, path: str, version: str, out: list[dict]) -> None:
         row = kb.row_for(node, version)
         if row is not None:
             facts = {k: v for k, v in row.data.items() if k not in ("versions", "source")}
-            out.append({"file": file, "path": path or "/", "versions": row.versions, "source": row.source, "facts": facts})
+            out.append({"file": file, "path": path or "/", "versions": row.versions, "source": row.source,
+                        "facts": facts})
         return
     if isinstance(node, dict):
         for key, value in node.items():

@@ -28,7 +28,8 @@ _SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 # SP-CODE-002 as a warning (the custom code --trust-remote-code will run, all files present)
 # stops nothing and degrades nothing: a review note, so it sorts after every finding that does.
 # As an error (a file is missing) it is the config import failing, at the SP-CODE stage.
-_STAGES = ("SP-ARGS", "SP-KV-001", "SP-CODE", "SP-ARCH", "SP-LEN", "SP-TP", "SP-EP", "SP-QUANT-001", "SP-KV", "SP-CODE-003", "SP-GPU",
+_STAGES = ("SP-ARGS", "SP-KV-001", "SP-CODE", "SP-ARCH", "SP-LEN", "SP-TP", "SP-EP", "SP-QUANT-001", "SP-KV",
+           "SP-CODE-003", "SP-GPU",
            "SP-CUDA", "SP-DTYPE", "SP-SHM", "SP-NCCL", "SP-ATTN", "SP-QUANT",
            "SP-CKPT", "SP-MEM-001", "SP-MEM-003",
            "SP-MEM-002", "SP-MEM", "SP-PORT", "SP-TMPL")

@@ -41,7 +41,8 @@ def parser_rejects(dep, ctx) -> list[Finding]:
         "SP-ARGS-001", "other", "error",
         f"{engine} will refuse the command line at argument parsing",
         "The engine stops within seconds, before reading the checkpoint:\n" + "\n".join(f"  - {r}" for r in rejected),
-        tuple(Evidence(r, "servepilot's flag table for this release (engines/*/knowledge/flags.json)") for r in rejected),
+        tuple(Evidence(r,
+                       "servepilot's flag table for this release (engines/*/knowledge/flags.json)") for r in rejected),
         tuple(remedies),
     )]
 

@@ -44,7 +44,8 @@ def _evidence(facts) -> tuple[Evidence, ...]:
         "vLLM 0.10/0.11 choose without validating; TRITON_MLA's Impl then raises NotImplementedError for an fp8 KV "
         "cache.",
     ),
-    sources=(KNOWLEDGE, "vllm/platforms/cuda.py@v0.16.0", "vllm/v1/attention/backend.py@v0.16.0", "https://github.com/vllm-project/vllm/pull/34597"),
+    sources=(KNOWLEDGE, "vllm/platforms/cuda.py@v0.16.0", "vllm/v1/attention/backend.py@v0.16.0",
+             "https://github.com/vllm-project/vllm/pull/34597"),
     engines=("vllm",),
 )
 def attention_backend_fails(dep, ctx) -> list[Finding]:
@@ -53,7 +54,8 @@ def attention_backend_fails(dep, ctx) -> list[Finding]:
         return []
     gpu = dep.cluster.gpus[0].name if dep.cluster.gpus else "the GPU"
     cc = f"{res.gpu_cc[0]}.{res.gpu_cc[1]}" if res.gpu_cc else "?"
-    lines = [f"vLLM {res.engine_version} on {gpu} (compute capability {cc}) will stop at start-up:", f"  {res.selection_error}"]
+    lines = [f"vLLM {res.engine_version} on {gpu} (compute capability {cc}) will stop at start-up:",
+             f"  {res.selection_error}"]
     lines.append(f"KV cache dtype: {res.kv_cache_dtype} (requested {res.kv_requested}).")
     for f in res.kv_evidence:
         lines.append(f"  - {f.fact}")
@@ -64,7 +66,8 @@ def attention_backend_fails(dep, ctx) -> list[Finding]:
     if res.forced_backend:
         lines.append(f"Backend forced by {res.forced_by}: {res.forced_backend}.")
     evidence = _evidence(res.kv_evidence) + tuple(
-        Evidence(f"{c.backend}: {', '.join(c.reasons) or 'valid'}", _backend_source(res, c.backend)) for c in res.candidates
+        Evidence(f"{c.backend}: {', '.join(c.reasons) or 'valid'}",
+                 _backend_source(res, c.backend)) for c in res.candidates
     )
     if dep.spec is not None and dep.spec.is_mla and dep.spec.attention:
         a = dep.spec.attention
@@ -86,7 +89,8 @@ def _unforce_remedy(res) -> Remedy:
         return Remedy("env", "unset VLLM_ATTENTION_BACKEND", "vLLM picks the backend itself from its priority list",
                       {"env": {"set": {}, "unset": ["VLLM_ATTENTION_BACKEND"]}})
     dest = "attention_backend" if res.forced_by == "--attention-backend" else "attention_config"
-    return Remedy("flag", f"drop {res.forced_by}", "vLLM picks the backend itself from its priority list", {"set": {}, "unset": [dest]})
+    return Remedy("flag", f"drop {res.forced_by}", "vLLM picks the backend itself from its priority list",
+                  {"set": {}, "unset": [dest]})
 
 
 def _backend_source(res, name: str) -> str:
@@ -102,7 +106,8 @@ def _backend_source(res, name: str) -> str:
            "From 0.5.4 FlashAttention-2 applies it on compute capability 8.0+; below that vLLM falls back to XFormers, "
            "which raises 'XFormers does not support attention logits soft capping.'",
            "VLLM_ATTENTION_BACKEND=FLASHINFER (with flashinfer installed) avoids both."),
-    sources=(KNOWLEDGE, "https://github.com/vllm-project/vllm/issues/7060", "https://github.com/vllm-project/vllm/issues/8929"),
+    sources=(KNOWLEDGE, "https://github.com/vllm-project/vllm/issues/7060",
+             "https://github.com/vllm-project/vllm/issues/8929"),
     engines=("vllm",),
 )
 def soft_cap_backend(dep, ctx) -> list[Finding]:
@@ -127,8 +132,11 @@ def soft_cap_backend(dep, ctx) -> list[Finding]:
         why = f"vLLM {version} applies soft-capping only in FlashInfer"
     return [Finding("SP-ATTN-003", "attention_backend", "error", f"soft-capped attention ({cap}) has no backend here",
                     f"The model caps attention logits; {why}. The engine will raise: {row['message']}",
-                    (Evidence(f"logits soft-capping {cap}", f"{spec.path}/config.json"), Evidence(f"soft-capping needs {row['needs_backend']} in this release", row.source)),
-                    (Remedy("env", f"VLLM_ATTENTION_BACKEND={row['needs_backend']} (pip install flashinfer)", "FlashInfer must be installed for this torch/CUDA",
+                    (Evidence(f"logits soft-capping {cap}",
+                              f"{spec.path}/config.json"),
+                     Evidence(f"soft-capping needs {row['needs_backend']} in this release", row.source)),
+                    (Remedy("env", f"VLLM_ATTENTION_BACKEND={row['needs_backend']} (pip install flashinfer)",
+                            "FlashInfer must be installed for this torch/CUDA",
                             {"env": {"set": {"VLLM_ATTENTION_BACKEND": row.needs_backend}, "unset": []}}),
                      Remedy("upgrade", "pip install 'vllm>=0.10.0'", "newer releases select a soft-capping backend "
                                                                      "themselves",
@@ -142,7 +150,8 @@ def soft_cap_backend(dep, ctx) -> list[Finding]:
         "0.14.x.",
         "From vLLM 0.15 the variable is no longer read at all (PR #32812): setting it does nothing, silently.",
     ),
-    sources=(KNOWLEDGE, "https://github.com/vllm-project/vllm/pull/26315", "https://github.com/vllm-project/vllm/pull/32812"),
+    sources=(KNOWLEDGE, "https://github.com/vllm-project/vllm/pull/26315",
+             "https://github.com/vllm-project/vllm/pull/32812"),
     engines=("vllm",),
 )
 def attention_env_ignored(dep, ctx) -> list[Finding]:
@@ -173,7 +182,8 @@ def attention_env_ignored(dep, ctx) -> list[Finding]:
     "SP-KV-001", "kv_cache_dtype", "KV cache dtype not accepted by this engine version",
     facts=("--kv-cache-dtype is a closed list (CacheDType) per version: bfloat16 from 0.11, fp8_ds_mla from 0.12, "
            "float16 from 0.18.",),
-    sources=(KV_KNOWLEDGE, "vllm/config/cache.py@v0.16.0", "vllm/config/cache.py@v0.18.0", "sglang/srt/server_args.py@v0.5.2", "llama.cpp common/arg.cpp"),
+    sources=(KV_KNOWLEDGE, "vllm/config/cache.py@v0.16.0", "vllm/config/cache.py@v0.18.0",
+             "sglang/srt/server_args.py@v0.5.2", "llama.cpp common/arg.cpp"),
 )
 def kv_dtype_invalid(dep, ctx) -> list[Finding]:
     res = ctx.resolution
@@ -182,15 +192,19 @@ def kv_dtype_invalid(dep, ctx) -> list[Finding]:
     remedies = []
     model_dtype = res.model_dtype or "bfloat16"
     if model_dtype in res.kv_valid_values:
-        remedies.append(Remedy("flag", f"--kv-cache-dtype {model_dtype}", "same storage as the model dtype", {"set": {"kv_cache_dtype": model_dtype}, "unset": []}))
-    remedies.append(Remedy("flag", "--kv-cache-dtype auto", "the engine default: model dtype, or the checkpoint's KV scheme", {"set": {"kv_cache_dtype": "auto"}, "unset": []}))
+        remedies.append(Remedy("flag", f"--kv-cache-dtype {model_dtype}", "same storage as the model dtype",
+                               {"set": {"kv_cache_dtype": model_dtype}, "unset": []}))
+    remedies.append(Remedy("flag", "--kv-cache-dtype auto",
+                           "the engine default: model dtype, or the checkpoint's KV scheme",
+                           {"set": {"kv_cache_dtype": "auto"}, "unset": []}))
     config_error = res.extra.get("config_error")
     if config_error:  # a valid value the engine refuses for this model dtype (vLLM 0.33+)
         return [Finding("SP-KV-001", "kv_cache_dtype", "error", f"KV cache dtype {res.kv_requested} does not match the "
                                                                 f"model dtype {model_dtype}",
                         f"{dep.engine} {res.engine_version} stops while building its configuration:\n  {config_error}",
                         _evidence(res.kv_evidence), tuple(remedies))]
-    return [Finding("SP-KV-001", "kv_cache_dtype", "error", f"KV cache dtype {res.kv_requested} is not valid for {dep.engine} {res.engine_version or ''}".rstrip(),
+    return [Finding("SP-KV-001", "kv_cache_dtype", "error",
+                    f"KV cache dtype {res.kv_requested} is not valid for {dep.engine} {res.engine_version or ''}".rstrip(),
                     f"{dep.engine} {res.engine_version or ''} accepts: {', '.join(res.kv_valid_values)}. The argument "
                     "parser rejects anything else.",
                     _evidence(res.kv_evidence), tuple(remedies))]
@@ -212,7 +226,8 @@ def compressed_tensors_forced(dep, ctx) -> list[Finding]:
                     f"The checkpoint's compressed-tensors kv_cache_scheme makes vLLM {res.engine_version} store the KV "
                     "cache as fp8 in every attention layer, whatever --kv-cache-dtype says.",
                     _evidence(res.kv_evidence),
-                    (Remedy("upgrade", "pip install 'vllm>=0.34.0'", "from 0.34 an explicit --kv-cache-dtype wins", {"upgrade": {"package": "vllm", "specifier": ">=0.34.0"}}),))]
+                    (Remedy("upgrade", "pip install 'vllm>=0.34.0'", "from 0.34 an explicit --kv-cache-dtype wins",
+                            {"upgrade": {"package": "vllm", "specifier": ">=0.34.0"}}),))]
 
 
 @rule(
@@ -234,9 +249,12 @@ def llamacpp_v_cache(dep, ctx) -> list[Finding]:
         severity, detail = "warning", ("--flash-attn is not given: builds whose default is off refuse a quantized V "
                                        "cache "
                                        "('V cache quantization requires flash_attn'); newer builds default to auto.")
-    return [Finding("SP-KV-003", "kv_cache_dtype", severity, "quantized V cache needs --flash-attn", detail, _evidence(res.kv_evidence),
-                    (Remedy("flag", "--flash-attn on", "flash attention kernels (supported on most GPUs and the CPU)", {"set": {"flash_attn": "on"}, "unset": []}),
-                     Remedy("flag", "--cache-type-v f16", "V cache twice the size of q8_0", {"set": {"cache_type_v": "f16"}, "unset": []})))]
+    return [Finding("SP-KV-003", "kv_cache_dtype", severity, "quantized V cache needs --flash-attn", detail,
+                    _evidence(res.kv_evidence),
+                    (Remedy("flag", "--flash-attn on", "flash attention kernels (supported on most GPUs and the CPU)",
+                            {"set": {"flash_attn": "on"}, "unset": []}),
+                     Remedy("flag", "--cache-type-v f16", "V cache twice the size of q8_0",
+                            {"set": {"cache_type_v": "f16"}, "unset": []})))]
 
 
 @rule(
@@ -271,9 +289,12 @@ def v1_fp8_kv_cache(dep, ctx) -> list[Finding]:
     return [Finding("SP-KV-004", "kv_cache_dtype", severity, f"--kv-cache-dtype {kv} with VLLM_USE_V1=1 on vLLM "
                                                              f"{version}",
                     why + " VLLM_USE_V1=1 forbids the fallback to the V0 engine.",
-                    (Evidence(f"VLLM_USE_V1=1, --kv-cache-dtype {kv}", "command line"), Evidence(f"V1 FP8 KV cache in vLLM {fact.versions}", fact.source)),
-                    (Remedy("env", "unset VLLM_USE_V1", "the V0 engine runs the FP8 KV cache", {"env": {"set": {}, "unset": ["VLLM_USE_V1"]}}),
-                     Remedy("flag", "--kv-cache-dtype auto", "a 16-bit KV cache, twice the memory per token", {"set": {"kv_cache_dtype": "auto"}, "unset": []})))]
+                    (Evidence(f"VLLM_USE_V1=1, --kv-cache-dtype {kv}",
+                              "command line"), Evidence(f"V1 FP8 KV cache in vLLM {fact.versions}", fact.source)),
+                    (Remedy("env", "unset VLLM_USE_V1", "the V0 engine runs the FP8 KV cache",
+                            {"env": {"set": {}, "unset": ["VLLM_USE_V1"]}}),
+                     Remedy("flag", "--kv-cache-dtype auto", "a 16-bit KV cache, twice the memory per token",
+                            {"set": {"kv_cache_dtype": "auto"}, "unset": []})))]
 
 
 @rule(

@@ -36,7 +36,8 @@ def port_in_use(dep, ctx) -> list[Finding]:
     "SP-SHM-001", "shm", "/dev/shm too small for tensor parallel",
     facts=("NCCL and vLLM's multiprocessing use /dev/shm; Docker's default 64 MB makes NCCL fail ('Error while "
            "creating shared memory segment') with TP > 1.",),
-    sources=("https://docs.vllm.ai/en/stable/deployment/docker.html (--ipc=host or --shm-size)", "https://github.com/NVIDIA/nccl/issues/290"),
+    sources=("https://docs.vllm.ai/en/stable/deployment/docker.html (--ipc=host or --shm-size)",
+             "https://github.com/NVIDIA/nccl/issues/290"),
 )
 def shm_too_small(dep, ctx) -> list[Finding]:
     shm = dep.cluster.shm_bytes
@@ -48,15 +49,19 @@ def shm_too_small(dep, ctx) -> list[Finding]:
                     f"With {ranks} GPU ranks NCCL needs shared memory segments in /dev/shm; {shm / 2**20:.0f} MiB "
                     "(Docker's default is 64 MiB) is too small and NCCL init fails.",
                     (Evidence(f"/dev/shm size {shm} bytes", "local probe (statvfs /dev/shm)"),),
-                    (Remedy("hardware", "run the container with --ipc=host (or --shm-size=16g)", "none beyond host RAM used as shared memory", {"container": {"ipc": "host", "shm_size": "16g"}}),
-                     Remedy("env", "NCCL_SHM_DISABLE=1", "NCCL falls back to slower transports between local GPUs", {"env": {"set": {"NCCL_SHM_DISABLE": "1"}, "unset": []}})))]
+                    (Remedy("hardware", "run the container with --ipc=host (or --shm-size=16g)",
+                            "none beyond host RAM used as shared memory",
+                            {"container": {"ipc": "host", "shm_size": "16g"}}),
+                     Remedy("env", "NCCL_SHM_DISABLE=1", "NCCL falls back to slower transports between local GPUs",
+                            {"env": {"set": {"NCCL_SHM_DISABLE": "1"}, "unset": []}})))]
 
 
 @rule(
     "SP-GPU-001", "other", "Mixed GPU kinds in one tensor parallel group",
     facts=("vLLM sizes memory from the smallest GPU and kernels from the current device; ranks on different GPU kinds "
            "run at the slowest one's pace and may pick different kernels.",),
-    sources=("vllm/v1/worker/gpu_worker.py@v0.16.0 (determine_available_memory)", "vllm/v1/core/kv_cache_utils.py@v0.16.0 (minimum num_blocks over ranks)"),
+    sources=("vllm/v1/worker/gpu_worker.py@v0.16.0 (determine_available_memory)",
+             "vllm/v1/core/kv_cache_utils.py@v0.16.0 (minimum num_blocks over ranks)"),
 )
 def mixed_gpus(dep, ctx) -> list[Finding]:
     kinds = dep.cluster.kinds
@@ -67,7 +72,8 @@ def mixed_gpus(dep, ctx) -> list[Finding]:
                     f"Compute capabilities {', '.join(sorted(ccs))}. Memory is sized by the smallest GPU and every "
                     "rank waits for the slowest; "
                     "set CUDA_VISIBLE_DEVICES to one kind.",
-                    tuple(Evidence(f"GPU {g.index}: {g.name} ({g.cc_str})", f"cluster ({dep.cluster.source})") for g in dep.cluster.gpus),
+                    tuple(Evidence(f"GPU {g.index}: {g.name} ({g.cc_str})",
+                                   f"cluster ({dep.cluster.source})") for g in dep.cluster.gpus),
                     (Remedy("env", "CUDA_VISIBLE_DEVICES=<indices of one GPU kind>", "fewer GPUs may be used", None),))]
 
 
@@ -98,8 +104,12 @@ def torch_arch(dep, ctx) -> list[Finding]:
                            f"The installed torch supports {', '.join(archs)}; {g.name} is compute capability "
                            f"{g.cc_str}. CUDA kernels will fail with 'no kernel image is available for execution on "
                            "the device'.",
-                           (Evidence(f"torch.cuda.get_arch_list() = {list(archs)}", "local probe"), Evidence(f"{g.name}: compute capability {g.cc_str}", f"cluster ({dep.cluster.source})")),
-                           (Remedy("upgrade", "a torch / engine build for this GPU (e.g. CUDA 12.8+ wheels for sm_120)", "reinstall of torch and the engine", {"upgrade": {"package": "torch", "specifier": ">=2.7"}}),)))
+                           (Evidence(f"torch.cuda.get_arch_list() = {list(archs)}",
+                                     "local probe"),
+                            Evidence(f"{g.name}: compute capability {g.cc_str}", f"cluster ({dep.cluster.source})")),
+                           (Remedy("upgrade", "a torch / engine build for this GPU (e.g. CUDA 12.8+ wheels for sm_120)",
+                                   "reinstall of torch and the engine",
+                                   {"upgrade": {"package": "torch", "specifier": ">=2.7"}}),)))
     return out
 
 
@@ -110,7 +120,8 @@ def torch_arch(dep, ctx) -> list[Finding]:
            "vLLM wheels: 7.0-9.0 before 0.9.0 (CUDA 12.4), 7.0-12.0 from 0.9.0 (CUDA 12.8; sm_120 was reported missing "
            "from the prebuilt 0.9.x image and wheel); nothing below 7.0. sgl-kernel: sm_80 and newer only. llama.cpp "
            "builds named main/server (before July 2024): 5.2, 6.1, 7.0 by default."),
-    sources=("servepilot/engines/vllm/knowledge/builds.yaml", "servepilot/engines/sglang/knowledge/builds.yaml", "servepilot/engines/llamacpp/knowledge/builds.yaml"),
+    sources=("servepilot/engines/vllm/knowledge/builds.yaml", "servepilot/engines/sglang/knowledge/builds.yaml",
+             "servepilot/engines/llamacpp/knowledge/builds.yaml"),
 )
 def engine_build_archs(dep, ctx) -> list[Finding]:
     if dep.cluster.torch_cuda_arch_list:
@@ -134,14 +145,17 @@ def engine_build_archs(dep, ctx) -> list[Finding]:
                                                                                          "release whose wheels carry "
                                                                                          f"sm_{g.cc_int} kernels",
                                    {"upgrade": {"package": upgrade[0], "specifier": upgrade[1]}}))
-        remedies.append(Remedy("hardware", f"GPUs with compute capability {', '.join(archs)}", "different hardware", {"hardware": {"min_compute_capability": archs[0]}}))
+        remedies.append(Remedy("hardware", f"GPUs with compute capability {', '.join(archs)}", "different hardware",
+                               {"hardware": {"min_compute_capability": archs[0]}}))
         out.append(Finding("SP-CUDA-003", "cuda_driver_arch", "error", f"{what} has no kernels for sm_{g.cc_int} "
                                                                        f"({g.name})",
                            f"{what} carries kernels for compute capability {', '.join(archs)}; {g.name} is {g.cc_str}. "
                            "The first CUDA kernel will fail with "
                            "'no kernel image is available for execution on the device'. A build from source for this "
                            "GPU (TORCH_CUDA_ARCH_LIST / CMAKE_CUDA_ARCHITECTURES) would differ.",
-                           (Evidence(f"{what}: {', '.join(archs)}", source), Evidence(f"{g.name}: compute capability {g.cc_str}", f"cluster ({dep.cluster.source})")),
+                           (Evidence(f"{what}: {', '.join(archs)}",
+                                     source),
+                            Evidence(f"{g.name}: compute capability {g.cc_str}", f"cluster ({dep.cluster.source})")),
                            tuple(remedies)))
     return out
 
@@ -205,8 +219,12 @@ def driver_too_old(dep, ctx) -> list[Finding]:
                                                                 "12.8+)",
                     f"{g.name} is compute capability {g.cc_str}; the installed driver supports CUDA up to {driver}. "
                     "torch will report that the driver is too old or that no kernel image is available.",
-                    (Evidence(f"driver supports CUDA {driver}", "local probe (NVML)"), Evidence(f"{g.name}: compute capability {g.cc_str}", f"cluster ({dep.cluster.source})")),
-                    (Remedy("upgrade", "an NVIDIA driver of the R570 branch or newer (CUDA 12.8+)", "a driver upgrade and reboot", {"upgrade": {"package": "nvidia-driver", "specifier": ">=570"}}),))]
+                    (Evidence(f"driver supports CUDA {driver}",
+                              "local probe (NVML)"),
+                     Evidence(f"{g.name}: compute capability {g.cc_str}", f"cluster ({dep.cluster.source})")),
+                    (Remedy("upgrade", "an NVIDIA driver of the R570 branch or newer (CUDA 12.8+)",
+                            "a driver upgrade and reboot",
+                            {"upgrade": {"package": "nvidia-driver", "specifier": ">=570"}}),))]
 
 
 @rule(
@@ -239,11 +257,14 @@ def nccl_settings(dep, ctx) -> list[Finding]:
     if not notes:
         return []
     unset = [k for k in ("NCCL_PROTO",) if k in env]
-    remedies = (Remedy("env", "unset " + " ".join(unset), "NCCL chooses protocols itself", {"env": {"set": {}, "unset": unset}}),) if unset else ()
+    remedies = (Remedy("env", "unset " + " ".join(unset), "NCCL chooses protocols itself",
+                       {"env": {"set": {}, "unset": unset}}),) if unset else ()
     return [Finding("SP-NCCL-001", "nccl_distributed", "info" if not unset else "warning", "NCCL environment for this "
                                                                                            "topology",
                     "\n".join(f"- {n}" for n in notes),
-                    tuple(Evidence(f"{k}={v}", "command line environment") for k, v in env.items() if k.startswith("NCCL_")) + (Evidence(f"topology: {dep.cluster.topology or 'unknown'}", f"cluster ({dep.cluster.source})"),),
+                    tuple(Evidence(f"{k}={v}",
+                                   "command line environment") for k,
+                          v in env.items() if k.startswith("NCCL_")) + (Evidence(f"topology: {dep.cluster.topology or 'unknown'}", f"cluster ({dep.cluster.source})"),),
                     remedies)]
 
 
@@ -270,7 +291,8 @@ def gpu_generation_flags(dep, ctx) -> list[Finding]:
                            f"Compute capability {res.gpu_cc[0]}.{res.gpu_cc[1]} is outside {row['requires']}: "
                            f"{row['message']}",
                            (Evidence(f"{row['option']} requires {row['requires']}", row.source),),
-                           (Remedy("flag", f"drop {row['option']}", "the engine's default for this GPU", {"set": {}, "unset": [row.option]}),)))
+                           (Remedy("flag", f"drop {row['option']}", "the engine's default for this GPU",
+                                   {"set": {}, "unset": [row.option]}),)))
     return out
 
 

@@ -39,16 +39,19 @@ def architecture_known(dep, ctx) -> list[Finding]:
                         (Evidence(f"architectures = {list(spec.architectures)}", f"{spec.path}/config.json"),), ())]
     remedies = []
     if since:
-        remedies.append(Remedy("upgrade", f"pip install 'vllm>={since}'", f"{arch} is registered natively from {since}", {"upgrade": {"package": "vllm", "specifier": f">={since}"}}))
+        remedies.append(Remedy("upgrade", f"pip install 'vllm>={since}'", f"{arch} is registered natively from {since}",
+                               {"upgrade": {"package": "vllm", "specifier": f">={since}"}}))
     severity = "warning" if custom else "error"
     detail = (f"vLLM {version}'s model registry has no {arch}. "
               + ("The checkpoint ships its own modelling code; vLLM may try the Transformers backend, which works only "
                  "if that code supports it (slower, fewer features)."
                  if custom else "The engine will raise: Model architectures ['" + arch + "'] are not supported for "
                                                                                          "now."))
-    return [Finding("SP-ARCH-001", "unsupported_arch", severity, f"{arch} is not served natively by vLLM {version}", detail,
+    return [Finding("SP-ARCH-001", "unsupported_arch", severity, f"{arch} is not served natively by vLLM {version}",
+                    detail,
                     (Evidence(f"architectures = {list(spec.architectures)}", f"{spec.path}/config.json"),
-                     Evidence(f"{arch}: first in vLLM {since}" if since else f"{arch}: in no release read", ARCH_KNOWLEDGE)),
+                     Evidence(f"{arch}: first in vLLM {since}" if since else f"{arch}: in no release read",
+                              ARCH_KNOWLEDGE)),
                     tuple(remedies))]
 
 
@@ -58,7 +61,9 @@ def architecture_known(dep, ctx) -> list[Finding]:
            "trust_remote_code it refuses (\"requires you to execute the configuration file in that repo\").",
            "With --trust-remote-code those files run with the server's privileges: they are listed with their sha256 "
            "so they can be reviewed."),
-    sources=("servepilot/engines/vllm/knowledge/config_types.yaml", "transformers/models/auto/configuration_auto.py@v4.57.1", "vllm/transformers_utils/config.py@v0.16.0 (get_config, _CONFIG_REGISTRY)"),
+    sources=("servepilot/engines/vllm/knowledge/config_types.yaml",
+             "transformers/models/auto/configuration_auto.py@v4.57.1",
+             "vllm/transformers_utils/config.py@v0.16.0 (get_config, _CONFIG_REGISTRY)"),
 )
 def remote_code(dep, ctx) -> list[Finding]:
     spec = dep.spec
@@ -73,7 +78,10 @@ def remote_code(dep, ctx) -> list[Finding]:
                         "config.json maps its classes to Python files in the checkpoint (auto_map) and neither "
                         f"transformers nor the engine has a config class for model_type {spec.model_type!r}. Reading "
                         f"the config will fail without --trust-remote-code. Files that would run:\n{listing}",
-                        evidence, (Remedy("flag", "--trust-remote-code", "runs the listed Python files with the server's privileges: review them first", {"set": {"trust_remote_code": True}, "unset": []}),))]
+                        evidence,
+                    (Remedy("flag", "--trust-remote-code",
+                            "runs the listed Python files with the server's privileges: review them first",
+                            {"set": {"trust_remote_code": True}, "unset": []}),))]
     return []
 
 
@@ -90,14 +98,17 @@ def remote_code_listing(dep, ctx) -> list[Finding]:
     detail = f"--trust-remote-code lets the checkpoint's Python run inside the engine. Files that will run:\n{listing}"
     if missing:
         detail += f"\nMissing: {', '.join(missing)}: the import will fail."
-    return [Finding("SP-CODE-002", "remote_code", severity, f"--trust-remote-code will run {len(files)} Python file(s) from the checkpoint", detail, evidence, ())]
+    return [Finding("SP-CODE-002", "remote_code", severity,
+                    f"--trust-remote-code will run {len(files)} Python file(s) from the checkpoint", detail, evidence,
+                    ())]
 
 
 
 def _code_files(spec):
     files = spec.custom_code.files
     listing = "\n".join(f"  - {f.name}: {'sha256 ' + f.sha256 if f.sha256 else 'MISSING from the checkpoint'}" for f in files) or "  (no files found)"
-    evidence = tuple(Evidence(f"{f.name} sha256 {f.sha256}" if f.sha256 else f"{f.name} missing", f"{spec.path}/{f.name}") for f in files)
+    evidence = tuple(Evidence(f"{f.name} sha256 {f.sha256}" if f.sha256 else f"{f.name} missing",
+                              f"{spec.path}/{f.name}") for f in files)
     evidence += (Evidence(f"auto_map: {', '.join(sorted(spec.custom_code.auto_map))}", f"{spec.path}/config.json"),)
     return files, listing, evidence
 
@@ -154,7 +165,8 @@ def max_model_len(dep, ctx) -> list[Finding]:
                     f"The derived maximum is {limit:,} ({how}). " + ("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 lets it start, but outputs past the trained length are unreliable." if allowed else f"vLLM will raise: User-specified max_model_len ({want}) is greater than the derived max_model_len ({limit})."),
                     (Evidence(f"derived max_model_len {limit:,} = {how}",
                               f"{spec.path}/config.json"),),
-                    (Remedy("flag", f"--max-model-len {limit}", f"requests longer than {limit:,} tokens are refused", {"set": {"max_model_len": limit}, "unset": []}),))]
+                    (Remedy("flag", f"--max-model-len {limit}", f"requests longer than {limit:,} tokens are refused",
+                            {"set": {"max_model_len": limit}, "unset": []}),))]
 
 
 @rule(
@@ -163,7 +175,8 @@ def max_model_len(dep, ctx) -> list[Finding]:
            "/v1/chat/completions answers with an error ('you must provide a chat template').",
            "The template can come from tokenizer_config.json chat_template, a chat_template.jinja / chat_template.json "
            "file, or --chat-template."),
-    sources=("transformers/tokenization_utils_base.py@v4.44.0 (apply_chat_template)", "vllm/entrypoints/chat_utils.py@v0.16.0 (resolve_hf_chat_template)"),
+    sources=("transformers/tokenization_utils_base.py@v4.44.0 (apply_chat_template)",
+             "vllm/entrypoints/chat_utils.py@v0.16.0 (resolve_hf_chat_template)"),
 )
 def chat_template(dep, ctx) -> list[Finding]:
     import json
@@ -189,7 +202,9 @@ def chat_template(dep, ctx) -> list[Finding]:
                     "starts, "
                     "but every /v1/chat/completions request fails until a template is given (completions still work).",
                     (Evidence("tokenizer_config.json without chat_template", str(tokenizer_config)),),
-                    (Remedy("flag", "--chat-template <template.jinja from the model card>", "a template that does not match the model's training format degrades answers", {"set": {"chat_template": "<path>"}, "unset": []}),))]
+                    (Remedy("flag", "--chat-template <template.jinja from the model card>",
+                            "a template that does not match the model's training format degrades answers",
+                            {"set": {"chat_template": "<path>"}, "unset": []}),))]
 
 
 @rule(
@@ -225,7 +240,8 @@ def llamacpp_context(dep, ctx) -> list[Finding]:
                     f"builds cap each slot at {trained:,} tokens, older ones run past it with unreliable output (no "
                     "RoPE scaling is configured).",
                     (Evidence(f"context_length = {trained}", spec.path), Evidence(f"-c {want}", "command line")),
-                    (Remedy("flag", f"-c {trained}", f"contexts longer than {trained:,} tokens are cut", {"set": {"ctx_size": trained}, "unset": []}),))]
+                    (Remedy("flag", f"-c {trained}", f"contexts longer than {trained:,} tokens are cut",
+                            {"set": {"ctx_size": trained}, "unset": []}),))]
 
 
 def tokenizer_code_classes(root) -> tuple[str | None, list[str]]:
@@ -275,7 +291,9 @@ def tokenizer_remote_code(dep, ctx) -> list[Finding]:
                     f"'Loading {spec.path} requires you to execute the tokenizer file in that repo on your local "
                     "machine'.",
                     (Evidence(f"tokenizer_class = {tokenizer_class}; auto_map.AutoTokenizer defines {', '.join(classes)}", f"{spec.path}/tokenizer_config.json"),),
-                    (Remedy("flag", "--trust-remote-code", "runs the checkpoint's tokenizer code with the server's privileges: review it first", {"set": {"trust_remote_code": True}, "unset": []}),))]
+                    (Remedy("flag", "--trust-remote-code",
+                            "runs the checkpoint's tokenizer code with the server's privileges: review it first",
+                            {"set": {"trust_remote_code": True}, "unset": []}),))]
 
 
 @rule(

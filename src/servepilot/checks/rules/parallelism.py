@@ -45,14 +45,17 @@ def tp_heads(dep, ctx) -> list[Finding]:
                            {"set": {"tensor_parallel_size": d}, "unset": []}) for d in sorted(good, reverse=True)[:2]]
         if good and tp % max(good) == 0:
             t2 = max(good)
-            remedies.append(Remedy("flag", f"--tensor-parallel-size {t2} --pipeline-parallel-size {tp // t2}", "pipeline stages add latency per token",
-                                   {"set": {"tensor_parallel_size": t2, "pipeline_parallel_size": tp // t2}, "unset": []}))
+            remedies.append(Remedy("flag", f"--tensor-parallel-size {t2} --pipeline-parallel-size {tp // t2}",
+                                   "pipeline stages add latency per token",
+                                   {"set": {"tensor_parallel_size": t2,
+                                            "pipeline_parallel_size": tp // t2}, "unset": []}))
         out.append(Finding("SP-TP-001", "tp_divisibility", "error", f"{a.num_heads} attention heads do not divide by "
                                                                     f"tensor parallel size {tp}",
                            f"The engine will raise: Total number of attention heads ({a.num_heads}) must be divisible "
                            f"by tensor parallel size ({tp}). "
                            f"Sizes that work for heads and KV heads: {', '.join(map(str, good)) or '1'}.",
-                           (Evidence(f"num_attention_heads = {a.num_heads}", where), Evidence("heads are split evenly across TP ranks", SOURCE)),
+                           (Evidence(f"num_attention_heads = {a.num_heads}",
+                                     where), Evidence("heads are split evenly across TP ranks", SOURCE)),
                            tuple(remedies)))
     return out
 
@@ -76,17 +79,21 @@ def tp_kv_heads(dep, ctx) -> list[Finding]:
                                                                         f"of {kv} KV heads",
                                "With more ranks than KV heads vLLM replicates each KV head, which needs tp % kv_heads "
                                f"== 0 ({tp} % {kv} = {tp % kv}).",
-                               (Evidence(f"num_key_value_heads = {kv}", where), Evidence("KV heads replicated when tp > kv_heads", SOURCE)), ()))
+                               (Evidence(f"num_key_value_heads = {kv}",
+                                         where), Evidence("KV heads replicated when tp > kv_heads", SOURCE)), ()))
         elif tp < kv and kv % tp:
             out.append(Finding("SP-TP-002", "tp_divisibility", "error", f"{kv} KV heads do not divide by tensor "
                                                                         f"parallel size {tp}",
                                f"vLLM splits KV heads across ranks: {kv} % {tp} = {kv % tp}.",
-                               (Evidence(f"num_key_value_heads = {kv}", where), Evidence("KV heads split across TP ranks", SOURCE)), ()))
+                               (Evidence(f"num_key_value_heads = {kv}",
+                                         where), Evidence("KV heads split across TP ranks", SOURCE)), ()))
         elif tp > kv:
             out.append(Finding("SP-TP-002", "tp_divisibility", "info", f"KV heads replicated {tp // kv}x",
                                f"{kv} KV heads on {tp} ranks: each rank stores a full copy of one KV head, so KV "
                                f"memory per token per GPU does not shrink beyond tp = {kv}.",
-                               (Evidence(f"num_key_value_heads = {kv}", where), Evidence("num_kv_heads per rank = max(1, kv_heads // tp)", SOURCE)), ()))
+                               (Evidence(f"num_key_value_heads = {kv}",
+                                         where),
+                                Evidence("num_kv_heads per rank = max(1, kv_heads // tp)", SOURCE)), ()))
     return out
 
 
@@ -105,7 +112,8 @@ def world_size(dep, ctx) -> list[Finding]:
                     f"tensor {sizes.tp(launch)} x pipeline {sizes.pp(launch)} x data {sizes.dp(launch)} = {need} GPUs, "
                     f"but the machine has {have}.",
                     (Evidence(f"{have} GPUs", f"cluster ({dep.cluster.source})"),),
-                    (Remedy("flag", f"--tensor-parallel-size {have}", "fewer ranks", {"set": {"tensor_parallel_size": have}, "unset": []}),))]
+                    (Remedy("flag", f"--tensor-parallel-size {have}", "fewer ranks",
+                            {"set": {"tensor_parallel_size": have}, "unset": []}),))]
 
 
 @rule(
@@ -123,7 +131,8 @@ def expert_parallel(dep, ctx) -> list[Finding]:
         return [Finding("SP-EP-001", "tp_divisibility", "warning", "expert parallel on a dense model",
                         "--enable-expert-parallel has no effect: the model has no routed experts.",
                         (Evidence("no num_experts / n_routed_experts in config", f"{dep.spec.path}/config.json"),),
-                        (Remedy("flag", "drop --enable-expert-parallel", "none", {"set": {}, "unset": ["enable_expert_parallel"]}),))]
+                        (Remedy("flag", "drop --enable-expert-parallel", "none",
+                                {"set": {}, "unset": ["enable_expert_parallel"]}),))]
     experts = dep.spec.moe.num_experts
     if ep > experts:
         return [Finding("SP-EP-001", "tp_divisibility", "error", f"expert parallel size {ep} exceeds {experts} routed "

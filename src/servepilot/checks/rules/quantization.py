@@ -26,8 +26,10 @@ def quant_unsupported(dep, ctx) -> list[Finding]:
                                                                      f"{q.min_cc / 10:.1f}+",
                     f"{gpu} is below the method's minimum. vLLM will raise: {q.error}",
                     (Evidence(f"{q.method}: minimum capability {q.min_cc}", q.source),),
-                    (Remedy("hardware", f"GPUs with compute capability >= {q.min_cc / 10:.1f}", "different hardware", {"hardware": {"min_compute_capability": f"{q.min_cc / 10:.1f}"}}),
-                     Remedy("overlay", "a checkpoint in another format (e.g. GPTQ or GGUF) of the same model", "another download; quality may differ", None)))]
+                    (Remedy("hardware", f"GPUs with compute capability >= {q.min_cc / 10:.1f}", "different hardware",
+                            {"hardware": {"min_compute_capability": f"{q.min_cc / 10:.1f}"}}),
+                     Remedy("overlay", "a checkpoint in another format (e.g. GPTQ or GGUF) of the same model",
+                            "another download; quality may differ", None)))]
 
 
 @rule(
@@ -36,7 +38,9 @@ def quant_unsupported(dep, ctx) -> list[Finding]:
            "the weights through Marlin weight-only kernels with 16-bit activations.",
            "Memory stays as small as the checkpoint; the matrix multiplications run at 16-bit tensor-core rates (FP8 "
            "is 2x, FP4 4x BF16 peak)."),
-    sources=(KNOWLEDGE, "vllm/model_executor/layers/quantization/utils/nvfp4_utils.py@v0.16.0", "vllm/model_executor/layers/fused_moe/oracle/nvfp4.py@v0.16.0", "vllm/model_executor/layers/quantization/fp8.py@v0.16.0"),
+    sources=(KNOWLEDGE, "vllm/model_executor/layers/quantization/utils/nvfp4_utils.py@v0.16.0",
+             "vllm/model_executor/layers/fused_moe/oracle/nvfp4.py@v0.16.0",
+             "vllm/model_executor/layers/quantization/fp8.py@v0.16.0"),
     engines=(),
 )
 def quant_fallback(dep, ctx) -> list[Finding]:
@@ -55,8 +59,10 @@ def quant_fallback(dep, ctx) -> list[Finding]:
                         f"but activations stay 16-bit: up to {ratio}x less peak tensor-core throughput than the native "
                         "path, "
                         "mostly felt in prefill and large batches (decode is bandwidth-bound).",
-                        (Evidence(f"{q.method}: native from capability {q.native_min_cc}", q.source), Evidence(f"low-precision peak is {ratio}x BF16", speed.source)),
-                        (Remedy("hardware", f"GPUs with native {q.method} kernels (compute capability >= {(q.native_min_cc or 0) / 10:.1f})", f"up to {ratio}x faster matmuls", {"hardware": {"min_compute_capability": f"{(q.native_min_cc or 0) / 10:.1f}"}}),))]
+                        (Evidence(f"{q.method}: native from capability {q.native_min_cc}",
+                                  q.source), Evidence(f"low-precision peak is {ratio}x BF16", speed.source)),
+                        (Remedy("hardware",
+                                f"GPUs with native {q.method} kernels (compute capability >= {(q.native_min_cc or 0) / 10:.1f})", f"up to {ratio}x faster matmuls", {"hardware": {"min_compute_capability": f"{(q.native_min_cc or 0) / 10:.1f}"}}),))]
     return findings
 
 
@@ -65,7 +71,8 @@ def _marlin_tiles(dep, res, q) -> list[Finding]:
     if "fp8" not in q.method or dep.spec is None:
         return []
     tp = sizes.tp(dep.launch)
-    dims = {"intermediate_size": dep.spec.intermediate_size, "moe intermediate size": dep.spec.moe.expert_intermediate_size if dep.spec.moe else None}
+    dims = {"intermediate_size": dep.spec.intermediate_size,
+            "moe intermediate size": dep.spec.moe.expert_intermediate_size if dep.spec.moe else None}
     bad = {k: v for k, v in dims.items() if v and (v // tp) % 64}
     if not bad:
         return []
@@ -73,8 +80,11 @@ def _marlin_tiles(dep, res, q) -> list[Finding]:
     return [Finding("SP-QUANT-003", "quantization_support", "error", "Marlin FP8 fallback cannot tile this model",
                     f"{name} {size} / TP {tp} = {size // tp} is not a multiple of 64: vLLM will raise 'size_n = "
                     f"{size // tp} is not divisible by tile_n_size = 64'.",
-                    (Evidence(f"{name} = {size}", f"{dep.spec.path}/config.json"), Evidence("Marlin tile_n_size = 64", q.source)),
-                    (Remedy("hardware", "GPUs with native FP8 (compute capability >= 8.9)", "native FP8 kernels have no such tiling limit", {"hardware": {"min_compute_capability": "8.9"}}),))]
+                    (Evidence(f"{name} = {size}",
+                              f"{dep.spec.path}/config.json"), Evidence("Marlin tile_n_size = 64", q.source)),
+                    (Remedy("hardware", "GPUs with native FP8 (compute capability >= 8.9)",
+                            "native FP8 kernels have no such tiling limit",
+                            {"hardware": {"min_compute_capability": "8.9"}}),))]
 
 
 @rule("SP-QUANT-003", "quantization_support", "Marlin FP8 fallback cannot tile this model",
@@ -110,7 +120,9 @@ def marlin_shape(dep, ctx) -> list[Finding]:
     tp = sizes.tp(dep.launch)
     group = spec.quant.group_size or 128
     problems = []
-    for name, size in (("intermediate_size", spec.intermediate_size), ("moe_intermediate_size", spec.moe.expert_intermediate_size if spec.moe else None)):
+    for name, size in (("intermediate_size",
+                        spec.intermediate_size),
+                       ("moe_intermediate_size", spec.moe.expert_intermediate_size if spec.moe else None)):
         if not size or tp <= 1:
             continue
         part = size // tp
@@ -127,12 +139,21 @@ def marlin_shape(dep, ctx) -> list[Finding]:
                             f"({name} {size} / tp {tp})")
     if not problems:
         return []
-    good = [d for d in range(tp - 1, 0, -1) if all(not s or (s % d == 0 and (s // d) % MARLIN_MIN_THREAD_K == 0 and (s // d) % group == 0)
-                                                    for s in (spec.intermediate_size, spec.moe.expert_intermediate_size if spec.moe else None))]
-    remedies = [Remedy("flag", f"--tensor-parallel-size {good[0]}", "fewer GPUs per replica", {"set": {"tensor_parallel_size": good[0]}, "unset": []})] if good else []
-    remedies.append(Remedy("flag", f"--quantization {q.method.removesuffix('_marlin')}", "the non-Marlin kernels have no such limit but are slower", {"set": {"quantization": q.method.removesuffix("_marlin")}, "unset": []}))
+    good = [d for d in range(tp - 1, 0,
+                             -1) if all(not s or (s % d == 0 and (s // d) % MARLIN_MIN_THREAD_K == 0 and (s // d) % group == 0)
+                                                    for s in (spec.intermediate_size,
+                                                              spec.moe.expert_intermediate_size if spec.moe else None))]
+    remedies = [Remedy("flag", f"--tensor-parallel-size {good[0]}", "fewer GPUs per replica",
+                       {"set": {"tensor_parallel_size": good[0]}, "unset": []})] if good else []
+    remedies.append(Remedy("flag", f"--quantization {q.method.removesuffix('_marlin')}",
+                           "the non-Marlin kernels have no such limit but are slower",
+                           {"set": {"quantization": q.method.removesuffix("_marlin")}, "unset": []}))
     return [Finding("SP-QUANT-004", "tp_divisibility", "error", f"{q.method} cannot split the MLP over {tp} GPUs",
-                    "\n".join(problems), (Evidence(f"group_size = {group}", f"{spec.path}/config.json"), Evidence("Marlin min_thread_n 64, min_thread_k 128", "vllm/model_executor/layers/quantization/utils/marlin_utils.py@v0.16.0")),
+                    "\n".join(problems),
+                    (Evidence(f"group_size = {group}",
+                              f"{spec.path}/config.json"),
+                     Evidence("Marlin min_thread_n 64, min_thread_k 128",
+                              "vllm/model_executor/layers/quantization/utils/marlin_utils.py@v0.16.0")),
                     tuple(remedies))]
 
 
@@ -151,7 +172,8 @@ _AUTO_BF16_UNVERIFIED = ">=0.8.5,<0.9"
            "at least 8.0'.",
            "vLLM < 0.8.5 had no such fallback: --dtype auto kept a bf16 checkpoint's bfloat16 and start-up stopped "
            "with the same error (PR 17265)."),
-    sources=("vllm/platforms/cuda.py@v0.16.0 (supported_dtypes, check_if_supports_dtype)", "vllm/config/model.py@v0.16.0 (_resolve_auto_dtype)",
+    sources=("vllm/platforms/cuda.py@v0.16.0 (supported_dtypes, check_if_supports_dtype)",
+             "vllm/config/model.py@v0.16.0 (_resolve_auto_dtype)",
              "https://github.com/vllm-project/vllm/pull/17265", "vllm/worker/worker.py@v0.6.3 "
                                                                 "(_check_if_gpu_supports_dtype)"),
     engines=("vllm",),
@@ -170,8 +192,11 @@ def bfloat16_gpu(dep, ctx) -> list[Finding]:
                         "worker raises: "
                         "Bfloat16 is only supported on GPUs with compute capability of at least 8.0.",
                         (Evidence("config dtype bfloat16", f"{dep.spec.path}/config.json"),
-                         Evidence("auto falls back to float16 only from vLLM 0.8.5", "https://github.com/vllm-project/vllm/pull/17265")),
-                        (Remedy("flag", "--dtype half", "float16 has a smaller range than bfloat16: some models overflow (inf/NaN)", {"set": {"dtype": "half"}, "unset": []}),))]
+                         Evidence("auto falls back to float16 only from vLLM 0.8.5",
+                                  "https://github.com/vllm-project/vllm/pull/17265")),
+                        (Remedy("flag", "--dtype half",
+                                "float16 has a smaller range than bfloat16: some models overflow (inf/NaN)",
+                                {"set": {"dtype": "half"}, "unset": []}),))]
     if era == "unverified":
         return [Finding("SP-DTYPE-001", "cuda_driver_arch", "warning",
                         f"vLLM {dep.engine_version} may keep the bf16 checkpoint in bfloat16 on compute capability "
@@ -179,20 +204,28 @@ def bfloat16_gpu(dep, ctx) -> list[Finding]:
                         "The float16 fallback for --dtype auto was merged as 0.8.5 was released; whether this release "
                         "has it is not verified. "
                         "Pass --dtype half to be sure.",
-                        (Evidence("auto falls back to float16 from PR 17265", "https://github.com/vllm-project/vllm/pull/17265"),),
-                        (Remedy("flag", "--dtype half", "float16 has a smaller range than bfloat16: some models overflow (inf/NaN)", {"set": {"dtype": "half"}, "unset": []}),))]
+                        (Evidence("auto falls back to float16 from PR 17265",
+                                  "https://github.com/vllm-project/vllm/pull/17265"),),
+                        (Remedy("flag", "--dtype half",
+                                "float16 has a smaller range than bfloat16: some models overflow (inf/NaN)",
+                                {"set": {"dtype": "half"}, "unset": []}),))]
     if explicit in ("bfloat16", "bf16"):
         return [Finding("SP-DTYPE-001", "cuda_driver_arch", "error", "--dtype bfloat16 on compute capability "
                                                                      f"{res.gpu_cc[0]}.{res.gpu_cc[1]}",
                         "The worker will raise: Bfloat16 is only supported on GPUs with compute capability of at least "
                         "8.0.",
                         (Evidence("bfloat16 needs compute capability 8.0", "vllm/platforms/cuda.py@v0.16.0"),),
-                        (Remedy("flag", "--dtype half", "float16 has a smaller range than bfloat16: some models overflow (inf/NaN)", {"set": {"dtype": "half"}, "unset": []}),))]
+                        (Remedy("flag", "--dtype half",
+                                "float16 has a smaller range than bfloat16: some models overflow (inf/NaN)",
+                                {"set": {"dtype": "half"}, "unset": []}),))]
     if explicit == "auto" and dep.spec.dtype == "bfloat16":
         return [Finding("SP-DTYPE-001", "cuda_driver_arch", "info", "the bf16 checkpoint will run in float16",
                         f"Compute capability {res.gpu_cc[0]}.{res.gpu_cc[1]} has no bfloat16: vLLM falls back to "
                         "float16. Models trained in bf16 can overflow in fp16.",
-                        (Evidence("config dtype bfloat16", f"{dep.spec.path}/config.json"), Evidence("supported dtypes below 8.0: float16, float32", "vllm/platforms/cuda.py@v0.16.0")), ())]
+                        (Evidence("config dtype bfloat16",
+                                  f"{dep.spec.path}/config.json"),
+                         Evidence("supported dtypes below 8.0: float16, float32",
+                                  "vllm/platforms/cuda.py@v0.16.0")), ())]
     return []
 
 

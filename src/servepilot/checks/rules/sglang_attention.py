@@ -83,7 +83,8 @@ def _remedies(dep, ctx, res) -> list[Remedy]:
         default = alt.attention_backend
         if not alt.fails:
             out.append(Remedy("flag", "drop --attention-backend",
-                              f"SGLang picks {alt.attention_backend} itself", {"set": {}, "unset": ["attention_backend"]}))
+                              f"SGLang picks {alt.attention_backend} itself",
+                              {"set": {}, "unset": ["attention_backend"]}))
     mla_only, mha_only = {"trtllm_mla", "flashmla", "cutlass_mla"}, {"trtllm_mha"}
     for name in _ALTERNATIVES:
         if name in (mha_only if res.use_mla else mla_only):
