@@ -127,7 +127,8 @@ class EngineLaunch:
         except (TypeError, ValueError):
             from servepilot.errors import CommandLineError
 
-            raise CommandLineError(f"{dest} = {value!r} is not a whole number", hint=f"{self.engine} needs a number here") from None
+            raise CommandLineError(f"{dest} = {value!r} is not a whole number",
+                                   hint=f"{self.engine} needs a number here") from None
 
 
 def _truthy(value) -> bool:

@@ -188,7 +188,8 @@ def rows_over_versions(per_version: dict[str, dict[str, tuple[str, str, str]]], 
             if run["end"] < len(versions) - 1:
                 clauses.append(f"<{versions[run['end'] + 1]}")
             (dest, kind, rel), v = run["last"]
-            out.append({"name": name, "dest": dest, "kind": kind, "versions": ",".join(clauses), "source": f"{prefix}{rel}@v{v}"})
+            out.append({"name": name, "dest": dest, "kind": kind, "versions": ",".join(clauses),
+                        "source": f"{prefix}{rel}@v{v}"})
     return out
 
 

@@ -136,7 +136,8 @@ def parse_version(text: str):
     try:
         return Version(raw)
     except InvalidVersion:
-        raise BadInput(f"engine version {text!r} is not a version number", hint="e.g. --engine-version 0.16.0") from None
+        raise BadInput(f"engine version {text!r} is not a version number",
+                       hint="e.g. --engine-version 0.16.0") from None
 
 
 @lru_cache(maxsize=256)
@@ -268,7 +269,9 @@ def _row(row: Any) -> KnowledgeRow:
 
 def rows_for(rows, version: str) -> list[KnowledgeRow]:
     """Every row of `rows` whose `versions` holds for `version`, in file order."""
-    return [_row(row) for row in rows if version_in(version, str(row.versions if isinstance(row, KnowledgeRow) else row["versions"]))]
+    return [_row(row) for row in rows if version_in(version,
+                                                    str(row.versions if isinstance(row,
+                                                                                   KnowledgeRow) else row["versions"]))]
 
 
 def row_for(rows, version: str) -> KnowledgeRow | None:

@@ -47,10 +47,13 @@ def resolve(dep) -> Resolution:
     )
 
 
-def resolve_with(dep, *, kv_cache_dtype: str | None = None, engine_version: str | None = None, unset_env: tuple[str, ...] = ()) -> Resolution:
+def resolve_with(dep, *, kv_cache_dtype: str | None = None, engine_version: str | None = None,
+                 unset_env: tuple[str, ...] = ()) -> Resolution:
     launch = dep.launch
     if kv_cache_dtype is not None:
-        launch = dataclasses.replace(launch, options={**launch.options, "cache_type_k": kv_cache_dtype, "cache_type_v": kv_cache_dtype})
+        launch = dataclasses.replace(launch,
+                                     options={**launch.options, "cache_type_k": kv_cache_dtype,
+                                              "cache_type_v": kv_cache_dtype})
     return resolve(dataclasses.replace(dep, launch=launch))
 
 

@@ -41,7 +41,8 @@ def resolve(dep) -> Resolution:
         requested_storage = "bfloat16"
     else:
         requested_storage = model_dtype if requested == "auto" else requested
-    evidence = (Evidence(f"--kv-cache-dtype {requested}" + (": the model dtype" if requested == "auto" else ""), row.source if row else "sglang/srt/server_args.py"),)
+    evidence = (Evidence(f"--kv-cache-dtype {requested}" + (": the model dtype" if requested == "auto" else ""),
+                         row.source if row else "sglang/srt/server_args.py"),)
     use_mla = bool(spec is not None and spec.is_mla)
     head = None
     if spec is not None and spec.attention is not None:
@@ -49,7 +50,8 @@ def resolve(dep) -> Resolution:
     choice = None
     if cc is not None:
         choice = attention.choose(
-            version, cc, use_mla=use_mla, arch=_arch(spec), sparse=bool(spec is not None and spec.attention is not None and spec.attention.sparse),
+            version, cc, use_mla=use_mla, arch=_arch(spec),
+                                  sparse=bool(spec is not None and spec.attention is not None and spec.attention.sparse),
             kv_cache_dtype=requested, backend=opts.get("attention_backend"), page_size=_int(opts.get("page_size")))
     if choice is None:
         why = " (GPU compute capability unknown)" if cc is None else \
@@ -99,7 +101,8 @@ def _int(value) -> int | None:
         return None
 
 
-def resolve_with(dep, *, kv_cache_dtype: str | None = None, engine_version: str | None = None, unset_env: tuple[str, ...] = ()) -> Resolution:
+def resolve_with(dep, *, kv_cache_dtype: str | None = None, engine_version: str | None = None,
+                 unset_env: tuple[str, ...] = ()) -> Resolution:
     launch = dep.launch
     if kv_cache_dtype is not None:
         launch = dataclasses.replace(launch, options={**launch.options, "kv_cache_dtype": kv_cache_dtype})
@@ -128,9 +131,11 @@ def _quant(dep, version, cc) -> QuantKernels | None:
         return QuantKernels(method=method, min_cc=row.min_cc, native_min_cc=row.native_min_cc, source=row.source)
     value = cc[0] * 10 + cc[1]
     if value < row.min_cc:
-        return QuantKernels(method=method, min_cc=row.min_cc, native_min_cc=row.native_min_cc, supported=False, source=row.source,
+        return QuantKernels(method=method, min_cc=row.min_cc, native_min_cc=row.native_min_cc, supported=False,
+                            source=row.source,
                             error=f"The quantization method {method} is not supported for the current GPU. Minimum "
                                   f"capability: {row['min_cc']}. Current capability: {value}.")
     fallback = value < row.native_min_cc and bool(row.fallback)
-    return QuantKernels(method=method, min_cc=row.min_cc, native_min_cc=row.native_min_cc, linear=row.fallback if fallback else "native",
+    return QuantKernels(method=method, min_cc=row.min_cc, native_min_cc=row.native_min_cc,
+                        linear=row.fallback if fallback else "native",
                         fallback=fallback, source=row.source)

@@ -148,7 +148,8 @@ def ask_engine(questions: list[dict], *, python: str | None = None, cc: str | No
             data = None  # none written, or half of it (a child stopped while writing)
         if not isinstance(data, dict):
             tail = (stderr or b"").decode(errors="replace").strip().splitlines()[-3:]
-            return dataclasses.replace(reply, error=f"the engine's python exited with {proc.returncode}: " + " | ".join(tail))
+            return dataclasses.replace(reply,
+                                       error=f"the engine's python exited with {proc.returncode}: " + " | ".join(tail))
     reply.engine_version = data.get("engine_version")
     reply.device = data.get("device")
     reply.import_s = data.get("import_s")

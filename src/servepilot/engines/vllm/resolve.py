@@ -91,7 +91,8 @@ def resolve(dep) -> Resolution:
     if selection.get("environment_decides"):
         extra["environment_decides"] = selection.pop("environment_decides")
     selection.pop("environment_decides", None)
-    resolved = dataclasses.replace(base, facts=tuple(facts), notes=base.notes + tuple(extra_notes), extra=extra, **selection)
+    resolved = dataclasses.replace(base, facts=tuple(facts), notes=base.notes + tuple(extra_notes), extra=extra,
+                                   **selection)
     return _sparse_kv_after_selection(resolved, version) if use_sparse else resolved
 
 
@@ -107,12 +108,14 @@ def _sparse_kv_after_selection(res: Resolution, version: str) -> Resolution:
         matches = kv.startswith("fp8") if rule["from"] == "fp8*" else kv in rule["from"]
         if matches and kv != rule["to"]:
             fact = Evidence(f"{res.attention_backend} was chosen for sparse MLA: its layer converts {kv} -> {rule['to']}", row.source)
-            return dataclasses.replace(res, kv_cache_dtype=rule["to"], kv_cache_storage=_storage(rule["to"], res.model_dtype),
+            return dataclasses.replace(res, kv_cache_dtype=rule["to"],
+                                       kv_cache_storage=_storage(rule["to"], res.model_dtype),
                                        kv_evidence=res.kv_evidence + (fact,), facts=res.facts + (fact,))
     return res
 
 
-def resolve_with(dep, *, kv_cache_dtype: str | None = None, engine_version: str | None = None, unset_env: tuple[str, ...] = ()) -> Resolution:
+def resolve_with(dep, *, kv_cache_dtype: str | None = None, engine_version: str | None = None,
+                 unset_env: tuple[str, ...] = ()) -> Resolution:
     """Resolve `dep` with one thing changed: how a remedy is evaluated before it is offered."""
     launch = dep.launch
     if kv_cache_dtype is not None:
@@ -169,7 +172,8 @@ def _quant_method_of(cfg: dict) -> str:
     return str(cfg.get("quant_method", "")).lower().replace("compressed_tensors", "compressed-tensors")
 
 
-def resolve_kv_cache_dtype(dep, version: str, *, use_mla: bool, use_sparse: bool, model_dtype: str | None = None) -> dict:
+def resolve_kv_cache_dtype(dep, version: str, *, use_mla: bool, use_sparse: bool,
+                           model_dtype: str | None = None) -> dict:
     """The KV cache dtype string vLLM will use, with the evidence of how it was derived."""
     opts = dep.launch.options
     requested = str(opts.get("kv_cache_dtype") or "auto")
@@ -183,7 +187,8 @@ def resolve_kv_cache_dtype(dep, version: str, *, use_mla: bool, use_sparse: bool
         facts.append(Evidence(f"valid --kv-cache-dtype values: {', '.join(valid_values)}", valid_row.source))
         if requested not in valid_values:
             out["valid"] = False
-            evidence.append(Evidence(f"--kv-cache-dtype {requested} is not one of {', '.join(valid_values)}", valid_row.source))
+            evidence.append(Evidence(f"--kv-cache-dtype {requested} is not one of {', '.join(valid_values)}",
+                                     valid_row.source))
             return out
 
     cfg, cfg_where = effective_quant_config(dep, version)
@@ -204,9 +209,12 @@ def resolve_kv_cache_dtype(dep, version: str, *, use_mla: bool, use_sparse: bool
                     src = kb.row_for(kb.load_file(ENGINE, "kv_cache").quant_config_source, version)
                     evidence.append(Evidence("config.json has no quantization_config, so vLLM reads hf_quant_config.json", src.source if src else ""))
         else:
-            evidence.append(Evidence("--kv-cache-dtype auto: the cache uses the model dtype", "vllm/utils/torch_utils.py@v0.16.0 (kv_cache_dtype_str_to_dtype)"))
+            evidence.append(Evidence("--kv-cache-dtype auto: the cache uses the model dtype",
+                                     "vllm/utils/torch_utils.py@v0.16.0 (kv_cache_dtype_str_to_dtype)"))
     else:
-        evidence.append(Evidence(f"--kv-cache-dtype {requested} given explicitly: it wins over the checkpoint", "vllm/utils/torch_utils.py@v0.16.0 (resolve_kv_cache_dtype_string returns a non-auto value unchanged)"))
+        evidence.append(Evidence(f"--kv-cache-dtype {requested} given explicitly: it wins over the checkpoint",
+                                 "vllm/utils/torch_utils.py@v0.16.0 (resolve_kv_cache_dtype_string returns a non-auto "
+                                 "value unchanged)"))
 
     if use_sparse:
         row = kb.row_for(kb.load_file(ENGINE, "kv_cache").sparse_mla_dtype_map, version)
@@ -242,7 +250,8 @@ def _reject_mismatched_float_kv(out: dict, version: str, model_dtype: str | None
                f"Please set `--kv-cache-dtype` to {allowed}.")
     out["valid"] = False
     out["config_error"] = message
-    out["evidence"].append(Evidence(f"vLLM {version} refuses --kv-cache-dtype {kv} with a {model_dtype} model", row.source))
+    out["evidence"].append(Evidence(f"vLLM {version} refuses --kv-cache-dtype {kv} with a {model_dtype} model",
+                                    row.source))
 
 
 def _modelopt_kv_value(cfg: dict):
@@ -286,7 +295,8 @@ def _select_backend(dep, version: str, cc: tuple[int, int], res: Resolution) -> 
     mode_row = kb.row_for(attention.selection, version)
     prio_row = kb.row_for(attention.priorities, version)
     block_row = kb.row_for(attention.block_size, version)
-    facts = [Evidence(f"selection mode {mode_row['mode']}", mode_row.source), Evidence("backend priority order", prio_row.source)]
+    facts = [Evidence(f"selection mode {mode_row['mode']}",
+                      mode_row.source), Evidence("backend priority order", prio_row.source)]
     spec = dep.spec
     qk_nope = spec.attention.qk_nope_head_dim if spec.attention else None
     family = cc[0] * 10
@@ -297,9 +307,11 @@ def _select_backend(dep, version: str, cc: tuple[int, int], res: Resolution) -> 
         # 0.18+: the chosen backend's preferred size, unless --block-size was given
         block_size = int(given_block) if given_block is not None else None
         if block_size is not None:
-            facts.append(Evidence(f"KV cache block size {block_size} (--block-size: kept and validated)", block_row.source))
+            facts.append(Evidence(f"KV cache block size {block_size} (--block-size: kept and validated)",
+                                  block_row.source))
     else:
-        block_size, forced, forced_by = _forced_mla_block_size(block_row, res, family, qk_nope, given_block, forced, forced_by)
+        block_size, forced, forced_by = _forced_mla_block_size(block_row, res, family, qk_nope, given_block, forced,
+                                                               forced_by)
         facts.append(Evidence(f"KV cache block size {block_size}", block_row.source))
 
     order = _priority_list(prio_row, res, cc)
@@ -310,12 +322,14 @@ def _select_backend(dep, version: str, cc: tuple[int, int], res: Resolution) -> 
         "use_mla": res.use_mla, "sink": res.has_sink, "sparse": res.use_sparse, "cc": cc,
         "qk_nope_head_dim": qk_nope, "trtllm_cubins": trtllm_cubins(dep, version),
     }
-    out = {"selection_mode": mode_row.mode, "block_size": block_size, "forced_backend": forced, "forced_by": forced_by, "facts": facts}
+    out = {"selection_mode": mode_row.mode, "block_size": block_size, "forced_backend": forced, "forced_by": forced_by,
+           "facts": facts}
 
     if mode_row.mode == "legacy":
         return out | _legacy_select(backends, order, ctx, version, forced)
     if block_size is None:
-        out = _with_backend_block_size(_validated_select(out, backends, order, ctx, version, forced, res), block_row, backends, version)
+        out = _with_backend_block_size(_validated_select(out, backends, order, ctx, version, forced,
+                                                         res), block_row, backends, version)
     else:
         out = _validated_select(out, backends, order, ctx, version, forced, res)
     return _note_environment_decides(out, backends, order, ctx, version, forced, res)
@@ -330,7 +344,8 @@ def trtllm_cubins(dep, version: str | None = None) -> bool | None:
     env = dep.launch.shell.env or {}
     if str(env.get("VLLM_HAS_FLASHINFER_CUBIN", "0")).strip() not in ("", "0"):
         return True
-    row = kb.row_for(kb.load_file(ENGINE, "attention").get("flashinfer_cubin_dependency", []), version) if version else None
+    row = kb.row_for(kb.load_file(ENGINE,
+                                  "attention").get("flashinfer_cubin_dependency", []), version) if version else None
     if row is not None and row["wheel_requires_flashinfer_cubin"]:
         return True
     return dep.extra.get("nvidia_artifactory") if isinstance(dep.extra, dict) else None
@@ -541,7 +556,8 @@ def validate(row, ctx) -> list[str]:
         rule = row.head_size_rule
         sizes = row.head_sizes
         if rule:
-            ok = (head % rule.get("multiple_of", 1) == 0) and head <= rule.get("max", 10**6) and head >= rule.get("min", 0)
+            ok = (head % rule.get("multiple_of",
+                                  1) == 0) and head <= rule.get("max", 10**6) and head >= rule.get("min", 0)
         else:
             ok = not sizes or head in sizes
         if not ok:
