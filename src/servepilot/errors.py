@@ -52,7 +52,8 @@ class LaunchFailed(ServepilotError):
     exit_code = 3
 
 
-def unreadable_file(exc: OSError, what: str, path: str | Path, cls: type[ServepilotError] = BadInput) -> ServepilotError:
+def unreadable_file(exc: OSError, what: str, path: str | Path,
+                    cls: type[ServepilotError] = BadInput) -> ServepilotError:
     """The one-line error for an OSError met opening or reading a file; `what` names the kind
     of file ("JSON file", "--config file") so every reader words the same failure alike."""
     if isinstance(exc, FileNotFoundError):
@@ -64,6 +65,7 @@ def unreadable_file(exc: OSError, what: str, path: str | Path, cls: type[Servepi
     return cls(problem, path=path)
 
 
-def not_utf8(exc: UnicodeDecodeError, what: str, path: str | Path, cls: type[ServepilotError] = BadInput) -> ServepilotError:
+def not_utf8(exc: UnicodeDecodeError, what: str, path: str | Path,
+             cls: type[ServepilotError] = BadInput) -> ServepilotError:
     """The one-line error for a text file that is not UTF-8, with the first bad byte's offset."""
     return cls(f"{what} is not UTF-8 text (byte {exc.start})", path=path)

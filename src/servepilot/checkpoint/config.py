@@ -228,7 +228,8 @@ def read_architecture(config: dict) -> ArchitectureReading:
         out.intermediate_size = 4 * out.hidden_size
         out.notes.append(f"n_inner is null: the MLP is 4 x n_embd = {out.intermediate_size} wide")
     out.vocab_size = r.get_int("vocab_size", minimum=1)
-    out.max_position_embeddings = r.get_int("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", minimum=1)
+    out.max_position_embeddings = r.get_int("max_position_embeddings", "n_positions", "max_seq_len", "seq_length",
+                                            minimum=1)
     out.dtype = r.get_str("torch_dtype", "dtype")
     tie = r.raw("tie_word_embeddings")
     if isinstance(tie, bool):

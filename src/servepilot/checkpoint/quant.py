@@ -107,7 +107,8 @@ def _ct_scheme(weights: dict, acts: dict) -> str | None:
 def read_declaration(cfg: dict, where: str, kv_where: str) -> tuple[QuantDeclaration, dict]:
     """One declaration → (QuantDeclaration, normalized fields for QuantSpec)."""
     method_raw = cfg.get("quant_method")
-    method_raw = method_raw.lower().replace("compressed_tensors", "compressed-tensors") if isinstance(method_raw, str) else ""
+    method_raw = method_raw.lower().replace("compressed_tensors",
+                                            "compressed-tensors") if isinstance(method_raw, str) else ""
     producer = _dict(cfg.get("producer"))
     nested = _dict(cfg.get("quantization"))  # hf_quant_config.json layout
     fields: dict = {}

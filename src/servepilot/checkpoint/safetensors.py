@@ -84,7 +84,8 @@ def read_header_bytes(path: str | Path) -> tuple[bytes, int]:
             size = _file_size(f)
             prefix = f.read(8)
             if len(prefix) < 8:
-                raise HeaderError(f"safetensors file is {size} bytes, too short for the 8-byte header length", path=path)
+                raise HeaderError(f"safetensors file is {size} bytes, too short for the 8-byte header length",
+                                  path=path)
             (n,) = struct.unpack("<Q", prefix)
             if n > MAX_HEADER_BYTES:
                 raise HeaderError(f"header length {n:,} is absurd (limit {MAX_HEADER_BYTES:,} bytes)", path=path)

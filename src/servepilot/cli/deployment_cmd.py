@@ -91,7 +91,9 @@ def text_rows(d) -> list[tuple[str, str]]:
     version = launch.engine_version or "unknown"
     if d.extra.get("engine_version_source"):
         version += f" ({d.extra['engine_version_source']})"
-    rows = [("engine", f"{launch.engine} {version} · {launch.program}"), ("model", launch.model or "?"), ("spec", _spec_line(d.spec))]
+    rows = [("engine",
+             f"{launch.engine} {version} · {launch.program}"), ("model",
+                                                                launch.model or "?"), ("spec", _spec_line(d.spec))]
     c = d.extra.get("container")
     if c:
         gpus = c["gpus"] or "none"
@@ -118,7 +120,9 @@ def text_rows(d) -> list[tuple[str, str]]:
     if s.ssh_host:
         rows.append(("remote host", s.ssh_host))
     if s.nohup or s.background:
-        rows.append(("runs", " · ".join(x for x in ("nohup" if s.nohup else "", "background (&)" if s.background else "") if x)))
+        rows.append(("runs",
+                     " · ".join(x for x in ("nohup" if s.nohup else "",
+                                            "background (&)" if s.background else "") if x)))
     if launch.config_file:
         rows.append(("config file", launch.config_file))
     for i, line in enumerate(_gpu_lines(d.cluster)):

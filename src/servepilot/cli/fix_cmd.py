@@ -25,7 +25,8 @@ OVERLAY_DIR = click.argument("overlay_dir", type=click.Path(file_okay=False, pat
 @click.option("--dry-run", is_flag=True, help="Show the chosen remedy and new command; build and write nothing.")
 @deployment_options
 @JSON_OPTION
-def fix(remedy_number, finding_code, write_path, dest, replace, dry_run, gpu, engine_version, command_file, command, as_json):
+def fix(remedy_number, finding_code, write_path, dest, replace, dry_run, gpu, engine_version, command_file, command,
+        as_json):
     """Apply a remedy of `check`: a changed command, or a checkpoint overlay (never edits the original).
 
     Without --remedy, the first remedy of the first error that servepilot can apply is used.

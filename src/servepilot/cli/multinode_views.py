@@ -120,7 +120,8 @@ def render_node_findings(findings) -> None:
         x = f.finding
         who = f" [{', '.join(f.nodes)}]" if f.nodes else ""
         echo("")
-        echo(click.style(f"[{x.severity}] {x.code} {f.check}{who}: {x.title}", fg=_SEVERITY_STYLE[x.severity], bold=True))
+        echo(click.style(f"[{x.severity}] {x.code} {f.check}{who}: {x.title}", fg=_SEVERITY_STYLE[x.severity],
+                         bold=True))
         for line in x.detail.splitlines():
             echo(f"    {line}")
         for e in x.evidence:

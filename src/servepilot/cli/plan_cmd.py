@@ -70,7 +70,8 @@ def plan(command, gpu, engine_version, command_file, nodes, ray_address, tp_size
 def bar(row, width: int = BAR_WIDTH) -> list[tuple[str, str]]:
     """(text, style) segments of one GPU's memory bar; every part that is there shows at least one cell."""
     total = max(1, row.total_bytes)
-    sizes = {"weights": row.weights_bytes, "runtime": row.runtime_bytes, "kv": row.kv_bytes, "free": max(0, row.free_bytes)}
+    sizes = {"weights": row.weights_bytes, "runtime": row.runtime_bytes, "kv": row.kv_bytes,
+             "free": max(0, row.free_bytes)}
     cells = {k: (max(1, round(v / total * width)) if v > 0 else 0) for k, v in sizes.items()}
     over = sum(cells.values()) - width
     # Trim the rounding overshoot from the largest part (never below one cell).
@@ -145,7 +146,8 @@ def render_text(result) -> None:
 
     if result.alternatives:
         alts = Table(title="Options", title_justify="left", show_edge=False, pad_edge=False)
-        for col in ("KV dtype", "TP", "B/token", "weights GiB", "KV GiB", "KV tokens", "concurrency", "fits", "longest"):
+        for col in ("KV dtype", "TP", "B/token", "weights GiB", "KV GiB", "KV tokens", "concurrency", "fits",
+                    "longest"):
             alts.add_column(col, justify="left" if col in ("KV dtype", "fits") else "right",
                             no_wrap=col != "KV dtype")
         for a in result.alternatives:

@@ -21,7 +21,8 @@ def _echo(msg: str = "", err: bool = False) -> None:
 
 def _fix_hint(command, command_file, gpu=None, engine_version=None) -> str:
     """The `servepilot fix` line for the same command, GPUs and engine version."""
-    opts = "".join(f" {flag} {shlex.quote(v)}" for flag, v in (("--gpu", gpu), ("--engine-version", engine_version)) if v)
+    opts = "".join(f" {flag} {shlex.quote(v)}" for flag,
+                   v in (("--gpu", gpu), ("--engine-version", engine_version)) if v)
     if command_file:
         return f"servepilot fix{opts} --command-file {shlex.quote(command_file)}"
     return f"servepilot fix{opts} -- " + (command[0] if len(command) == 1 else shlex.join(command))

@@ -82,7 +82,8 @@ def _read(nv) -> NvmlReport:
     try:
         count = int(nv.nvmlDeviceGetCount())
     except nv.NVMLError as exc:
-        return NvmlReport(driver_version=driver, cuda_driver_version=cuda, error=f"cannot count GPUs: {exc}", notes=tuple(notes))
+        return NvmlReport(driver_version=driver, cuda_driver_version=cuda, error=f"cannot count GPUs: {exc}",
+                          notes=tuple(notes))
     devices = tuple(_device(nv, i) for i in range(count))
     return NvmlReport(devices=devices, driver_version=driver, cuda_driver_version=cuda, notes=tuple(notes))
 

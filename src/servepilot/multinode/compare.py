@@ -127,7 +127,8 @@ def ip_nic(exp: Expectation, probes: list[NodeProbe]) -> list[NodeFinding]:
             category="nccl_distributed", title=f"the rendezvous address {exp.head} is not an address of {head0.name}",
             detail=f"{head0.name} (rank 0) has {', '.join(sorted(_addresses(head0.probe))) or 'no address'}; every "
                    "node dials the rendezvous address, and only rank 0 listens there",
-            evidence=(("--dist-init-addr must be rank 0's IP on every node", "https://github.com/sgl-project/sglang/issues/2658"),),
+            evidence=(("--dist-init-addr must be rank 0's IP on every node",
+                       "https://github.com/sgl-project/sglang/issues/2658"),),
             remedies=(("flag", f"the rendezvous flag (--master-addr, --data-parallel-address, --dist-init-addr) = "
                                f"{head0.name}'s cluster IP on every node", "none"),)))
     for ip, names in seen.items():
@@ -213,7 +214,8 @@ def rendezvous_network(exp: Expectation, probes: list[NodeProbe]) -> list[NodeFi
                 title=f"{p.name} cannot reach {r.get('host')}:{r.get('port')} ({state})",
                 detail="a timeout or no route means a firewall or a wrong address between the nodes"
                        if state != "refused" else "the port must already accept connections (Ray's GCS)",
-                evidence=(("'Unable to connect to GCS ... Check firewall'", "https://github.com/ray-project/ray/issues/18707"),),
+                evidence=(("'Unable to connect to GCS ... Check firewall'",
+                           "https://github.com/ray-project/ray/issues/18707"),),
                 remedies=(("env", f"open TCP {r.get('port')} from {p.name} to the head, or fix the head address",
                            "none"),)))
     return out
@@ -242,8 +244,10 @@ def rdma(exp: Expectation, probes: list[NodeProbe]) -> list[NodeFinding]:
                     "ib.port_down", "SP-PRE-031", severity="warning", nodes=(p.name,), failure_class="rdma",
                     category="nccl_distributed", title=f"{name} on {p.name} has no ACTIVE port",
                     detail=", ".join(f"port {pt['port']}: {pt.get('state')}" for pt in d["ports"]),
-                    evidence=(("NCCL falls back to NET/Socket silently", "https://github.com/vllm-project/vllm/issues/6732"),),
-                    remedies=(("hardware", f"bring {name}'s link up (ibstat), or exclude it with NCCL_IB_HCA", "none"),)))
+                    evidence=(("NCCL falls back to NET/Socket silently",
+                               "https://github.com/vllm-project/vllm/issues/6732"),),
+                    remedies=(("hardware", f"bring {name}'s link up (ibstat), or exclude it with NCCL_IB_HCA",
+                               "none"),)))
         memlock = p.probe.get("memlock")
         if devices and memlock not in (None, -1):
             out.append(node_finding(
@@ -251,7 +255,8 @@ def rdma(exp: Expectation, probes: list[NodeProbe]) -> list[NodeFinding]:
                 category="nccl_distributed", title=f"ulimit -l is {memlock} bytes on {p.name}",
                 detail="RDMA registers (pins) memory; a limited memlock makes ibv_create_qp/ibv_reg_mr fail",
                 evidence=(("'ibv_create_qp failed'", "https://github.com/NVIDIA/nccl/issues/1129"),),
-                remedies=(("env", "ulimit -l unlimited (containers: --ulimit memlock=-1 --cap-add IPC_LOCK)", "none"),)))
+                remedies=(("env", "ulimit -l unlimited (containers: --ulimit memlock=-1 --cap-add IPC_LOCK)",
+                           "none"),)))
     if with_ib and len(with_ib) < len(alive):
         without = tuple(p.name for p in alive if p.name not in with_ib)
         out.append(node_finding(
@@ -322,7 +327,8 @@ def gpu_topology(exp: Expectation, probes: list[NodeProbe]) -> list[NodeFinding]
                 title=f"{p.name} runs {need} GPU workers but has {have} GPU(s)",
                 detail=f"'local_world_size ({need}) must be less than or equal to the number of visible devices "
                        f"({have})'",
-                evidence=(("hotfix for the local world size check", "https://github.com/vllm-project/vllm/pull/28873"),),
+                evidence=(("hotfix for the local world size check",
+                           "https://github.com/vllm-project/vllm/pull/28873"),),
                 remedies=(("flag", "TP = GPUs per node, PP = nodes", "pipeline stages"),
                           ("env", "check CUDA_VISIBLE_DEVICES on that node", "none"))))
     names = {p.name: tuple(sorted({d.get("name") for d in p.probe.get("gpus", {}).get("devices", ()) if d.get("name")}))
@@ -369,7 +375,8 @@ def checkpoint(exp: Expectation, probes: list[NodeProbe]) -> list[NodeFinding]:
                  if files[n].get("size") != ref_files[n].get("size")]
         hashes = [n for n in sorted(set(files) & set(ref_files))
                   if files[n].get("size") == ref_files[n].get("size")
-                  and {k: v for k, v in files[n].items() if k != "size"} != {k: v for k, v in ref_files[n].items() if k != "size"}]
+                  and {k: v for k,
+                       v in files[n].items() if k != "size"} != {k: v for k, v in ref_files[n].items() if k != "size"}]
         fix = (("hardware", f"re-copy the listed files to {name} (or a shared filesystem); compare with "
                             "`servepilot probe --model PATH --json` on both nodes", "transfer time"),)
         src = (("node 1 hangs loading weights while node 0 loaded 62/62 shards",

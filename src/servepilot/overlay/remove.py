@@ -48,7 +48,8 @@ class RemovalPlan:
         try:
             root_fd = os.open(self.overlay, _DIR_FLAGS)
         except OSError as exc:
-            raise OverlayError(f"cannot open the overlay without following links: {exc.strerror}", path=self.overlay) from exc
+            raise OverlayError(f"cannot open the overlay without following links: {exc.strerror}",
+                               path=self.overlay) from exc
         try:
             for rel in self.links + self.files + (MANIFEST_NAME,):
                 if self._unlink_if_unchanged(root_fd, rel):

@@ -117,7 +117,8 @@ def _digits(n: int) -> str:
     return str(n) if n < 10**12 else f"<{len(str(n))} digits>"
 
 
-def gpu_rows(dep: Deployment, gpu: Gpu, tp: int, pp: int, dp: int, weights_per_stage, runtime: int, kv_per_stage) -> tuple[GpuRow, ...]:
+def gpu_rows(dep: Deployment, gpu: Gpu, tp: int, pp: int, dp: int, weights_per_stage, runtime: int,
+             kv_per_stage) -> tuple[GpuRow, ...]:
     """One row per GPU, in vLLM's rank order (dp, pp, tp)."""
     refuse_absurd_ranks(tp, pp, dp)
     gpus = list(dep.cluster.gpus)

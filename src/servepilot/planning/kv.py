@@ -424,7 +424,9 @@ def capacity(
 
         def longest_fitting(upper: int) -> int:
             return min(
-                (_search(lambda n, r=rng, a=avail: needed(n, r) <= a, upper) for rng, avail in zip(stages, available_per_stage, strict=True)),
+                (_search(lambda n, r=rng, a=avail: needed(n,
+                                                          r) <= a,
+                         upper) for rng, avail in zip(stages, available_per_stage, strict=True)),
                 default=0,
             )
 

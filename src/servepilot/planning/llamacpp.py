@@ -51,7 +51,8 @@ def plan_llamacpp(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: l
     file_bytes = (spec.gguf.file_size if spec.gguf else None) or (spec.weights.total_bytes if spec.weights else None)
     if file_bytes is None:
         raise BadInput(f"{spec.path}: the GGUF size is unknown")
-    weights = weights_override if weights_override is not None else int(file_bytes * min(ngl, n_layer + 1) / (n_layer + 1) / n_gpus)
+    weights = weights_override if weights_override is not None else int(file_bytes * min(ngl,
+                                                                                         n_layer + 1) / (n_layer + 1) / n_gpus)
     kv_total = n_ctx * on_gpu * bpl
     kv_gpu = cdiv_int(kv_total, n_gpus)
     compute = 512 * (1 << 20)
@@ -66,7 +67,8 @@ def plan_llamacpp(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: l
     )
     fits = free >= 0
     max_ctx = max(0, (total - weights - compute) * n_gpus // max(1, on_gpu * bpl))
-    rows = tuple(GpuRow(i, g.name, 0, 0, 0, g.memory_bytes, weights, compute, kv_gpu, g.memory_bytes - weights - compute - kv_gpu)
+    rows = tuple(GpuRow(i, g.name, 0, 0, 0, g.memory_bytes, weights, compute, kv_gpu,
+                        g.memory_bytes - weights - compute - kv_gpu)
                  for i, g in enumerate(dep.cluster.gpus or (gpu,)))
     return MemoryPlan(
         engine="llama.cpp", engine_version=dep.engine_version or "unknown", version_assumed=dep.engine_version is None,

@@ -63,8 +63,10 @@ def plan_sglang(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: lis
     if available_override is not None:
         available = available_override
     terms = (
-        Term("driver_reserved", int(reserved.value), False, int(reserved.get("uncertainty")), reserved.source, subtracted=False),
-        Term("weights", w, split.exact or weights_override is not None, 0 if split.exact else int(w * 0.03), split.source),
+        Term("driver_reserved", int(reserved.value), False, int(reserved.get("uncertainty")), reserved.source,
+             subtracted=False),
+        Term("weights", w, split.exact or weights_override is not None, 0 if split.exact else int(w * 0.03),
+             split.source),
         Term("cuda_context", int(ctx.value), False, int(ctx.get("uncertainty")), ctx.source),
         Term("kv_budget", available, available_override is not None, int(ctx.get("uncertainty")),
              f"total × mem_fraction_static ({mfs:g}{'' if mfs_exact else ', assumed'}) − weights − CUDA context"),

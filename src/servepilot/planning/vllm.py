@@ -72,7 +72,8 @@ def plan_vllm(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list[
     pp, dp = launch.pipeline_parallel_size, launch.data_parallel_size
     refuse_absurd_ranks(tp, pp, dp)
     ep = launch.expert_parallel
-    util = as_float(option(launch, "gpu_memory_utilization"), "--gpu-memory-utilization") or f("gpu_memory_utilization").value
+    util = as_float(option(launch,
+                           "gpu_memory_utilization"), "--gpu-memory-utilization") or f("gpu_memory_utilization").value
     block = int(block or as_int(option(launch, "block_size"), "--block-size") or f("block_size").value)
     derived_len = derived_max_model_len(spec)
     if generation == "v0":

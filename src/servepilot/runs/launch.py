@@ -369,7 +369,8 @@ class Supervisor:
             except (TypeError, ValueError):
                 pass
         resolved = getattr(self.run.plan.check, "resolved", None)
-        kv_dtype = resolved.get("kv_cache_dtype") if isinstance(resolved, dict) else getattr(resolved, "kv_cache_dtype", None)
+        kv_dtype = resolved.get("kv_cache_dtype") if isinstance(resolved,
+                                                                dict) else getattr(resolved, "kv_cache_dtype", None)
         if kv_dtype and "kv_cache_dtype" not in figures:
             figures["kv_cache_dtype"] = str(kv_dtype)
         outcome = Outcome(

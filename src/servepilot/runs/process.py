@@ -31,7 +31,9 @@ class ProcessIdentity:
     pgid: int
 
 
-def spawn(argv: Sequence[str], *, env: Mapping[str, str], cwd: str | Path, log_fd: int) -> tuple[subprocess.Popen, ProcessIdentity]:
+def spawn(argv: Sequence[str], *, env: Mapping[str,
+                                               str], cwd: str | Path,
+          log_fd: int) -> tuple[subprocess.Popen, ProcessIdentity]:
     """Start the engine as the leader of a new session and process group.
 
     stdout and stderr go straight to the run's log file (not through a pipe servepilot
@@ -50,7 +52,8 @@ def spawn(argv: Sequence[str], *, env: Mapping[str, str], cwd: str | Path, log_f
             close_fds=True,
         )
     except FileNotFoundError as exc:
-        raise BadInput(f"cannot start {argv[0]!r}: not found on PATH", hint="is the engine installed in this environment?") from exc
+        raise BadInput(f"cannot start {argv[0]!r}: not found on PATH",
+                       hint="is the engine installed in this environment?") from exc
     except PermissionError as exc:
         raise BadInput(f"cannot start {argv[0]!r}: permission denied") from exc
     try:
