@@ -11,7 +11,8 @@ from servepilot.cli.main import main
 from servepilot.deployment import build_deployment
 from servepilot.errors import BadInput, CommandLineError, UnknownGpu
 
-_spec = importlib.util.spec_from_file_location("servepilot_tests_fake_nvml", Path(__file__).parent / "hardware" / "fake_nvml.py")
+_spec = importlib.util.spec_from_file_location("servepilot_tests_fake_nvml",
+                                               Path(__file__).parent / "hardware" / "fake_nvml.py")
 fake_nvml = sys.modules.get(_spec.name) or importlib.util.module_from_spec(_spec)
 if _spec.name not in sys.modules:
     sys.modules[_spec.name] = fake_nvml
@@ -187,7 +188,8 @@ def test_cli_yaml_not_a_mapping(capsys, tmp_path):
 def test_every_json_key_is_documented(capsys, checkpoint):
     """docs/json/deployment.md names every key the command prints (top level, shell, cluster, gpu)."""
     doc = (Path(__file__).parents[1] / "docs" / "json" / "deployment.md").read_text()
-    assert main(["deployment", "--json", "--gpu", "h100x2", "--engine-version", "0.16.0", "--", "vllm", "serve", str(checkpoint)]) == 0
+    assert main(["deployment", "--json", "--gpu", "h100x2", "--engine-version", "0.16.0", "--", "vllm", "serve",
+                 str(checkpoint)]) == 0
     out = json.loads(capsys.readouterr().out)
     keys = [*out, *out["shell"], *out["cluster"], *out["cluster"]["gpus"][0]]
     missing = [k for k in keys if f"`{k}`" not in doc]

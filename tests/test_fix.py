@@ -42,7 +42,8 @@ def finding(code, severity, *remedies) -> Finding:
 HARDWARE = Remedy("hardware", "use H200 GPUs", "buy GPUs")
 FLAG = Remedy("flag", "--kv-cache-dtype bfloat16", "KV doubles", {"set": {"kv_cache_dtype": "bfloat16"}, "unset": []})
 OVERLAY = Remedy("overlay", "drop kv_cache_scheme", "KV doubles", KV_OVERLAY)
-UPGRADE = Remedy("upgrade", "pip install 'vllm>=0.18.0'", "new engine", {"upgrade": {"package": "vllm", "specifier": ">=0.18.0"}})
+UPGRADE = Remedy("upgrade", "pip install 'vllm>=0.18.0'", "new engine",
+                 {"upgrade": {"package": "vllm", "specifier": ">=0.18.0"}})
 
 
 def test_default_is_top_applicable_remedy_of_first_error_with_one(tmp_path):
@@ -73,7 +74,8 @@ def test_a_hardware_remedy_cannot_be_chosen_by_number(tmp_path):
 
 
 def test_finding_code_selects_warnings_too_and_unknown_codes_are_named(tmp_path):
-    options = tuple(remedy_options(dep_for(tmp_path), [finding("SP-W", "warning", FLAG), finding("SP-E", "error", HARDWARE)]))
+    options = tuple(remedy_options(dep_for(tmp_path),
+                                   [finding("SP-W", "warning", FLAG), finding("SP-E", "error", HARDWARE)]))
     assert choose_remedy(options, None, None) is None  # the only error has no applicable remedy
     assert choose_remedy(options, None, "SP-W").finding == "SP-W"
     with pytest.raises(BadInput, match="SP-E, SP-W"):
@@ -245,7 +247,8 @@ def test_hardware_remedy_is_refused_with_one_line(kimi, capsys):
     rc, check = run_json(capsys, ["check", "--json", *TARGET, "--", *story_command(kimi)])
     finding = next(f for f in check["findings"] if any(r["kind"] == "hardware" for r in f["remedies"]))
     number = 1 + [r["kind"] for r in finding["remedies"]].index("hardware")
-    assert main(["fix", "--finding", finding["code"], "--remedy", str(number), *TARGET, "--", *story_command(kimi)]) == 2
+    assert main(["fix", "--finding", finding["code"], "--remedy", str(number), *TARGET, "--",
+                 *story_command(kimi)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "cannot be applied" in err[0]
 
@@ -264,7 +267,8 @@ def test_overlay_fix_refuses_a_foreign_destination(kimi, tmp_path, capsys):
 def test_dry_run_builds_and_writes_nothing(kimi, tmp_path, capsys):
     code, number = overlay_remedy_number(capsys, kimi)
     script = tmp_path / "serve.sh"
-    argv = ["fix", "--json", "--dry-run", "--remedy", str(number), "--write", str(script), *TARGET, "--", *story_command(kimi)]
+    argv = ["fix", "--json", "--dry-run", "--remedy", str(number), "--write", str(script), *TARGET, "--",
+            *story_command(kimi)]
     rc, out = run_json(capsys, argv)
     assert out["dry_run"] is True and out["overlay"]["built"] is False
     assert not Path(out["overlay"]["path"]).exists()

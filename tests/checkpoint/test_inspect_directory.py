@@ -83,7 +83,8 @@ def test_config_only_gives_a_marked_estimate(tmp_path):
 @pytest.mark.parametrize("target", ["../outside.safetensors", "/etc/passwd", "sub/../../x.safetensors"])
 def test_index_pointing_outside_the_checkpoint_is_rejected(tmp_path, target):
     write_json(tmp_path / "config.json", LLAMA_TINY)
-    idx = write_json(tmp_path / "model.safetensors.index.json", {"metadata": {"total_size": 1}, "weight_map": {"w": target}})
+    idx = write_json(tmp_path / "model.safetensors.index.json",
+                     {"metadata": {"total_size": 1}, "weight_map": {"w": target}})
     with pytest.raises(CheckpointError, match="outside the checkpoint") as info:
         inspect_path(tmp_path)
     assert info.value.path == str(idx)

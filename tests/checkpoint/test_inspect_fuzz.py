@@ -17,8 +17,10 @@ from servepilot.errors import HeaderError
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
-json_scalars = st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | st.text(max_size=8)
-json_values = st.recursive(json_scalars, lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=6), c, max_size=4),
+json_scalars = st.none() | st.booleans() | st.integers(-(2**70),
+                                                       2**70) | st.floats(allow_nan=False) | st.text(max_size=8)
+json_values = st.recursive(json_scalars,
+                           lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=6), c, max_size=4),
                            max_leaves=12)
 dtypes = st.sampled_from(["F16", "BF16", "F32", "U8", "F8_E4M3", "F4", "I64", "BOOL", "X9", ""])
 entries = st.fixed_dictionaries(
@@ -140,7 +142,8 @@ config_keys = st.sampled_from([
     "auto_map", "vocab_size", "max_position_embeddings", "torch_dtype", "tie_word_embeddings", "index_topk",
 ])
 quant_like = st.fixed_dictionaries({}, optional={
-    "quant_method": st.sampled_from(["modelopt", "fp8", "mxfp4", "awq", "gptq", "compressed-tensors", "x"]) | json_values,
+    "quant_method": st.sampled_from(["modelopt", "fp8", "mxfp4", "awq", "gptq", "compressed-tensors",
+                                     "x"]) | json_values,
     "quant_algo": json_values, "config_groups": json_values, "kv_cache_scheme": json_values, "ignore": json_values,
     "weight_block_size": json_values, "producer": json_values, "quantization": json_values, "bits": json_values,
 })

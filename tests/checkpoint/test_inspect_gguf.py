@@ -146,9 +146,11 @@ def test_deepseek2_gguf_reads_mla_geometry(tmp_path):
     spec = inspect_path(path)
     a = spec.attention
     assert spec.family == "deepseek_v3" and a.kind == "mla"
-    assert (a.kv_lora_rank, a.q_lora_rank, a.qk_rope_head_dim, a.qk_nope_head_dim, a.v_head_dim) == (512, 1536, 64, 128, 128)
+    assert (a.kv_lora_rank, a.q_lora_rank, a.qk_rope_head_dim, a.qk_nope_head_dim,
+            a.v_head_dim) == (512, 1536, 64, 128, 128)
     assert a.mla_head_size == 576
-    assert (spec.moe.num_experts, spec.moe.experts_per_token, spec.moe.num_shared_experts, spec.moe.first_dense_layers) == (256, 8, 1, 3)
+    assert (spec.moe.num_experts, spec.moe.experts_per_token, spec.moe.num_shared_experts,
+            spec.moe.first_dense_layers) == (256, 8, 1, 3)
 
 
 def test_unknown_gguf_architecture_says_so(tmp_path):

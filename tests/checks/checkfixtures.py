@@ -28,7 +28,8 @@ MLA_TEXT = {
     "dtype": "bfloat16",
 }
 KV_SCHEME = {"dynamic": False, "num_bits": 8, "type": "float"}
-NVFP4_GROUP = {"group_0": {"targets": ["Linear"], "weights": {"dynamic": False, "num_bits": 4, "type": "float", "group_size": 16},
+NVFP4_GROUP = {"group_0": {"targets": ["Linear"],
+                           "weights": {"dynamic": False, "num_bits": 4, "type": "float", "group_size": 16},
                            "input_activations": {"dynamic": False, "num_bits": 4, "type": "float", "group_size": 16}}}
 
 
@@ -37,7 +38,8 @@ def _write(root: Path, name: str, obj) -> None:
 
 
 def _index(root: Path, total: int) -> None:
-    _write(root, "model.safetensors.index.json", {"metadata": {"total_size": total}, "weight_map": {"lm_head.weight": "model-00001-of-00001.safetensors"}})
+    _write(root, "model.safetensors.index.json",
+           {"metadata": {"total_size": total}, "weight_map": {"lm_head.weight": "model-00001-of-00001.safetensors"}})
 
 
 def kimi_like(root: Path, *, kv_in_config: bool = True, kv_in_hf_quant: bool = True, kv_scheme=KV_SCHEME) -> Path:
@@ -49,7 +51,8 @@ def kimi_like(root: Path, *, kv_in_config: bool = True, kv_in_hf_quant: bool = T
         qc["kv_cache_scheme"] = kv_scheme
     config = {
         "architectures": ["KimiK25ForConditionalGeneration"], "model_type": "kimi_k25",
-        "auto_map": {"AutoConfig": "configuration_kimi.KimiConfig", "AutoModelForCausalLM": "modeling_kimi.KimiForCausalLM"},
+        "auto_map": {"AutoConfig": "configuration_kimi.KimiConfig",
+                     "AutoModelForCausalLM": "modeling_kimi.KimiForCausalLM"},
         "text_config": MLA_TEXT, "dtype": "bfloat16", "quantization_config": qc,
     }
     _write(root, "config.json", config)
@@ -67,7 +70,8 @@ def old_modelopt_gqa(root: Path, *, kv_algo: str | None = "FP8") -> Path:
     """An older ModelOpt export: no quantization_config in config.json, only hf_quant_config.json."""
     root.mkdir(parents=True, exist_ok=True)
     _write(root, "config.json", {
-        "architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "hidden_size": 4096, "intermediate_size": 12288,
+        "architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "hidden_size": 4096,
+                                 "intermediate_size": 12288,
         "moe_intermediate_size": 1536, "num_hidden_layers": 94, "num_attention_heads": 64, "num_key_value_heads": 4,
         "head_dim": 128, "num_experts": 128, "num_experts_per_tok": 8, "vocab_size": 151936,
         "max_position_embeddings": 40960, "torch_dtype": "bfloat16",
@@ -81,11 +85,14 @@ def old_modelopt_gqa(root: Path, *, kv_algo: str | None = "FP8") -> Path:
 
 
 def llama_like(root: Path, *, heads: int = 32, kv_heads: int = 8, quant: dict | None = None, max_pos: int = 131072,
-               arch: str = "LlamaForCausalLM", model_type: str = "llama", dtype: str = "bfloat16", intermediate: int = 14336,
+               arch: str = "LlamaForCausalLM", model_type: str = "llama", dtype: str = "bfloat16",
+               intermediate: int = 14336,
                auto_map: dict | None = None) -> Path:
     root.mkdir(parents=True, exist_ok=True)
-    config = {"architectures": [arch], "model_type": model_type, "hidden_size": heads * 128, "intermediate_size": intermediate,
-              "num_hidden_layers": 32, "num_attention_heads": heads, "num_key_value_heads": kv_heads, "vocab_size": 128256,
+    config = {"architectures": [arch], "model_type": model_type, "hidden_size": heads * 128,
+              "intermediate_size": intermediate,
+              "num_hidden_layers": 32, "num_attention_heads": heads, "num_key_value_heads": kv_heads,
+              "vocab_size": 128256,
               "max_position_embeddings": max_pos, "torch_dtype": dtype}
     if quant:
         config["quantization_config"] = quant
@@ -102,7 +109,8 @@ def sparse_mla(root: Path) -> Path:
     """DeepSeek-V3.2-shaped: MLA plus an indexer (index_topk) -> sparse MLA backends only."""
     root.mkdir(parents=True, exist_ok=True)
     config = dict(MLA_TEXT, architectures=["DeepseekV32ForCausalLM"], model_type="deepseek_v32", index_topk=2048,
-                  n_routed_experts=256, num_attention_heads=128, num_key_value_heads=128, max_position_embeddings=163840)
+                  n_routed_experts=256, num_attention_heads=128, num_key_value_heads=128,
+                  max_position_embeddings=163840)
     config.pop("rope_scaling")
     _write(root, "config.json", config)
     _index(root, 689 * 10**9)

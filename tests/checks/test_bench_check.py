@@ -24,8 +24,10 @@ def test_era_from_the_issue_number(row, version):
 
 
 def test_row_version_then_image_tag_then_era():
-    assert bench.engine_version({"engine": "vllm", "engine_version": "v0.10.1.dev101+gbda9d0535"}) == ("0.10.1.dev101", "row")
-    row = {"engine": "vllm", "engine_version": None, "flags": "docker run vllm/vllm-openai:v0.7.3 --model m", "id": "vllm-19542-x"}
+    assert bench.engine_version({"engine": "vllm",
+                                 "engine_version": "v0.10.1.dev101+gbda9d0535"}) == ("0.10.1.dev101", "row")
+    row = {"engine": "vllm", "engine_version": None, "flags": "docker run vllm/vllm-openai:v0.7.3 --model m",
+           "id": "vllm-19542-x"}
     assert bench.engine_version(row) == ("0.7.3", "image tag")
 
 
@@ -55,9 +57,12 @@ def test_older_gpus_from_the_catalog_and_capability_only_gpus():
 
 
 def test_commands_from_docker_kwargs_and_fragments(tmp_path):
-    argvs, form = bench.command_for({"engine": "vllm", "gpu": None, "flags": "docker run --gpus all -e VLLM_USE_FLASH_ATTN=0 vllm/vllm-openai:latest --model Qwen/Qwen3-4B-AWQ --max-model-len 4096"}, tmp_path)
-    assert form == "command line" and argvs[0][:3] == ["VLLM_USE_FLASH_ATTN=0", "vllm", "serve"] and argvs[0][-2:] == ["--max-model-len", "4096"]
-    argvs, form = bench.command_for({"engine": "vllm", "gpu": None, "flags": "tensor_parallel_size=3, dtype='half'"}, tmp_path)
+    argvs, form = bench.command_for({"engine": "vllm", "gpu": None,
+                                     "flags": "docker run --gpus all -e VLLM_USE_FLASH_ATTN=0 vllm/vllm-openai:latest --model Qwen/Qwen3-4B-AWQ --max-model-len 4096"}, tmp_path)
+    assert form == "command line" and argvs[0][:3] == ["VLLM_USE_FLASH_ATTN=0", "vllm",
+                                                       "serve"] and argvs[0][-2:] == ["--max-model-len", "4096"]
+    argvs, form = bench.command_for({"engine": "vllm", "gpu": None,
+                                     "flags": "tensor_parallel_size=3, dtype='half'"}, tmp_path)
     assert form == "python kwargs" and "--tensor-parallel-size" in argvs[0] and "half" in argvs[0]
     argvs, _ = bench.command_for({"engine": "vllm", "gpu": "H100 (TP=8)", "flags": None}, tmp_path)
     assert argvs[0][-2:] == ["--tensor-parallel-size", "8"]

@@ -35,7 +35,8 @@ def test_blackwell_before_cuda_128_wheels_is_an_error_with_upgrade(tmp_path):
                                                    ("0.9.1", (10, 0), None), ("0.10.0", (12, 0), None)])
 def test_blackwell_on_cuda_128_wheels_and_the_reported_sm120_gap(tmp_path, version, cc, expected):
     path = llama_like(tmp_path / "m")
-    found = [f for f in run_checks(deployment(path, cc=cc, n=1, version=version, memory=32 * GIB)).findings if f.code == "SP-CUDA-003"]
+    found = [f for f in run_checks(deployment(path, cc=cc, n=1, version=version,
+                                              memory=32 * GIB)).findings if f.code == "SP-CUDA-003"]
     assert (found[0].severity if found else None) == expected
     if found:
         assert "issues/20748" in " ".join(e.source for e in found[0].evidence)
@@ -50,7 +51,8 @@ def test_pascal_has_no_vllm_kernels_in_any_release(tmp_path):
 
 def test_a_probed_torch_arch_list_leaves_the_verdict_to_sp_cuda_001(tmp_path):
     path = llama_like(tmp_path / "m")
-    result = run_checks(deployment(path, cc=(12, 0), n=1, version="0.8.4", memory=32 * GIB, arch_list=("sm_80", "sm_90")))
+    result = run_checks(deployment(path, cc=(12,
+                                             0), n=1, version="0.8.4", memory=32 * GIB, arch_list=("sm_80", "sm_90")))
     assert "SP-CUDA-003" not in codes(result) and "SP-CUDA-001" in codes(result)
 
 
@@ -58,7 +60,10 @@ def test_a_probed_torch_arch_list_leaves_the_verdict_to_sp_cuda_001(tmp_path):
 def test_sgl_kernel_starts_at_sm80(tmp_path, cc, fails):
     path = llama_like(tmp_path / "m")
     dep = deployment(path, cc=cc, n=1, version="0.5.2", engine="sglang", memory=24 * GIB)
-    dep = dataclasses.replace(dep, launch=dataclasses.replace(dep.launch, argv=("python3", "-m", "sglang.launch_server"), program="python -m sglang.launch_server"))
+    dep = dataclasses.replace(dep,
+                              launch=dataclasses.replace(dep.launch, argv=("python3", "-m",
+                                                                           "sglang.launch_server"),
+                                                         program="python -m sglang.launch_server"))
     assert ("SP-CUDA-003" in codes(run_checks(dep))) is fails
 
 
@@ -66,5 +71,6 @@ def test_sgl_kernel_starts_at_sm80(tmp_path, cc, fails):
 def test_llamacpp_main_era_builds_start_at_sm52(tmp_path, program, fails):
     path = llama_like(tmp_path / "m")
     dep = deployment(path, cc=(5, 0), n=1, version=None, engine="llama.cpp", memory=2 * GIB)
-    dep = dataclasses.replace(dep, launch=dataclasses.replace(dep.launch, argv=(program, "-m", "x.gguf"), program=program))
+    dep = dataclasses.replace(dep,
+                              launch=dataclasses.replace(dep.launch, argv=(program, "-m", "x.gguf"), program=program))
     assert ("SP-CUDA-003" in codes(run_checks(dep))) is fails

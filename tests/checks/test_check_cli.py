@@ -113,7 +113,8 @@ def test_story_on_an_overlay_without_the_kv_scheme_passes(tmp_path, capsys):
 
 def test_pass_exit_0(tmp_path, capsys):
     path = llama_like(tmp_path / "llama")
-    rc = main(["check", "--gpu", "h100x1", "--engine-version", "0.16.0", "--", "vllm", "serve", str(path), "--max-model-len", "8192"])
+    rc = main(["check", "--gpu", "h100x1", "--engine-version", "0.16.0", "--", "vllm", "serve", str(path),
+               "--max-model-len", "8192"])
     out = capsys.readouterr().out
     assert rc == 0, out
     assert out.startswith("verdict: PASS") or out.startswith("verdict: WARN")

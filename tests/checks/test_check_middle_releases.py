@@ -74,7 +74,9 @@ def test_flashinfer_floor_raised_to_80_in_024(tmp_path, version, backend):
     ("0.29.0", "nvfp4_ds_mla", False), ("0.30.0", "nvfp4_ds_mla", True),
 ])
 def test_kv_cache_dtype_values_per_release(tmp_path, version, value, valid):
-    res = resolve(deployment(llama_like(tmp_path / "l"), cc=(10, 0), n=1, version=version, options={"kv_cache_dtype": value}))
+    res = resolve(deployment(llama_like(tmp_path / "l"), cc=(10,
+                                                             0), n=1, version=version,
+                             options={"kv_cache_dtype": value}))
     assert res.kv_valid == valid
 
 

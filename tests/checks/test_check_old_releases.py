@@ -27,7 +27,9 @@ def test_fp8_from_010_on_ampere_is_the_marlin_fallback_not_an_error(tmp_path):
 @pytest.mark.parametrize("version, fails", [("0.2.0", True), ("0.2.1", False)])
 def test_awq_on_turing_needed_80_until_021(tmp_path, version, fails):
     path = llama_like(tmp_path / "m", quant=AWQ, dtype="float16")
-    assert ("SP-QUANT-001" in codes(run_checks(deployment(path, cc=(7, 5), n=1, version=version, memory=16 * GIB)))) is fails
+    assert ("SP-QUANT-001" in codes(run_checks(deployment(path, cc=(7,
+                                                                    5), n=1, version=version,
+                                                          memory=16 * GIB)))) is fails
 
 
 @pytest.mark.parametrize("version, status", [("0.7.3", "error"), ("0.8.0", None)])
@@ -93,7 +95,8 @@ def test_no_backend_because_of_the_kv_dtype_is_a_kv_cache_dtype_finding(tmp_path
     kimi = finding(run_checks(deployment(kimi_like(tmp_path / "k"), cc=(12, 0), n=8, version="0.16.0")), "SP-ATTN-001")
     assert kimi.category == "kv_cache_dtype"
     # DeepSeek-V3.2 sparse MLA on SM120: no backend whatever the KV dtype
-    dsv32 = finding(run_checks(deployment(sparse_mla(tmp_path / "s"), cc=(12, 0), n=8, version="0.16.0")), "SP-ATTN-001")
+    dsv32 = finding(run_checks(deployment(sparse_mla(tmp_path / "s"), cc=(12,
+                                                                          0), n=8, version="0.16.0")), "SP-ATTN-001")
     assert dsv32.category == "attention_backend"
 
 

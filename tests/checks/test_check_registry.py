@@ -12,7 +12,8 @@ from servepilot.checks.finding import Finding
 def test_rules_are_discovered_from_the_package():
     rules = registry.load_rules()
     modules = {r.module for r in rules}
-    assert {"servepilot.checks.rules.attention", "servepilot.checks.rules.parallelism", "servepilot.checks.rules.host"} <= modules
+    assert {"servepilot.checks.rules.attention", "servepilot.checks.rules.parallelism",
+            "servepilot.checks.rules.host"} <= modules
     codes = [r.code for r in rules]
     assert len(codes) == len(set(codes))
 

@@ -31,20 +31,26 @@ def test_tp_above_kv_heads_replicates(tmp_path):
 
 def test_tp_not_multiple_of_kv_heads(tmp_path):
     path = llama_like(tmp_path / "m", heads=48, kv_heads=8)
-    f = finding(run_checks(deployment(path, cc=(9, 0), n=6, memory=80 * GIB, options={"tensor_parallel_size": 6})), "SP-TP-002")
+    f = finding(run_checks(deployment(path, cc=(9,
+                                                0), n=6, memory=80 * GIB,
+                                      options={"tensor_parallel_size": 6})), "SP-TP-002")
     assert f.severity == "error"
 
 
 def test_max_model_len_beyond_derived(tmp_path):
     path = llama_like(tmp_path / "m", max_pos=8192)
-    f = finding(run_checks(deployment(path, cc=(9, 0), n=1, memory=80 * GIB, options={"max_model_len": 32768})), "SP-LEN-001")
+    f = finding(run_checks(deployment(path, cc=(9,
+                                                0), n=1, memory=80 * GIB,
+                                      options={"max_model_len": 32768})), "SP-LEN-001")
     assert f.severity == "error" and "8,192" in f.title
     assert f.remedies[0].args == {"set": {"max_model_len": 8192}, "unset": []}
 
 
 def test_max_model_len_allowed_by_env_is_a_warning(tmp_path):
     path = llama_like(tmp_path / "m", max_pos=8192)
-    dep = deployment(path, cc=(9, 0), n=1, memory=80 * GIB, options={"max_model_len": 32768}, env={"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"})
+    dep = deployment(path, cc=(9,
+                               0), n=1, memory=80 * GIB, options={"max_model_len": 32768},
+                     env={"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"})
     assert finding(run_checks(dep), "SP-LEN-001").severity == "warning"
 
 
@@ -65,7 +71,8 @@ def test_architecture_too_new_for_the_version(tmp_path):
 
 def test_unknown_architecture_with_custom_code_needs_trust(tmp_path):
     path = llama_like(tmp_path / "m", arch="MyNewForCausalLM", model_type="my_new",
-                      auto_map={"AutoConfig": "configuration_my.MyConfig", "AutoModelForCausalLM": "modeling_my.MyModel"})
+                      auto_map={"AutoConfig": "configuration_my.MyConfig",
+                                "AutoModelForCausalLM": "modeling_my.MyModel"})
     result = run_checks(deployment(path, cc=(9, 0), n=1, version="0.16.0"))
     f = finding(result, "SP-CODE-001")
     assert f.severity == "error" and f.category == "remote_code"
@@ -88,7 +95,8 @@ def test_awq_upgrades_to_marlin_on_ampere(tmp_path):
 
 
 def test_fp8_on_ampere_falls_back_and_marlin_tiles(tmp_path):
-    path = llama_like(tmp_path / "m", quant={"quant_method": "fp8", "activation_scheme": "static"}, intermediate=6448 * 2)
+    path = llama_like(tmp_path / "m", quant={"quant_method": "fp8",
+                                             "activation_scheme": "static"}, intermediate=6448 * 2)
     result = run_checks(deployment(path, cc=(8, 6), n=2, memory=24 * GIB))
     assert finding(result, "SP-QUANT-002").severity == "warning"
     f = finding(result, "SP-QUANT-003")
@@ -106,7 +114,8 @@ def test_sparse_mla_on_sm120_has_no_backend(tmp_path):
 
 
 def test_forced_backend_is_validated(tmp_path):
-    result = run_checks(deployment(kimi_like(tmp_path / "k"), version="0.16.0", options={"attention_backend": "TRITON_MLA"}))
+    result = run_checks(deployment(kimi_like(tmp_path / "k"), version="0.16.0",
+                                   options={"attention_backend": "TRITON_MLA"}))
     f = finding(result, "SP-ATTN-001")
     assert "Selected backend AttentionBackendEnum.TRITON_MLA is not valid for this configuration. Reason: ['kv_cache_dtype not supported']" in f.detail
     assert f.remedies[0].args == {"set": {}, "unset": ["attention_backend"]}
@@ -120,28 +129,37 @@ def test_env_backend_ignored_from_016(tmp_path):
 
 
 def test_env_backend_honoured_on_014(tmp_path):
-    dep = deployment(llama_like(tmp_path / "m"), cc=(9, 0), n=1, version="0.14.1", env={"VLLM_ATTENTION_BACKEND": "FLASHINFER"})
+    dep = deployment(llama_like(tmp_path / "m"), cc=(9,
+                                                     0), n=1, version="0.14.1",
+                     env={"VLLM_ATTENTION_BACKEND": "FLASHINFER"})
     result = run_checks(dep)
     assert result.resolved["attention_backend"] == "FLASHINFER"
     assert "deprecated" in finding(result, "SP-ATTN-002").title
 
 
 def test_kv_dtype_not_in_version(tmp_path):
-    dep = deployment(llama_like(tmp_path / "m"), cc=(9, 0), n=1, version="0.16.0", options={"kv_cache_dtype": "float16"})
+    dep = deployment(llama_like(tmp_path / "m"), cc=(9,
+                                                     0), n=1, version="0.16.0", options={"kv_cache_dtype": "float16"})
     f = finding(run_checks(dep), "SP-KV-001")
     assert f.severity == "error" and f.category == "kv_cache_dtype"
-    assert "SP-KV-001" not in codes(run_checks(deployment(llama_like(tmp_path / "n"), cc=(9, 0), n=1, version="0.18.0", options={"kv_cache_dtype": "float16"})))
+    assert "SP-KV-001" not in codes(run_checks(deployment(llama_like(tmp_path / "n"), cc=(9,
+                                                                                          0), n=1, version="0.18.0",
+                                                          options={"kv_cache_dtype": "float16"})))
 
 
 def test_fp8_kv_on_ampere(tmp_path):
     # 0.11 sends fp8 KV on non-Hopper GPUs to TRITON_ATTN, whose Triton kernel needs fp8e4nv (SM89+)
-    dep = deployment(llama_like(tmp_path / "m"), cc=(8, 6), n=2, memory=24 * GIB, version="0.11.0", options={"kv_cache_dtype": "fp8"})
+    dep = deployment(llama_like(tmp_path / "m"), cc=(8,
+                                                     6), n=2, memory=24 * GIB, version="0.11.0",
+                     options={"kv_cache_dtype": "fp8"})
     result = run_checks(dep)
     assert result.resolved["attention_backend"] == "TRITON_ATTN"
     f = finding(result, "SP-ATTN-001")
     assert "fp8e4nv" in f.detail and f.category == "kv_cache_dtype"
     # 0.16 validates backends in order: FLASH_ATTN refuses fp8 off Hopper, FLASHINFER takes it
-    newer = run_checks(deployment(llama_like(tmp_path / "n"), cc=(8, 6), n=2, memory=24 * GIB, options={"kv_cache_dtype": "fp8"}))
+    newer = run_checks(deployment(llama_like(tmp_path / "n"), cc=(8,
+                                                                  6), n=2, memory=24 * GIB,
+                                  options={"kv_cache_dtype": "fp8"}))
     assert newer.resolved["attention_backend"] == "FLASHINFER"
     assert "SP-ATTN-001" not in codes(newer)
 
@@ -200,8 +218,10 @@ def test_shm(tmp_path, shm, severity):
 
 
 def test_mixed_gpus(tmp_path):
-    mixed = gpus("h100", n=1, cc=(9, 0)) + (Gpu(index=1, name="a100", key="a100", memory_bytes=80 * GIB, compute_capability=(8, 0)),)
-    f = finding(run_checks(deployment(llama_like(tmp_path / "m"), gpu_list=mixed, options={"tensor_parallel_size": 2})), "SP-GPU-001")
+    mixed = gpus("h100", n=1,
+                 cc=(9, 0)) + (Gpu(index=1, name="a100", key="a100", memory_bytes=80 * GIB, compute_capability=(8, 0)),)
+    f = finding(run_checks(deployment(llama_like(tmp_path / "m"), gpu_list=mixed,
+                                      options={"tensor_parallel_size": 2})), "SP-GPU-001")
     assert "h100" in f.title and "a100" in f.title
 
 
@@ -220,18 +240,24 @@ def test_nccl_proto_pinned(tmp_path):
 
 
 def test_sm100_only_option_on_sm120(tmp_path):
-    dep = deployment(llama_like(tmp_path / "m"), cc=(12, 0), n=1, version="0.20.0", options={"moe_backend": "deep_gemm_mega_moe"})
+    dep = deployment(llama_like(tmp_path / "m"), cc=(12,
+                                                     0), n=1, version="0.20.0",
+                     options={"moe_backend": "deep_gemm_mega_moe"})
     f = finding(run_checks(dep), "SP-GPU-002")
     assert "SM100" in f.detail
 
 
 def test_expert_parallel_on_dense_model(tmp_path):
-    f = finding(run_checks(deployment(llama_like(tmp_path / "m"), cc=(9, 0), n=2, options={"tensor_parallel_size": 2, "enable_expert_parallel": True})), "SP-EP-001")
+    f = finding(run_checks(deployment(llama_like(tmp_path / "m"), cc=(9,
+                                                                      0), n=2,
+                                      options={"tensor_parallel_size": 2,
+                                               "enable_expert_parallel": True})), "SP-EP-001")
     assert f.severity == "warning"
 
 
 def test_findings_are_sorted_errors_first(tmp_path):
-    result = run_checks(deployment(kimi_like(tmp_path / "k"), version="0.16.0", options={"trust_remote_code": True}, env={"NCCL_PROTO": "LL"}))
+    result = run_checks(deployment(kimi_like(tmp_path / "k"), version="0.16.0", options={"trust_remote_code": True},
+                                   env={"NCCL_PROTO": "LL"}))
     order = [f.severity for f in result.findings]
     assert order == sorted(order, key=["error", "warning", "info"].index)
 
@@ -263,18 +289,21 @@ def test_missing_chat_template(tmp_path):
 def test_chat_template_flag_silences(tmp_path):
     path = llama_like(tmp_path / "m")
     (path / "tokenizer_config.json").write_text("{}")
-    assert "SP-TMPL-001" not in codes(run_checks(deployment(path, cc=(9, 0), n=1, options={"chat_template": "t.jinja"})))
+    assert "SP-TMPL-001" not in codes(run_checks(deployment(path, cc=(9,
+                                                                      0), n=1, options={"chat_template": "t.jinja"})))
 
 
 def test_gptq_marlin_group_alignment(tmp_path):
     # intermediate 11008 / tp 4 = 2752: divisible by 64 and 128? 2752 % 128 = 64 -> refused
-    path = llama_like(tmp_path / "m", quant={"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False}, intermediate=11008)
+    path = llama_like(tmp_path / "m", quant={"quant_method": "gptq", "bits": 4, "group_size": 128,
+                                             "desc_act": False}, intermediate=11008)
     result = run_checks(deployment(path, cc=(8, 6), n=4, memory=24 * GIB))
     assert result.resolved["quantization"] == "gptq_marlin"
     f = finding(result, "SP-QUANT-004")
     assert "input_size_per_partition = 2752 is not divisible by min_thread_k = 128" in f.detail
     assert f.remedies[0].args == {"set": {"tensor_parallel_size": 2}, "unset": []}
-    ok = run_checks(deployment(llama_like(tmp_path / "n", quant={"quant_method": "gptq", "bits": 4, "group_size": 128}, intermediate=11008),
+    ok = run_checks(deployment(llama_like(tmp_path / "n", quant={"quant_method": "gptq", "bits": 4,
+                                                                 "group_size": 128}, intermediate=11008),
                                cc=(8, 6), n=2, memory=24 * GIB))
     assert "SP-QUANT-004" not in codes(ok)
 
@@ -327,7 +356,8 @@ def _chatglm_like(root, tokenizer_class, auto_tokenizer):
 
 
 @pytest.mark.parametrize("tokenizer_class, auto_tokenizer, trusted, expected", [
-    ("ChatGLMTokenizer", ["tokenization_chatglm.ChatGLMTokenizer", None], False, True),  # only the checkpoint defines it
+    ("ChatGLMTokenizer", ["tokenization_chatglm.ChatGLMTokenizer",
+                          None], False, True),  # only the checkpoint defines it
     ("ChatGLMTokenizer", ["tokenization_chatglm.ChatGLMTokenizer", None], True, False),
     ("PreTrainedTokenizerFast", ["tokenization_chatglm.ChatGLMTokenizer", None], False, False),  # a transformers class
 ])

@@ -32,7 +32,8 @@ def test_016_on_sm120_fails_with_every_backend_reason(kimi):
     assert f.code == "SP-ATTN-001" and f.severity == "error" and f.category == "kv_cache_dtype"  # a 16-bit KV cache would start: the fp8 KV is the cause
     assert "fp8_e4m3" in f.detail and "kv_cache_scheme" in f.detail
     # the engine's own list, in its priority order, with its reasons
-    assert [c["backend"] for c in result.resolved["candidates"]] == ["FLASH_ATTN_MLA", "FLASHMLA", "FLASHINFER_MLA", "TRITON_MLA", "FLASHMLA_SPARSE"]
+    assert [c["backend"] for c in result.resolved["candidates"]] == ["FLASH_ATTN_MLA", "FLASHMLA", "FLASHINFER_MLA",
+                                                                     "TRITON_MLA", "FLASHMLA_SPARSE"]
     reasons = {c["backend"]: c["reasons"] for c in result.resolved["candidates"]}
     assert reasons["TRITON_MLA"] == ["kv_cache_dtype not supported"]
     assert reasons["FLASHINFER_MLA"] == ["compute capability not supported"]

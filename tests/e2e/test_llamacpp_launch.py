@@ -32,7 +32,8 @@ def _no_orphans(payload) -> None:
 
 
 def test_launch_ready_complete_stop(tiny_gguf, free_port):
-    result = servepilot("launch", "--name", "tiny", "--detach", "--json", "--", *llama_server_argv(tiny_gguf, free_port))
+    result = servepilot("launch", "--name", "tiny", "--detach", "--json", "--",
+                        *llama_server_argv(tiny_gguf, free_port))
     launched = _json(result)
     try:
         assert result.returncode == 0, result.stdout + result.stderr
@@ -42,7 +43,8 @@ def test_launch_ready_complete_stop(tiny_gguf, free_port):
         assert launched["served_models"] == [str(tiny_gguf)] or launched["served_models"][0].endswith("tiny-llama.gguf")
         assert launched["measured"]["kv_tokens"] > 0  # llama_kv_cache: N cells
         # The engine outlived the CLI that launched it, and serves.
-        reply = httpx.post(f"{launched['url']}/v1/completions", json={"prompt": "hello", "max_tokens": 4}, timeout=PATIENCE_S)
+        reply = httpx.post(f"{launched['url']}/v1/completions", json={"prompt": "hello",
+                                                                      "max_tokens": 4}, timeout=PATIENCE_S)
         assert reply.status_code == 200
         body = reply.json()
         assert body["usage"]["completion_tokens"] > 0

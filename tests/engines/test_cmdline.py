@@ -210,7 +210,9 @@ def test_env_wrapper_and_and_tail():
 
 def test_with_options_replaces_in_place_and_appends():
     launch = parse_command(STORY_PKILL, engine_version="0.16.0")
-    changed = with_options(launch, {"kv_cache_dtype": "bfloat16", "enforce_eager": True, "attention_backend": "TRITON_MLA"}, unset=["port"])
+    changed = with_options(launch,
+                           {"kv_cache_dtype": "bfloat16", "enforce_eager": True,
+                            "attention_backend": "TRITON_MLA"}, unset=["port"])
     text = render_command(changed)
     assert "--kv-cache-dtype bfloat16 --port" not in text
     # replaced where it was written: between --trust-remote-code and --disable-log-requests
@@ -226,7 +228,8 @@ def test_with_options_replaces_in_place_and_appends():
 
 
 def test_with_options_collapses_dotted_json_into_one_flag():
-    launch = parse_command("vllm serve m -ac.backend=FLASHINFER_MLA --attention-config.use_trtllm_attention=false", engine_version="0.16.0")
+    launch = parse_command("vllm serve m -ac.backend=FLASHINFER_MLA --attention-config.use_trtllm_attention=false",
+                           engine_version="0.16.0")
     assert launch.options["attention_config"] == {"backend": "FLASHINFER_MLA", "use_trtllm_attention": False}
     changed = with_options(launch, {"attention_config": {"backend": "TRITON_MLA"}})
     assert render_command(changed) == 'vllm serve m --attention-config \'{"backend":"TRITON_MLA"}\''
@@ -270,7 +273,8 @@ def test_config_yaml_relative_to_cwd(tmp_path):
 
 @pytest.mark.parametrize(
     "content,message",
-    [("- tensor-parallel-size: 4\n", "must be a mapping"), ("just a string\n", "must be a mapping"), ("a: [b\n", "not valid YAML")],
+    [("- tensor-parallel-size: 4\n",
+      "must be a mapping"), ("just a string\n", "must be a mapping"), ("a: [b\n", "not valid YAML")],
 )
 def test_config_yaml_that_is_not_a_mapping_is_bad_input(tmp_path, content, message):
     cfg = tmp_path / "bad.yaml"
@@ -346,7 +350,8 @@ def test_version_newer_than_the_table_is_said():
 
 
 def test_api_server_ignores_a_positional_model():
-    launch = parse_command("python -m vllm.entrypoints.openai.api_server /models/llama --port 8001", engine_version="0.16.0")
+    launch = parse_command("python -m vllm.entrypoints.openai.api_server /models/llama --port 8001",
+                           engine_version="0.16.0")
     assert launch.model is None
     assert any("ignores the positional '/models/llama'" in n for n in launch.notes)
     served = parse_command("vllm serve /models/llama --port 8001", engine_version="0.16.0")
@@ -365,7 +370,8 @@ def test_shell_dash_c_is_parsed_inside_and_rendered_back():
     k8s = parse_command(["/bin/bash", "-lc", "vllm serve /m --port 8001 > /l 2>&1"])
     assert k8s.shell.shell_wrapper == ("/bin/bash", "-lc") and k8s.port == 8001 and k8s.shell.stdout_file == "/l"
     nested = parse_command("""ssh gpu1 "bash -c 'NCCL_X=1 vllm serve /m -tp 2'" """)
-    assert (nested.shell.ssh_host, nested.shell.shell_wrapper, nested.shell.env) == ("gpu1", ("bash", "-c"), {"NCCL_X": "1"})
+    assert (nested.shell.ssh_host, nested.shell.shell_wrapper,
+            nested.shell.env) == ("gpu1", ("bash", "-c"), {"NCCL_X": "1"})
     for launch in (k8s, nested):
         again = parse_command(render_command(launch))
         assert again.shell == launch.shell and again.options == launch.options

@@ -27,7 +27,8 @@ def _spec(version, name):
 @pytest.mark.parametrize("version", ["0.8.5", "0.10.1.1", "0.13.0", "0.16.0", "0.34.0"])
 def test_vllm_short_forms_in_every_sampled_version(version):
     # vllm/engine/arg_utils.py: add_argument("--tensor-parallel-size", "-tp", ...), "-pp", "-dp"
-    for short, dest in (("-tp", "tensor_parallel_size"), ("-pp", "pipeline_parallel_size"), ("-dp", "data_parallel_size")):
+    for short, dest in (("-tp",
+                         "tensor_parallel_size"), ("-pp", "pipeline_parallel_size"), ("-dp", "data_parallel_size")):
         assert _spec(version, short).dest == dest
 
 

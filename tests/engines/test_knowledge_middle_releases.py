@@ -36,7 +36,8 @@ def test_each_middle_release_cites_a_source_read_in_the_range(version):
     assert any(Version("0.19.0") <= v < Version("0.34.0") for v in cited), source
 
 
-@pytest.mark.parametrize("version,major_12", [("0.23.0", None), ("0.24.0", ["TRITON_MLA", "FLASHINFER_MLA_SPARSE_SM120"])])
+@pytest.mark.parametrize("version,major_12",
+                         [("0.23.0", None), ("0.24.0", ["TRITON_MLA", "FLASHINFER_MLA_SPARSE_SM120"])])
 def test_sm12x_mla_branch_starts_in_024(version, major_12):
     row = kb.row_for(kb.load_file("vllm", "attention")["priorities"], version)
     assert row["mla"]["major_12"] == major_12

@@ -47,7 +47,9 @@ def test_sglang_nvfp4_needs_blackwell(tmp_path):
     f = next(f for f in result.findings if f.code == "SP-QUANT-001")
     assert "Minimum capability: 100. Current capability: 90." in f.detail
     # vLLM serves the same checkpoint on SM90 through Marlin
-    assert run_checks(_dep("vllm", {}, spec=spec, cc=(9, 0), version="0.16.0")).resolved["quant_kernels"]["fallback"] is True
+    assert run_checks(_dep("vllm", {}, spec=spec, cc=(9,
+                                                      0),
+                           version="0.16.0")).resolved["quant_kernels"]["fallback"] is True
 
 
 def test_llamacpp_quantized_v_cache():

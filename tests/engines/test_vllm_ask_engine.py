@@ -42,7 +42,8 @@ def test_an_engine_python_that_is_not_there_is_a_note(tmp_path, capsys):
 
 def test_check_without_the_flag_has_no_engine_answer(tmp_path, capsys):
     root = G.models_root(str(tmp_path / "m"))
-    main(["check", "--json", "--gpu", "h100", "--engine-version", "0.18.0", "--", "vllm", "serve", str(root / "llama-h128")])
+    main(["check", "--json", "--gpu", "h100", "--engine-version", "0.18.0", "--", "vllm", "serve",
+          str(root / "llama-h128")])
     assert "engine_answer" not in json.loads(capsys.readouterr().out)
 
 
@@ -148,7 +149,8 @@ def test_launch_preflight_asks_the_engine_too_and_notes_why_it_could_not(tmp_pat
 @pytest.mark.parametrize("command,flags", [
     (["vllm", "serve", "MODEL", "--kv-cache-dtype", "fp8"], ["--kv-cache-dtype", "fp8"]),
     (["vllm", "serve", "--port", "8000", "MODEL", "-tp", "2"], ["--port", "8000", "-tp", "2"]),
-    (["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "MODEL", "--dtype", "half"], ["--dtype", "half"]),
+    (["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "MODEL", "--dtype",
+      "half"], ["--dtype", "half"]),
 ])
 def test_the_engine_gets_the_commands_flags_without_program_and_model(command, flags, tmp_path):
     from servepilot.deployment import build_deployment

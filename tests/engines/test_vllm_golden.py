@@ -67,7 +67,8 @@ def test_known_differences_are_data_with_reasons_and_sources():
     rows = kb.load_file("vllm", "attention")["known_differences"]
     assert isinstance(rows, (list, tuple))  # empty while every stored answer agrees
     for row in rows:
-        assert row["aspect"] in ("outcome", "kv", "block") and row["reason"] and "@v" in row["source"] and row["versions"]
+        assert row["aspect"] in ("outcome", "kv",
+                                 "block") and row["reason"] and "@v" in row["source"] and row["versions"]
 
 
 def test_the_comparison_catches_a_wrong_answer(root, grid_cases):

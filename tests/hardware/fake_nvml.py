@@ -55,7 +55,8 @@ class FakeNvml:
     NVML_FEATURE_ENABLED = NVML_FEATURE_ENABLED
     NVML_FEATURE_DISABLED = NVML_FEATURE_DISABLED
 
-    def __init__(self, gpus: list[FakeGpu], driver: str = "570.124.06", cuda: int = 12080, library_missing: bool = False):
+    def __init__(self, gpus: list[FakeGpu], driver: str = "570.124.06", cuda: int = 12080,
+                 library_missing: bool = False):
         self.gpus = gpus
         self.driver = driver
         self.cuda = cuda
@@ -134,7 +135,9 @@ def install(monkeypatch, fake: FakeNvml) -> FakeNvml:
 def rtx_pro_6000_box(n: int = 8) -> list[FakeGpu]:
     """The story's machine: n RTX PRO 6000 Blackwell Workstation cards on PCIe."""
     return [
-        FakeGpu("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", 97887, (12, 0), uuid=f"GPU-{i:02d}aa-rtx") for i in range(n)
+        FakeGpu("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", 97887, (12,
+                                                                             0),
+                uuid=f"GPU-{i:02d}aa-rtx") for i in range(n)
     ]
 
 

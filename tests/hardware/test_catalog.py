@@ -67,7 +67,8 @@ def test_unknown_gpu_suggests_nearest(flag, near):
     [("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "rtx-pro-6000-blackwell-workstation"),
      ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "rtx-pro-6000-blackwell-server"),
      ("NVIDIA H100 80GB HBM3", "h100-sxm"), ("Tesla T4", "t4"), ("NVIDIA A100-SXM4-40GB", "a100-sxm-40gb"),
-     ("NVIDIA A100 80GB PCIe", "a100-pcie-80gb"), ("NVIDIA B300 SXM6 AC", "b300"), ("NVIDIA GeForce RTX 4090", "rtx-4090"),
+     ("NVIDIA A100 80GB PCIe",
+      "a100-pcie-80gb"), ("NVIDIA B300 SXM6 AC", "b300"), ("NVIDIA GeForce RTX 4090", "rtx-4090"),
      ("Tesla V100-SXM2-32GB", "v100-sxm2-32gb"), ("NVIDIA H200", "h200-sxm")],
 )
 def test_nvml_names(name, key):
@@ -103,7 +104,8 @@ def test_unknown_gpu_with_nothing_near_lists_the_catalog():
      ("NVIDIA GeForce RTX 2080 Ti", "rtx-2080-ti", (7, 5)), ("NVIDIA GeForce RTX 2080", "rtx-2080", (7, 5)),
      ("Quadro RTX 4000", "quadro-rtx-4000", (7, 5)), ("NVIDIA GeForce 940MX", "geforce-940mx", (5, 0)),
      ("NVIDIA L40", "l40", (8, 9)), ("NVIDIA L40S", "l40s", (8, 9)), ("NVIDIA A40", "a40", (8, 6)),
-     ("NVIDIA GH200 480GB", "gh200", (9, 0)), ("NVIDIA GB10", "gb10", (12, 1)), ("NVIDIA GeForce RTX 5070", "rtx-5070", (12, 0))],
+     ("NVIDIA GH200 480GB", "gh200",
+      (9, 0)), ("NVIDIA GB10", "gb10", (12, 1)), ("NVIDIA GeForce RTX 5070", "rtx-5070", (12, 0))],
 )
 def test_older_and_workstation_gpus(name, key, cc):
     """NVML names of GPUs launch reports name resolve to their own entry and capability."""

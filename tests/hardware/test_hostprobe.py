@@ -51,7 +51,8 @@ def test_infiniband_ports_from_sysfs_tree(tmp_path, monkeypatch):
 
 
 def test_overrides_are_merged_and_listed(monkeypatch, tmp_path):
-    monkeypatch.setenv("SERVEPILOT_PROBE_OVERRIDES", json.dumps({"gpus": {"count": 8}, "checkpoint_root": str(tmp_path)}))
+    monkeypatch.setenv("SERVEPILOT_PROBE_OVERRIDES",
+                       json.dumps({"gpus": {"count": 8}, "checkpoint_root": str(tmp_path)}))
     (tmp_path / "config.json").write_text("{}", encoding="utf-8")
     p = probe_host(model="/elsewhere/model")
     assert p["gpus"]["count"] == 8 and "driver_version" in p["gpus"]

@@ -113,7 +113,8 @@ def test_merge_of_probe_files_gives_the_ray_findings(cluster, tmp_path):
             {"SERVEPILOT_PROBE_OVERRIDES": _overrides(cluster["bad"]), "NCCL_SOCKET_IFNAME": "ib0"}]
     for k, extra in enumerate(envs):
         env = {k2: v for k2, v in os.environ.items() if not k2.startswith(("NCCL_", "SERVEPILOT_PROBE"))}
-        out = subprocess.run([sys.executable, "-c", "from servepilot.cli.main import run; run()", "probe", "--json", "--model", MODEL,
+        out = subprocess.run([sys.executable, "-c", "from servepilot.cli.main import run; run()", "probe", "--json",
+                              "--model", MODEL,
                               "--head", host, "--port", port], env=env | extra, capture_output=True, text=True,
                              check=True)
         path = tmp_path / f"node{k}.json"

@@ -32,7 +32,8 @@ def write_checkpoint(root: Path) -> Path:
         },
     }
     (root / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-    hf_quant = {"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "NVFP4", "kv_cache_quant_algo": "FP8", "group_size": 16}}
+    hf_quant = {"producer": {"name": "modelopt"},
+                "quantization": {"quant_algo": "NVFP4", "kv_cache_quant_algo": "FP8", "group_size": 16}}
     # four-space indent and no final newline: the overlay must keep both
     (root / "hf_quant_config.json").write_text(json.dumps(hf_quant, indent=4))
     for i in (1, 2):

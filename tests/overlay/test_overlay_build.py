@@ -177,7 +177,8 @@ def test_unwritable_parent_puts_the_overlay_in_the_state_dir(checkpoint, monkeyp
     import servepilot.overlay.build as build
 
     real_access = os.access
-    monkeypatch.setattr(build.os, "access", lambda p, mode: False if Path(p) == checkpoint.parent else real_access(p, mode))
+    monkeypatch.setattr(build.os, "access", lambda p,
+                        mode: False if Path(p) == checkpoint.parent else real_access(p, mode))
     plan = plan_overlay(checkpoint, KV_SCHEME_PATCHES)
     assert plan.placement == "state-dir"
     assert plan.dest.parent == Path(os.environ["SERVEPILOT_HOME"]) / "overlays"

@@ -23,7 +23,8 @@ def ctx_for(dep):
 
 def run_all(dep):
     ctx = ctx_for(dep)
-    return [f for rule in (memory.weights_over_gpu, memory.no_kv_budget, memory.kv_below_one_request) for f in rule(dep, ctx)]
+    return [f for rule in (memory.weights_over_gpu, memory.no_kv_budget,
+                           memory.kv_below_one_request) for f in rule(dep, ctx)]
 
 
 def test_nothing_when_it_fits():

@@ -92,7 +92,8 @@ def test_alternatives_cover_kv_dtypes_and_asked_tp_sizes():
 def test_checkpoint_kv_scheme_is_followed_and_bf16_offered():
     from servepilot.checkpoint.spec import KVCacheDeclaration
 
-    spec = replace(deepseek_v3(), kv_cache=KVCacheDeclaration(dtype="fp8_e4m3", where="config.json:quantization_config"))
+    spec = replace(deepseek_v3(),
+                   kv_cache=KVCacheDeclaration(dtype="fp8_e4m3", where="config.json:quantization_config"))
     plan = plan_deployment(deployment(spec, {"tensor_parallel_size": 8}))
     assert plan.kv_cache_dtype == "fp8_e4m3" and plan.bytes_per_token == 61 * 576
     assert any("follows the checkpoint" in n for n in plan.notes)
@@ -189,7 +190,8 @@ def test_sglang_pool_from_mem_fraction_static():
     cell = 28 * 2 * 2 * 128 * 2
     assert plan.bytes_per_token == cell
     assert plan.kv_tokens == plan.available_kv_bytes // cell
-    default = plan_deployment(deployment(qwen2_7b(), {"tp_size": 2}, engine="sglang", version="0.4.6", gpu=gpus(2, **A100)))
+    default = plan_deployment(deployment(qwen2_7b(), {"tp_size": 2}, engine="sglang", version="0.4.6",
+                                         gpu=gpus(2, **A100)))
     assert default.gpu_memory_utilization == 0.87 and any("mem-fraction-static" in n for n in default.notes)
 
 
@@ -217,7 +219,8 @@ def test_bad_option_values_are_bad_input():
         plan_deployment(deployment(qwen2_7b(), {"max_model_len": "long"}))
 
 
-@pytest.mark.parametrize("text,value", [("30G", 30 * GiB), ("30g", 30 * 10**9), ("512M", 512 * MiB), ("1.5Gi", int(1.5 * GiB)),
+@pytest.mark.parametrize("text,value",
+                         [("30G", 30 * GiB), ("30g", 30 * 10**9), ("512M", 512 * MiB), ("1.5Gi", int(1.5 * GiB)),
                                         (1234, 1234), ("1234", 1234)])
 def test_human_readable_sizes(text, value):
     from servepilot.planning.options import parse_bytes
@@ -244,8 +247,10 @@ def test_hybrid_groups_only_where_the_engine_has_them():
 
 def test_given_kv_memory_must_still_fit_on_the_gpu():
     a100 = gpus(2, **A100)
-    fine = plan_deployment(deployment(qwen2_7b(), {"tensor_parallel_size": 2, "kv_cache_memory_bytes": "60G"}, gpu=a100))
-    over = plan_deployment(deployment(qwen2_7b(), {"tensor_parallel_size": 2, "kv_cache_memory_bytes": "78G"}, gpu=a100))
+    fine = plan_deployment(deployment(qwen2_7b(), {"tensor_parallel_size": 2,
+                                                   "kv_cache_memory_bytes": "60G"}, gpu=a100))
+    over = plan_deployment(deployment(qwen2_7b(), {"tensor_parallel_size": 2,
+                                                   "kv_cache_memory_bytes": "78G"}, gpu=a100))
     assert fine.weights_fit and not over.weights_fit
 
 

@@ -19,7 +19,8 @@ def tiny(**over) -> ModelSpec:
 
 
 def tiny_tensors(layers=4, experts=0, vocab=1000):
-    out = [tensor("model.embed_tokens.weight", vocab, 64), tensor("lm_head.weight", vocab, 64), tensor("model.norm.weight", 64)]
+    out = [tensor("model.embed_tokens.weight", vocab,
+                  64), tensor("lm_head.weight", vocab, 64), tensor("model.norm.weight", 64)]
     for i in range(layers):
         p = f"model.layers.{i}."
         out += [tensor(p + "input_layernorm.weight", 64), tensor(p + "self_attn.q_proj.weight", 64, 64),

@@ -61,10 +61,12 @@ def test_stop_refuses_a_recycled_pid_from_the_record():
 
 def test_history_shows_what_changed_between_attempts():
     _insert("a1", model="/m/kimi", model_key="/m/kimi", engine="vllm", engine_version="0.16.0", state="failed",
-            category="attention_backend", options_json={"tensor-parallel-size": "8"}, env_json={"HF_TOKEN": "<redacted>"})
+            category="attention_backend", options_json={"tensor-parallel-size": "8"},
+            env_json={"HF_TOKEN": "<redacted>"})
     _insert("a2", model="/m/kimi", model_key="/m/kimi", engine="vllm", engine_version="0.16.0", state="failed",
             category="attention_backend",
-            options_json={"tensor-parallel-size": "8", "kv-cache-dtype": "bfloat16"}, env_json={"HF_TOKEN": "<redacted>"})
+            options_json={"tensor-parallel-size": "8",
+                          "kv-cache-dtype": "bfloat16"}, env_json={"HF_TOKEN": "<redacted>"})
     _insert("a3", model="/m/kimi-overlay", model_key="/m/kimi", engine="vllm", engine_version="0.18.0", state="stopped",
             overlay="/m/kimi-overlay (patches abc of /m/kimi)", options_json={"tensor-parallel-size": "8"},
             env_json={"HF_TOKEN": "<redacted>", "VLLM_USE_V1": "1"})

@@ -102,7 +102,8 @@ def test_llamacpp_phases_and_figures():
 
 
 def test_fatal_line_is_kept_once():
-    t, events = run("vllm", "ERROR [core.py:1] RuntimeError: Engine core initialization failed. See root cause above.\n" * 2)
+    t, events = run("vllm",
+                    "ERROR [core.py:1] RuntimeError: Engine core initialization failed. See root cause above.\n" * 2)
     assert t.fatal_line.endswith("See root cause above.")
     assert [e.kind for e in events] == ["fatal", "fatal"]
 

@@ -35,7 +35,8 @@ def _writer(path, n, worker):
     db = store.connect(path)
     for i in range(n):
         rid = f"w{worker}-{i}"
-        store.insert_run(db, id=rid, created_at=time.time(), run_dir="/x", argv_json=["a"], env_json={}, state="starting")
+        store.insert_run(db, id=rid, created_at=time.time(), run_dir="/x", argv_json=["a"], env_json={},
+                         state="starting")
         store.update_run(db, rid, state="ready")
     db.close()
 
@@ -64,7 +65,8 @@ def test_state_guard_keeps_a_recorded_outcome(tmp_path):
 def test_find_runs_by_id_prefix_and_name(tmp_path):
     db = store.connect(tmp_path / "h.sqlite3")
     for rid, name in (("kimi-20260101-1", "kimi"), ("20260101-2", None), ("20260102-3", None)):
-        store.insert_run(db, id=rid, name=name, created_at=time.time(), run_dir="/x", argv_json=[], env_json={}, state="ready")
+        store.insert_run(db, id=rid, name=name, created_at=time.time(), run_dir="/x", argv_json=[], env_json={},
+                         state="ready")
     assert [r["id"] for r in store.find_runs(db, "kimi")] == ["kimi-20260101-1"]
     assert [r["id"] for r in store.find_runs(db, "20260102")] == ["20260102-3"]
     assert len(store.find_runs(db, "2026010")) == 2
