@@ -253,7 +253,8 @@ def measure(row, spec, actual, model, given_errs, gpu_errs) -> list[str]:
 
 
 def report(given_errs, gpu_errs) -> None:
-    for label, errs, target in (("given available KV memory", given_errs, 1), ("from GPU and utilization", gpu_errs, 10)):
+    for label, errs, target in (("given available KV memory", given_errs,
+                                 1), ("from GPU and utilization", gpu_errs, 10)):
         if errs:
             within = sum(1 for e in errs if e <= target)
             print(f"{label}: {len(errs)} rows, median |error| {statistics.median(errs):.2f}%, "
