@@ -126,7 +126,8 @@ def read_declaration(cfg: dict, where: str, kv_where: str) -> tuple[QuantDeclara
             bits=MODELOPT_WEIGHT_BITS.get(algo or "") or _int(w.get("num_bits")),
             group_size=_int(nested.get("group_size")) or _int(cfg.get("group_size")) or _int(w.get("group_size"))
             or (NVFP4_GROUP if algo == "NVFP4" else None),
-            ignore=_strs(nested.get("exclude_modules")) or _strs(cfg.get("exclude_modules")) or _strs(cfg.get("ignore")),
+            ignore=(_strs(nested.get("exclude_modules")) or _strs(cfg.get("exclude_modules"))
+                    or _strs(cfg.get("ignore"))),
         )
         kv = _first_kv(cfg, kv_where)
     elif method_raw == "compressed-tensors":

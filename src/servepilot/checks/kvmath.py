@@ -61,7 +61,8 @@ def dtype_change_tradeoff(dep, old_storage: str, new_storage: str, plan=None) ->
     old = kv_bytes_per_token(dep.spec, old_storage, tp, pp)
     new = kv_bytes_per_token(dep.spec, new_storage, tp, pp)
     if old is None or new is None:
-        return f"KV cache stored as {new_storage} instead of {old_storage}; size change unknown (model geometry unknown)", {}
+        return (f"KV cache stored as {new_storage} instead of {old_storage}; "
+                "size change unknown (model geometry unknown)"), {}
     numbers = {"kv_bytes_per_token_before": old, "kv_bytes_per_token_after": new}
     words = f"KV cache {old:,} -> {new:,} B/token per GPU ({new / old:.2f}x)"
     budget = kv_budget(dep, plan)

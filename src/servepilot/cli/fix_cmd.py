@@ -106,8 +106,10 @@ def _render_fix(plan, payload: dict) -> None:
         engine_picks = ", ".join(
             f"{key} {resolved[key]}" for key in ("attention_backend", "kv_cache_storage") if resolved.get(key)
         )
-        on = f" on {resolved['engine']} {resolved['engine_version']}" if payload["pip_command"] and resolved.get("engine_version") else ""
-        click.echo(f"check of the new command{on}: {payload['new_verdict']}" + (f" ({engine_picks})" if engine_picks else ""))
+        on = (f" on {resolved['engine']} {resolved['engine_version']}"
+              if payload["pip_command"] and resolved.get("engine_version") else "")
+        click.echo(f"check of the new command{on}: {payload['new_verdict']}"
+                   + (f" ({engine_picks})" if engine_picks else ""))
         for f in payload["new_findings"]:
             click.echo(f"  {f['severity']:<7} {f['code']}: {f['title']}")
     else:

@@ -68,7 +68,8 @@ def plan_set(command, command_files, nodes, ray_address, gpu, engine_version, as
         click.echo(click.style("memory per node (per GPU):", bold=True))
         for m in per_node:
             layers = ", ".join(f"{lo}-{hi}" for lo, hi in m.layers) or "-"
-            experts = f" · {m.experts_per_gpu} experts/GPU ({m.experts_on_node} on the node)" if m.experts_per_gpu else ""
+            experts = (f" · {m.experts_per_gpu} experts/GPU ({m.experts_on_node} on the node)"
+                       if m.experts_per_gpu else "")
             click.echo(f"  {m.node}: {m.ranks} GPU(s) · PP stage(s) {list(m.pp_stages)} · layers {layers} · "
                        f"weights {gib(m.weights_per_gpu_bytes)} · KV {gib(m.kv_per_gpu_bytes)} · "
                        f"min free {gib(m.min_free_bytes)}{experts}")

@@ -95,7 +95,8 @@ def render_text(result) -> None:
     from servepilot.cli.output import console, human_bytes
 
     out = console()
-    par = f"TP {result.tp}" + (f" × PP {result.pp}" if result.pp > 1 else "") + (f" × DP {result.dp}" if result.dp > 1 else "")
+    par = (f"TP {result.tp}" + (f" × PP {result.pp}" if result.pp > 1 else "")
+           + (f" × DP {result.dp}" if result.dp > 1 else ""))
     if result.expert_parallel:
         par += " (EP)"
     version = result.engine_version + (" (assumed)" if result.version_assumed else "")
@@ -111,7 +112,8 @@ def render_text(result) -> None:
         gpus.add_column(col, justify="right" if col not in ("GPU", "rank") else "left", no_wrap=True)
     gpus.add_column("memory", no_wrap=True, overflow="crop")
     for r in result.rows:
-        rank = f"tp{r.tp_rank}" + (f" pp{r.pp_rank}" if result.pp > 1 else "") + (f" dp{r.dp_rank}" if result.dp > 1 else "")
+        rank = (f"tp{r.tp_rank}" + (f" pp{r.pp_rank}" if result.pp > 1 else "")
+                + (f" dp{r.dp_rank}" if result.dp > 1 else ""))
         free = Text(_gib(r.free_bytes), style="red" if r.free_bytes < 0 else "")
         gpus.add_row(str(r.index), rank, _gib(r.total_bytes), _gib(r.weights_bytes), _gib(r.runtime_bytes),
                      _gib(r.kv_bytes), free, Text.assemble(*bar(r, width)))

@@ -93,7 +93,8 @@ def render(report) -> None:
     if report.placement:
         p = report.placement
         where = ", ".join(f"{k}: {v}" for k, v in (p.get("per_node") or {}).items())
-        echo(f"  placement of {p['bundles']} GPU bundles: " + ("placed (" + where + ")" if p["feasible"] else "infeasible"))
+        echo(f"  placement of {p['bundles']} GPU bundles: "
+             + ("placed (" + where + ")" if p["feasible"] else "infeasible"))
     render_node_findings(report.findings)
     for note in report.notes:
         echo(click.style(f"note: {note}", dim=True))

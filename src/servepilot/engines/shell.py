@@ -220,7 +220,8 @@ def split_shell_line(text: str, is_engine: Callable[[Sequence[str]], bool]) -> S
             continue
         if isinstance(found, ShellSplit):  # an ssh command: the engine is on the remote host
             outer = [s.source for k, s in enumerate(stmts) if k != index]
-            notes = found.notes + ((f"local commands around the ssh command are not kept: {'; '.join(outer)}",) if outer else ())
+            notes = found.notes + ((f"local commands around the ssh command are not kept: {'; '.join(outer)}",)
+                                  if outer else ())
             return replace(found, notes=notes)
         argv, ctx = found
         prefix = tuple(_with_separator(s) for s in stmts[:index])

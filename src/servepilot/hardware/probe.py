@@ -13,7 +13,8 @@ from servepilot.hardware.catalog import match_nvml_name, precision_for
 from servepilot.hardware.cluster import Cluster, Gpu
 from servepilot.hardware.nvml import NvmlDevice, read_nvml
 
-NO_GPU_NOTE = "no GPU found on this machine and no --gpu given: pass --gpu NAME[xN] (e.g. --gpu h200x8) to reason about the target GPUs"
+NO_GPU_NOTE = ("no GPU found on this machine and no --gpu given: "
+               "pass --gpu NAME[xN] (e.g. --gpu h200x8) to reason about the target GPUs")
 
 
 def probe_cluster(

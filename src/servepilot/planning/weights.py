@@ -143,7 +143,8 @@ def split_weights(spec: ModelSpec, *, tp: int = 1, pp: int = 1, dp: int = 1,
                          "decoding")
     if fallback:
         notes = (*notes,
-                 f"{len(fallback)} tensor(s) with no split rule (divided by TP): {', '.join(fallback[:3])}" + (" ..." if len(fallback) > 3 else ""))
+                 f"{len(fallback)} tensor(s) with no split rule (divided by TP): {', '.join(fallback[:3])}"
+                 + (" ..." if len(fallback) > 3 else ""))
     scale = 1.0
     if source == "index" and tp * pp == 1 and not skipped_mtp and not expert_parallel:
         exact = True  # one GPU holds the whole index total (vocab padding aside)

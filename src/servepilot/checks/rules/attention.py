@@ -71,7 +71,8 @@ def attention_backend_fails(dep, ctx) -> list[Finding]:
     )
     if dep.spec is not None and dep.spec.is_mla and dep.spec.attention:
         a = dep.spec.attention
-        evidence += (Evidence(f"MLA head size {res.head_size} = kv_lora_rank {a.kv_lora_rank} + qk_rope_head_dim {a.qk_rope_head_dim}", f"{dep.spec.path}/config.json"),)
+        evidence += (Evidence(f"MLA head size {res.head_size} = kv_lora_rank {a.kv_lora_rank} "
+                              f"+ qk_rope_head_dim {a.qk_rope_head_dim}", f"{dep.spec.path}/config.json"),)
     remedies = kv_remedies(dep, ctx)
     if res.forced_backend and res.forced_by not in (None, "vLLM's SM100 default (check_and_update_config)"):
         remedies = [_unforce_remedy(res)] + remedies
@@ -127,7 +128,8 @@ def soft_cap_backend(dep, ctx) -> list[Finding]:
     if row.fa2_min_cc is not None:
         if cc is None or cc[0] * 10 + cc[1] >= row.fa2_min_cc:
             return []
-        why = f"compute capability {cc[0]}.{cc[1]} has no FlashAttention-2 (needs {row['fa2_min_cc'] / 10:.1f}), so vLLM {version} falls back to XFormers"
+        why = (f"compute capability {cc[0]}.{cc[1]} has no FlashAttention-2 (needs {row['fa2_min_cc'] / 10:.1f}), "
+               f"so vLLM {version} falls back to XFormers")
     else:
         why = f"vLLM {version} applies soft-capping only in FlashInfer"
     return [Finding("SP-ATTN-003", "attention_backend", "error", f"soft-capped attention ({cap}) has no backend here",

@@ -97,7 +97,8 @@ def torch_arch(dep, ctx) -> list[Finding]:
         seen.add(g.cc_int)
         major = g.compute_capability[0]
         sm = str(g.cc_int)
-        ptx = any(a.startswith("compute_") and a.split("_")[-1][:-1] == str(major) and int(a.split("_")[-1]) <= g.cc_int for a in archs)
+        ptx = any(a.startswith("compute_") and a.split("_")[-1][:-1] == str(major) and int(a.split("_")[-1]) <= g.cc_int
+                  for a in archs)
         if sm in sms or f"{sm}a" in sms or ptx:
             continue
         out.append(Finding("SP-CUDA-001", "cuda_driver_arch", "error", f"torch was not built for sm_{sm} ({g.name})",

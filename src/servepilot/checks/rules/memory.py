@@ -62,7 +62,8 @@ def _tp_remedies(dep, plan, need_fit: str) -> list[Remedy]:
     except ServepilotError:
         return []
     for alt in bigger.alternatives:
-        if alt.tp in sizes and alt.kv_cache_dtype == plan.kv_cache_dtype and alt.weights_fit and (alt.fits or need_fit == "weights"):
+        if (alt.tp in sizes and alt.kv_cache_dtype == plan.kv_cache_dtype and alt.weights_fit
+                and (alt.fits or need_fit == "weights")):
             return [Remedy(
                 "flag", f"--tensor-parallel-size {alt.tp}",
                 f"weights {_g(_weights_per_gpu(plan))} -> {_g(alt.weights_per_gpu)} per GPU; KV {plan.kv_tokens:,} -> "

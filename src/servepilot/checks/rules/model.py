@@ -90,7 +90,8 @@ def remote_code(dep, ctx) -> list[Finding]:
       sources=("transformers/dynamic_module_utils.py (get_class_from_dynamic_module)",))
 def remote_code_listing(dep, ctx) -> list[Finding]:
     spec = dep.spec
-    if spec is None or spec.custom_code is None or not spec.custom_code.auto_map or not dep.launch.get("trust_remote_code"):
+    if (spec is None or spec.custom_code is None or not spec.custom_code.auto_map
+            or not dep.launch.get("trust_remote_code")):
         return []
     files, listing, evidence = _code_files(spec)
     missing = [f.name for f in files if not f.present]
@@ -106,7 +107,8 @@ def remote_code_listing(dep, ctx) -> list[Finding]:
 
 def _code_files(spec):
     files = spec.custom_code.files
-    listing = "\n".join(f"  - {f.name}: {'sha256 ' + f.sha256 if f.sha256 else 'MISSING from the checkpoint'}" for f in files) or "  (no files found)"
+    listing = "\n".join(f"  - {f.name}: {'sha256 ' + f.sha256 if f.sha256 else 'MISSING from the checkpoint'}"
+                        for f in files) or "  (no files found)"
     evidence = tuple(Evidence(f"{f.name} sha256 {f.sha256}" if f.sha256 else f"{f.name} missing",
                               f"{spec.path}/{f.name}") for f in files)
     evidence += (Evidence(f"auto_map: {', '.join(sorted(spec.custom_code.auto_map))}", f"{spec.path}/config.json"),)
@@ -290,7 +292,8 @@ def tokenizer_remote_code(dep, ctx) -> list[Finding]:
                     "--trust-remote-code fails: "
                     f"'Loading {spec.path} requires you to execute the tokenizer file in that repo on your local "
                     "machine'.",
-                    (Evidence(f"tokenizer_class = {tokenizer_class}; auto_map.AutoTokenizer defines {', '.join(classes)}", f"{spec.path}/tokenizer_config.json"),),
+                    (Evidence(f"tokenizer_class = {tokenizer_class}; auto_map.AutoTokenizer defines {', '.join(classes)}",
+                              f"{spec.path}/tokenizer_config.json"),),
                     (Remedy("flag", "--trust-remote-code",
                             "runs the checkpoint's tokenizer code with the server's privileges: review it first",
                             {"set": {"trust_remote_code": True}, "unset": []}),))]

@@ -107,7 +107,8 @@ def _sparse_kv_after_selection(res: Resolution, version: str) -> Resolution:
             continue
         matches = kv.startswith("fp8") if rule["from"] == "fp8*" else kv in rule["from"]
         if matches and kv != rule["to"]:
-            fact = Evidence(f"{res.attention_backend} was chosen for sparse MLA: its layer converts {kv} -> {rule['to']}", row.source)
+            fact = Evidence(f"{res.attention_backend} was chosen for sparse MLA: its layer converts {kv} -> {rule['to']}",
+                            row.source)
             return dataclasses.replace(res, kv_cache_dtype=rule["to"],
                                        kv_cache_storage=_storage(rule["to"], res.model_dtype),
                                        kv_evidence=res.kv_evidence + (fact,), facts=res.facts + (fact,))
@@ -201,13 +202,16 @@ def resolve_kv_cache_dtype(dep, version: str, *, use_mla: bool, use_sparse: bool
             if algo is None:
                 evidence.append(Evidence(f"{cfg_where} declares no KV cache scheme: auto = model dtype", rule.source))
             elif not rule.follows_checkpoint:
-                evidence.append(Evidence(f"{cfg_where} {key} = {algo!r}, but vLLM {version} does not follow it: auto = model dtype", rule.source))
+                evidence.append(Evidence(f"{cfg_where} {key} = {algo!r}, but vLLM {version} does not follow it: auto = model dtype",
+                                         rule.source))
             else:
                 resolved = _map_modelopt_kv(algo, rule)
-                evidence.append(Evidence(f"--kv-cache-dtype auto follows the ModelOpt checkpoint: {cfg_where} {key} = {_short(algo)} -> {resolved}", rule.source))
+                evidence.append(Evidence(f"--kv-cache-dtype auto follows the ModelOpt checkpoint: "
+                                         f"{cfg_where} {key} = {_short(algo)} -> {resolved}", rule.source))
                 if cfg_where == "hf_quant_config.json":
                     src = kb.row_for(kb.load_file(ENGINE, "kv_cache").quant_config_source, version)
-                    evidence.append(Evidence("config.json has no quantization_config, so vLLM reads hf_quant_config.json", src.source if src else ""))
+                    evidence.append(Evidence("config.json has no quantization_config, so vLLM reads hf_quant_config.json",
+                                             src.source if src else ""))
         else:
             evidence.append(Evidence("--kv-cache-dtype auto: the cache uses the model dtype",
                                      "vllm/utils/torch_utils.py@v0.16.0 (kv_cache_dtype_str_to_dtype)"))
@@ -231,7 +235,8 @@ def resolve_kv_cache_dtype(dep, version: str, *, use_mla: bool, use_sparse: bool
         row = kb.row_for(kb.load_file(ENGINE, "kv_cache").compressed_tensors_forces_fp8, version)
         if row is not None and ((requested == "auto" and row.forces_on_auto) or (requested != "auto" and row.forces_over_explicit)):
             out["non_mla_forced"] = "fp8"
-            evidence.append(Evidence(f"compressed-tensors kv_cache_scheme in {cfg_where}: attention layers use fp8 whatever --kv-cache-dtype says", row.source))
+            evidence.append(Evidence(f"compressed-tensors kv_cache_scheme in {cfg_where}: attention layers use fp8 "
+                                     "whatever --kv-cache-dtype says", row.source))
             resolved = "fp8"
     out["resolved"] = resolved
     _reject_mismatched_float_kv(out, version, model_dtype)
@@ -413,11 +418,13 @@ def _with_backend_block_size(out: dict, block_row, backends, version: str) -> di
     row = kb.row_for(backends.get(chosen, []), version) if chosen else None
     if row is None:
         out["block_size"] = int(block_row.default)
-        why = f"no backend chosen: the default {block_row['default']}" if chosen is None else f"no facts for {chosen}: the default {block_row['default']}"
+        why = (f"no backend chosen: the default {block_row['default']}" if chosen is None
+               else f"no facts for {chosen}: the default {block_row['default']}")
         out["facts"].append(Evidence(f"KV cache block size {block_row['default']} ({why})", block_row.source))
         return out
     out["block_size"] = preferred_block_size(row.block_sizes or [], int(block_row.default))
-    out["facts"].append(Evidence(f"KV cache block size {out['block_size']}: {chosen}'s preferred size (default {block_row['default']})", block_row.source))
+    out["facts"].append(Evidence(f"KV cache block size {out['block_size']}: {chosen}'s preferred size "
+                                 f"(default {block_row['default']})", block_row.source))
     return out
 
 
@@ -443,7 +450,8 @@ def _validated_select(out: dict, backends, order, ctx, version: str, forced, res
         reasons = validate(row, ctx)
         out["candidates"] = (Candidate(forced, tuple(reasons)),)
         if reasons:
-            out["selection_error"] = f"ValueError: Selected backend AttentionBackendEnum.{forced} is not valid for this configuration. Reason: {reasons}"
+            out["selection_error"] = (f"ValueError: Selected backend AttentionBackendEnum.{forced} "
+                                    f"is not valid for this configuration. Reason: {reasons}")
         else:
             out["attention_backend"] = forced
             out["selection_error"] = _impl_error(row, ctx)
@@ -454,7 +462,8 @@ def _validated_select(out: dict, backends, order, ctx, version: str, forced, res
         row = kb.row_for(backends.get(name, []), version)
         if row is None:
             continue
-        facts.append(Evidence(f"{name}: kv dtypes {row.get('kv_cache_dtypes')}, compute capability {row.get('compute_capability')}", row.source))
+        facts.append(Evidence(f"{name}: kv dtypes {row.get('kv_cache_dtypes')}, "
+                              f"compute capability {row.get('compute_capability')}", row.source))
         candidates.append(Candidate(name, tuple(validate(row, ctx))))
     out["candidates"] = tuple(candidates)
     valid = [c for c in candidates if c.valid]
