@@ -218,7 +218,8 @@ def test_default_remedy_is_the_flag_and_builds_nothing(kimi, capsys):
 
 def test_env_remedy_changes_the_env_prefix(kimi, capsys):
     rc, check = run_json(capsys, ["check", "--json", *TARGET, "--", *story_command(kimi)])
-    env_findings = [f["code"] for f in check["findings"] if any(r["kind"] == "env" and r["args"] for r in f["remedies"])]
+    env_findings = [f["code"] for f in check["findings"]
+                    if any(r["kind"] == "env" and r["args"] for r in f["remedies"])]
     assert env_findings, "the story command's NCCL_PROTO=LL should draw an env remedy"
     rc, out = run_json(capsys, ["fix", "--json", "--finding", env_findings[0], *TARGET, "--", *story_command(kimi)])
     assert out["applied"]["kind"] == "env"

@@ -35,7 +35,8 @@ def test_unknown_family_says_so_and_does_not_assume_mla():
     cfg = dict(MLA_TEXT, model_type="foo", architectures=["FooForCausalLM"])
     a = read_architecture(cfg)
     assert a.family is None
-    assert "model_type 'foo' is not a family servepilot knows: attention geometry read from standard keys only" in a.notes
+    assert ("model_type 'foo' is not a family servepilot knows: "
+            "attention geometry read from standard keys only") in a.notes
     assert a.attention.kind == "mha" and a.attention.kv_lora_rank is None
     assert any("kv_lora_rank is set" in n for n in a.notes)
 

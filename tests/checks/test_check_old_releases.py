@@ -85,7 +85,8 @@ def test_soft_capped_attention_backend(tmp_path, version, cc, env, fails):
     assert ("SP-ATTN-003" in codes(result)) is fails
     if fails:
         f = finding(result, "SP-ATTN-003")
-        assert f.category == "attention_backend" and f.remedies[0].args["env"]["set"] == {"VLLM_ATTENTION_BACKEND": "FLASHINFER"}
+        assert f.category == "attention_backend"
+        assert f.remedies[0].args["env"]["set"] == {"VLLM_ATTENTION_BACKEND": "FLASHINFER"}
 
 
 def test_no_backend_because_of_the_kv_dtype_is_a_kv_cache_dtype_finding(tmp_path):

@@ -117,7 +117,8 @@ def test_forced_backend_is_validated(tmp_path):
     result = run_checks(deployment(kimi_like(tmp_path / "k"), version="0.16.0",
                                    options={"attention_backend": "TRITON_MLA"}))
     f = finding(result, "SP-ATTN-001")
-    assert "Selected backend AttentionBackendEnum.TRITON_MLA is not valid for this configuration. Reason: ['kv_cache_dtype not supported']" in f.detail
+    assert ("Selected backend AttentionBackendEnum.TRITON_MLA is not valid for this configuration. "
+            "Reason: ['kv_cache_dtype not supported']") in f.detail
     assert f.remedies[0].args == {"set": {}, "unset": ["attention_backend"]}
 
 

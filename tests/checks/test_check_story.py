@@ -17,7 +17,8 @@ STORY_OPTS = {"tensor_parallel_size": 8, "trust_remote_code": True, "kv_cache_dt
 
 def _not_memory(findings):
     # memory findings come from the planner's rules (checks/rules/memory.py), judged there
-    return [f for f in findings if f.severity == "error" and not f.category.startswith("oom") and f.category != "max_model_len"]
+    return [f for f in findings
+            if f.severity == "error" and not f.category.startswith("oom") and f.category != "max_model_len"]
 
 
 @pytest.fixture
@@ -29,7 +30,8 @@ def test_016_on_sm120_fails_with_every_backend_reason(kimi):
     result = run_checks(deployment(kimi, version="0.16.0", options=STORY_OPTS, env=STORY_ENV))
     assert result.verdict == "fail"
     f = result.findings[0]
-    assert f.code == "SP-ATTN-001" and f.severity == "error" and f.category == "kv_cache_dtype"  # a 16-bit KV cache would start: the fp8 KV is the cause
+    # a 16-bit KV cache would start: the fp8 KV is the cause
+    assert f.code == "SP-ATTN-001" and f.severity == "error" and f.category == "kv_cache_dtype"
     assert "fp8_e4m3" in f.detail and "kv_cache_scheme" in f.detail
     # the engine's own list, in its priority order, with its reasons
     assert [c["backend"] for c in result.resolved["candidates"]] == ["FLASH_ATTN_MLA", "FLASHMLA", "FLASHINFER_MLA",
@@ -37,7 +39,8 @@ def test_016_on_sm120_fails_with_every_backend_reason(kimi):
     reasons = {c["backend"]: c["reasons"] for c in result.resolved["candidates"]}
     assert reasons["TRITON_MLA"] == ["kv_cache_dtype not supported"]
     assert reasons["FLASHINFER_MLA"] == ["compute capability not supported"]
-    assert "compute capability not supported" in reasons["FLASHMLA"] and "compute capability not supported" in reasons["FLASH_ATTN_MLA"]
+    assert "compute capability not supported" in reasons["FLASHMLA"]
+    assert "compute capability not supported" in reasons["FLASH_ATTN_MLA"]
     assert result.resolved["kv_cache_dtype"] == "fp8_e4m3"
     assert result.resolved["attention_backend"] is None
 

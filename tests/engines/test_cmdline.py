@@ -216,7 +216,8 @@ def test_with_options_replaces_in_place_and_appends():
     text = render_command(changed)
     assert "--kv-cache-dtype bfloat16 --port" not in text
     # replaced where it was written: between --trust-remote-code and --disable-log-requests
-    assert text.index("--trust-remote-code") < text.index("--kv-cache-dtype bfloat16") < text.index("--disable-log-requests")
+    assert (text.index("--trust-remote-code") < text.index("--kv-cache-dtype bfloat16")
+            < text.index("--disable-log-requests"))
     assert text.rstrip().endswith("--attention-backend TRITON_MLA > /tmp/vllm_kimi.log 2>&1 &")
     assert changed.options["kv_cache_dtype"] == "bfloat16"
     assert changed.options["enforce_eager"] is True
@@ -313,7 +314,8 @@ def test_value_problems_are_noted_not_fatal():
     assert launch.options["kv_cache_memory_bytes"] == 20 * 2**30
     assert any("vLLM accepts '20G'" in n for n in launch.notes)
     assert launch.options["tensor_parallel_size"] == "two"
-    assert any("tensor_parallel_size = 'two' is not a whole number: the engine's parser rejects it" in n for n in launch.notes)
+    assert any("tensor_parallel_size = 'two' is not a whole number: the engine's parser rejects it" in n
+               for n in launch.notes)
 
 
 def test_json_rendering_survives_quotes():

@@ -92,7 +92,8 @@ def test_diff_shows_the_patches_and_the_removed_lines(built, capsys):
     diff = overlay_diff(overlay)
     by_path = {f.path: f for f in diff.files}
     assert list(by_path["config.json"].patch) == KV_SCHEME_PATCHES["config.json"]
-    removed = [ln for ln in by_path["hf_quant_config.json"].unified.splitlines() if ln.startswith("-") and not ln.startswith("---")]
+    removed = [ln for ln in by_path["hf_quant_config.json"].unified.splitlines()
+               if ln.startswith("-") and not ln.startswith("---")]
     assert removed == ['-        "kv_cache_quant_algo": "FP8",']
 
     assert main(["overlay", "diff", "--json", str(overlay)]) == 0

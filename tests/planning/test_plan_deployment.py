@@ -51,7 +51,8 @@ def test_budget_follows_utilization_and_flags_its_estimates():
     assert high.available_kv_bytes - low.available_kv_bytes == extra
     assert {t.name for t in low.terms if not t.exact} >= {"activation_peak", "non_torch", "weights"}
     assert all(t.uncertainty_bytes > 0 for t in low.terms if not t.exact and t.bytes)
-    assert low.rows[0].total_bytes == low.rows[0].weights_bytes + low.rows[0].runtime_bytes + low.rows[0].kv_bytes + low.rows[0].free_bytes
+    row = low.rows[0]
+    assert row.total_bytes == row.weights_bytes + row.runtime_bytes + row.kv_bytes + row.free_bytes
 
 
 def test_requested_memory_is_ceil_of_cuda_total_times_utilization():

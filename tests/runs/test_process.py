@@ -64,7 +64,8 @@ def test_stop_refuses_a_pid_in_a_foreign_group():
 
 
 def test_stop_terminates_the_whole_group(tmp_path):
-    code = "import subprocess,sys,time; subprocess.Popen([sys.executable,'-c','import time; time.sleep(600)']); time.sleep(600)"
+    code = ("import subprocess,sys,time; "
+            "subprocess.Popen([sys.executable,'-c','import time; time.sleep(600)']); time.sleep(600)")
     proc, ident = _spawn(tmp_path, [sys.executable, "-c", code])
     deadline = time.monotonic() + PATIENCE_S
     while len(process.group_members(ident.pgid)) < 2 and time.monotonic() < deadline:
