@@ -62,7 +62,8 @@ def test_exact_tp_split_from_headers():
     norms = 64 * 2 * 5
     kv = 2 * 16 * 64 * 2  # one KV head: both ranks keep it whole
     vocab_rows = -(-1024 // 2)  # vocab 1000 padded to 1024, half per rank
-    expected = (4 * (2 * q / 2 + kv + norms // 5 + (128 * 64 * 2 * 2) / 2) + 64 * 2 + 2 * vocab_rows / 1000 * 1000 * 64 * 2)
+    expected = (4 * (2 * q / 2 + kv + norms // 5 + (128 * 64 * 2 * 2) / 2)
+                + 64 * 2 + 2 * vocab_rows / 1000 * 1000 * 64 * 2)
     assert two.per_stage[0] == pytest.approx(expected, rel=1e-9)
     assert two.per_stage[0] > one.per_stage[0] / 2  # replicated norms and KV heads
 

@@ -115,7 +115,8 @@ def findings_for(answer: dict, result) -> list[Finding]:
     if not answer.get("ok"):
         lines.append(f"The engine stops: {answer.get('error')}")
         title = f"vLLM {version} itself refuses this configuration"
-        severity, category = "error", "kv_cache_dtype" if "kv_cache" in str(answer.get("error")) else "attention_backend"
+        severity = "error"
+        category = "kv_cache_dtype" if "kv_cache" in str(answer.get("error")) else "attention_backend"
     else:
         lines.append("The engine's answer wins over servepilot's knowledge.")
         title = f"vLLM {version} itself answers differently from servepilot's knowledge"

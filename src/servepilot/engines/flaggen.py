@@ -328,7 +328,8 @@ def vllm_values_of(root: Path) -> dict[str, tuple[dict, str]]:
             parts = [p.strip() for p in ast.unparse(st.annotation).split("|")]
             typed = [p for p in parts if p != "None"]
             named = [p for p in typed if p in aliases]
-            if named and (len(named) == len(typed) or (dest in VLLM_VERIFIED_CHOICES and set(typed) - set(named) == {"str"})):
+            if named and (len(named) == len(typed)
+                          or (dest in VLLM_VERIFIED_CHOICES and set(typed) - set(named) == {"str"})):
                 choices = [v for p in named for v in alias_values[p]]
                 src = VLLM_VERIFIED_CHOICES.get(dest) if "str" in typed else aliases[named[0]][1]
                 out[dest] = ({"choices": choices}, src)

@@ -292,7 +292,8 @@ def tokenizer_remote_code(dep, ctx) -> list[Finding]:
                     "--trust-remote-code fails: "
                     f"'Loading {spec.path} requires you to execute the tokenizer file in that repo on your local "
                     "machine'.",
-                    (Evidence(f"tokenizer_class = {tokenizer_class}; auto_map.AutoTokenizer defines {', '.join(classes)}",
+                    (Evidence(f"tokenizer_class = {tokenizer_class}; "
+                              f"auto_map.AutoTokenizer defines {', '.join(classes)}",
                               f"{spec.path}/tokenizer_config.json"),),
                     (Remedy("flag", "--trust-remote-code",
                             "runs the checkpoint's tokenizer code with the server's privileges: review it first",

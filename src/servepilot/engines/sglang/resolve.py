@@ -34,7 +34,8 @@ def resolve(dep) -> Resolution:
     valid_values = tuple(row.values) if row else ()
     if row is None:
         notes.append(f"valid --kv-cache-dtype values of SGLang {version} are unknown to servepilot")
-    model_dtype = (spec.dtype if spec is not None and spec.dtype != "float32" else "bfloat16") if spec is not None else None
+    model_dtype = ((spec.dtype if spec is not None and spec.dtype != "float32" else "bfloat16")
+                   if spec is not None else None)
     if opts.get("dtype") not in (None, "auto"):
         model_dtype = {"half": "float16"}.get(opts["dtype"], opts["dtype"])
     if requested in ("bf16", "bfloat16"):

@@ -107,7 +107,8 @@ def _sparse_kv_after_selection(res: Resolution, version: str) -> Resolution:
             continue
         matches = kv.startswith("fp8") if rule["from"] == "fp8*" else kv in rule["from"]
         if matches and kv != rule["to"]:
-            fact = Evidence(f"{res.attention_backend} was chosen for sparse MLA: its layer converts {kv} -> {rule['to']}",
+            fact = Evidence(f"{res.attention_backend} was chosen for sparse MLA: "
+                            f"its layer converts {kv} -> {rule['to']}",
                             row.source)
             return dataclasses.replace(res, kv_cache_dtype=rule["to"],
                                        kv_cache_storage=_storage(rule["to"], res.model_dtype),
@@ -202,7 +203,8 @@ def resolve_kv_cache_dtype(dep, version: str, *, use_mla: bool, use_sparse: bool
             if algo is None:
                 evidence.append(Evidence(f"{cfg_where} declares no KV cache scheme: auto = model dtype", rule.source))
             elif not rule.follows_checkpoint:
-                evidence.append(Evidence(f"{cfg_where} {key} = {algo!r}, but vLLM {version} does not follow it: auto = model dtype",
+                evidence.append(Evidence(f"{cfg_where} {key} = {algo!r}, but vLLM {version} does not follow it: "
+                                         "auto = model dtype",
                                          rule.source))
             else:
                 resolved = _map_modelopt_kv(algo, rule)
@@ -210,7 +212,8 @@ def resolve_kv_cache_dtype(dep, version: str, *, use_mla: bool, use_sparse: bool
                                          f"{cfg_where} {key} = {_short(algo)} -> {resolved}", rule.source))
                 if cfg_where == "hf_quant_config.json":
                     src = kb.row_for(kb.load_file(ENGINE, "kv_cache").quant_config_source, version)
-                    evidence.append(Evidence("config.json has no quantization_config, so vLLM reads hf_quant_config.json",
+                    evidence.append(Evidence("config.json has no quantization_config, "
+                                             "so vLLM reads hf_quant_config.json",
                                              src.source if src else ""))
         else:
             evidence.append(Evidence("--kv-cache-dtype auto: the cache uses the model dtype",
@@ -233,7 +236,8 @@ def resolve_kv_cache_dtype(dep, version: str, *, use_mla: bool, use_sparse: bool
 
     if cfg and method == "compressed-tensors" and cfg.get("kv_cache_scheme") and not use_mla:
         row = kb.row_for(kb.load_file(ENGINE, "kv_cache").compressed_tensors_forces_fp8, version)
-        if row is not None and ((requested == "auto" and row.forces_on_auto) or (requested != "auto" and row.forces_over_explicit)):
+        if row is not None and ((requested == "auto" and row.forces_on_auto)
+                                or (requested != "auto" and row.forces_over_explicit)):
             out["non_mla_forced"] = "fp8"
             evidence.append(Evidence(f"compressed-tensors kv_cache_scheme in {cfg_where}: attention layers use fp8 "
                                      "whatever --kv-cache-dtype says", row.source))
@@ -276,7 +280,8 @@ def _modelopt_kv_value(cfg: dict):
 def _map_modelopt_kv(algo, rule) -> str:
     if isinstance(algo, dict):
         for d in rule.dict_rules:
-            if algo.get("dynamic") is d["dynamic"] and algo.get("num_bits") == d["num_bits"] and algo.get("type") == d["type"]:
+            if (algo.get("dynamic") is d["dynamic"] and algo.get("num_bits") == d["num_bits"]
+                    and algo.get("type") == d["type"]):
                 algo = d["gives"]
                 break
         else:
@@ -407,7 +412,8 @@ def _mla_block_size(block_row, res: Resolution, family: int, qk_nope, given_bloc
     if given_block is not None:
         # keep the operator's size when the forced MLA kernel takes it (a multiple; 32 for FlashInfer MLA)
         given = int(given_block)
-        takes_given = block_size == block_row.default or given % block_size == 0 or (forced == "FLASHINFER_MLA" and given == 32)
+        takes_given = (block_size == block_row.default or given % block_size == 0
+                       or (forced == "FLASHINFER_MLA" and given == 32))
         return (given if takes_given else int(block_size)), forced, forced_by
     return int(block_size), forced, forced_by
 
