@@ -1,8 +1,8 @@
 """Measure `servepilot check` against real launch failures (the repository's corpus/).
 
 For every row (default corpus/excerpts.jsonl; pass another path as the first argument;
-rows carry `command`, or the older `flags`) it rebuilds, from the row's fields alone (engine, engine_version, model, gpu, flags;
-never the error text), a deployment that `check` can judge:
+rows carry `command`, or the older `flags`) it rebuilds, from the row's fields alone (engine,
+engine_version, model, gpu, flags; never the error text), a deployment that `check` can judge:
 
   model    shared/reference/configs by Hugging Face id, else bench/modelzoo.py (published
            config.json numbers by name), else a family guess (same family, nearest size in
@@ -189,23 +189,50 @@ def _catalog_with_memory(gib: float):
 
 # --- models --------------------------------------------------------------------------------
 # Families modelzoo does not (yet) hold, from the config.json of the named repositories.
-MLA_V3 = {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3", "hidden_size": 7168,
-          "intermediate_size": 18432, "moe_intermediate_size": 2048, "num_hidden_layers": 61, "num_attention_heads": 128,
-          "num_key_value_heads": 128, "n_routed_experts": 256, "n_shared_experts": 1, "num_experts_per_tok": 8,
-          "first_k_dense_replace": 3, "kv_lora_rank": 512, "q_lora_rank": 1536, "qk_rope_head_dim": 64,
-          "qk_nope_head_dim": 128, "v_head_dim": 128, "vocab_size": 129280, "max_position_embeddings": 163840,
-          "torch_dtype": "bfloat16",
-          "quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}}
+MLA_V3 = {
+    "architectures": ["DeepseekV3ForCausalLM"],
+    "model_type": "deepseek_v3",
+    "hidden_size": 7168,
+    "intermediate_size": 18432,
+    "moe_intermediate_size": 2048,
+    "num_hidden_layers": 61,
+    "num_attention_heads": 128,
+    "num_key_value_heads": 128,
+    "n_routed_experts": 256,
+    "n_shared_experts": 1,
+    "num_experts_per_tok": 8,
+    "first_k_dense_replace": 3,
+    "kv_lora_rank": 512,
+    "q_lora_rank": 1536,
+    "qk_rope_head_dim": 64,
+    "qk_nope_head_dim": 128,
+    "v_head_dim": 128,
+    "vocab_size": 129280,
+    "max_position_embeddings": 163840,
+    "torch_dtype": "bfloat16",
+    "quantization_config": {
+        "quant_method": "fp8",
+        "fmt": "e4m3",
+        "activation_scheme": "dynamic",
+        "weight_block_size": [128, 128],
+    },
+}
 EXTRA_MODELS: dict[str, dict] = {
     # deepseek-ai/DeepSeek-V3.2 (V3 shapes + the sparse-attention indexer)
-    "deepseek-v3.2": {"config.json": dict(MLA_V3, architectures=["DeepseekV32ForCausalLM"], model_type="deepseek_v32", index_topk=2048),
-                      "tokenizer_config.json": {"tokenizer_class": "LlamaTokenizerFast"}},
+    "deepseek-v3.2": {
+        "config.json": dict(
+            MLA_V3, architectures=["DeepseekV32ForCausalLM"], model_type="deepseek_v32", index_topk=2048
+        ),
+        "tokenizer_config.json": {"tokenizer_class": "LlamaTokenizerFast"},
+    },
 }
 # A row that names no model we can describe gets this small one (meta-llama/Llama-3.2-1B:
 # 32 heads and 8 KV heads divide by every usual TP size; 2.5 GB fits every GPU), so the
 # command-, GPU- and version-level rules still run. The output says "placeholder".
 PLACEHOLDER = "Llama-3.2-1B"
-_ARCH_WORD = re.compile(r"\b([A-Z][A-Za-z0-9_]*?)(ForCausalLM|ForConditionalGeneration|ForSequenceClassification|Model|LMHeadModel)\b")
+_ARCH_WORD = re.compile(
+    r"\b([A-Z][A-Za-z0-9_]*?)(ForCausalLM|ForConditionalGeneration|ForSequenceClassification|Model|LMHeadModel)\b"
+)
 _FAMILY = re.compile(r"^([a-z]+)-?(\d+(?:\.\d+)?(?!\.?\d*b\b))?")
 
 
@@ -390,7 +417,9 @@ def write_gguf(checkpoint: Path) -> Path:
 
 # --- command lines -------------------------------------------------------------------------
 _PROGRAMS = {
-    "vllm": re.compile(r"(vllm\s+serve|vllm\s+server|python\d*(?:\.\d+)?\s+-m\s+vllm\.entrypoints\.openai\.api_server|vllm/vllm-openai\S*)(.*)"),
+    "vllm": re.compile(
+        r"(vllm\s+serve|vllm\s+server|python\d*(?:\.\d+)?\s+-m\s+vllm\.entrypoints\.openai\.api_server|vllm/vllm-openai\S*)(.*)"
+    ),
     "sglang": re.compile(r"(python\d*(?:\.\d+)?\s+-m\s+sglang\.launch_server)(.*)"),
     "llama.cpp": re.compile(r"(\S*(?:llama-server|llama-cli|/main|/server)\b)(.*)"),
 }
@@ -441,8 +470,11 @@ def command_for(row: dict, model: Path) -> tuple[list[list[str]], str]:
     tp = re.search(r"\btp\s*=\s*(\d+)", (row.get("gpu") or "").lower())
     if tp and not any(o in opts for o in ("--tensor-parallel-size", "-tp", "--tp", "--tp-size")):
         opts += ["--tensor-parallel-size" if engine == "vllm" else "--tp-size", tp.group(1)]
-    base = {"vllm": ["vllm", "serve", str(model)], "sglang": ["python3", "-m", "sglang.launch_server", "--model-path", str(model)],
-            "llama.cpp": ["llama-server", "-m", str(model)]}[engine]
+    base = {
+        "vllm": ["vllm", "serve", str(model)],
+        "sglang": ["python3", "-m", "sglang.launch_server", "--model-path", str(model)],
+        "llama.cpp": ["llama-server", "-m", str(model)],
+    }[engine]
     if engine == "llama.cpp" and found:
         base[0] = found.group(1)  # keep the row's program: `main` names a build before the llama-* rename
     keep_tp = _only_parallel(opts)
@@ -494,8 +526,20 @@ def _kwarg_options(text: str) -> list[str]:
 
 
 def _only_parallel(opts: list[str]) -> list[str]:
-    keep = ("--tensor-parallel-size", "-tp", "--tp", "--tp-size", "--pipeline-parallel-size", "-pp",
-            "--quantization", "--kv-cache-dtype", "--max-model-len", "--dtype", "--trust-remote-code", "--trust_remote_code")
+    keep = (
+        "--tensor-parallel-size",
+        "-tp",
+        "--tp",
+        "--tp-size",
+        "--pipeline-parallel-size",
+        "-pp",
+        "--quantization",
+        "--kv-cache-dtype",
+        "--max-model-len",
+        "--dtype",
+        "--trust-remote-code",
+        "--trust_remote_code",
+    )
     out = []
     for i, o in enumerate(opts):
         name = o.split("=")[0]
@@ -616,11 +660,16 @@ def main(argv: list[str]) -> int:
     print(f"\nbuilt {len(results)} of {n} rows; first finding in the right category: {right}/{len(results)} built, "
           f"{right}/{n} of all rows; right category among all findings: {anywhere}/{len(results)}; {elapsed:.1f} s")
     for split in ("blind", "dev"):
-        cases = [(row, result) for row, result, how in results if row.get("split", "dev") == split and rebuildable(row, how)]
+        cases = [
+            (row, result) for row, result, how in results if row.get("split", "dev") == split and rebuildable(row, how)
+        ]
         if not cases:
             continue
         hits = sum(1 for row, result in cases if _first_category(result) == row["category"])
-        print(f"REBUILDABLE {split}: check's first finding in the right category {hits}/{len(cases)} = {hits / len(cases):.1%}")
+        print(
+            f"REBUILDABLE {split}: check's first finding in the right category "
+            f"{hits}/{len(cases)} = {hits / len(cases):.1%}"
+        )
     return 0
 
 

@@ -31,7 +31,10 @@ WRITER = textwrap.dedent(
     """
     import sys, time
     rate, seconds = int(sys.argv[1]), float(sys.argv[2])
-    line = "(Worker_TP{w} pid=4242) INFO 02-10 12:00:{s:02d} [gpu_model_runner.py:2602] step {n}: nothing to see here, just steady log traffic\\n"
+    line = (
+        "(Worker_TP{w} pid=4242) INFO 02-10 12:00:{s:02d} [gpu_model_runner.py:2602] "
+        "step {n}: nothing to see here, just steady log traffic\\n"
+    )
     tick = 0.01  # write in 10 ms batches: 100 lines per batch at 10,000 lines/s
     per_tick = max(1, int(rate * tick))
     start = time.monotonic(); n = 0
@@ -62,7 +65,9 @@ FAILER = textwrap.dedent(
         print(f"(Worker_TP{i % 8} pid=77) INFO 02-10 12:00:00 [loader.py:1] loading layer {i}", flush=False)
     print("(Worker_TP4 pid=77) ERROR 02-10 12:00:01 [multiproc_executor.py:751] Traceback (most recent call last):")
     print('(Worker_TP4 pid=77) ERROR 02-10 12:00:01 [multiproc_executor.py:751]   File "x.py", line 1, in <module>')
-    print("(Worker_TP4 pid=77) ERROR 02-10 12:00:01 [multiproc_executor.py:751] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB of which 1.00 GiB is free.")
+    print("(Worker_TP4 pid=77) ERROR 02-10 12:00:01 [multiproc_executor.py:751] "
+          "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. "
+          "GPU 0 has a total capacity of 79.19 GiB of which 1.00 GiB is free.")
     sys.stdout.flush()
     with open(stamp, "w") as f:
         f.write(repr(time.time()))

@@ -68,7 +68,11 @@ def predict(row: dict) -> tuple[str | None, str, str | None]:
     d = triage_text(row["log"], engine=None)
     cause = d.root_cause
     if row.get("category") is None:
-        return (None, "healthy" if d.healthy else "no error", None) if cause is None else (cause.category, cause.signature or "unmatched", None)
+        return (
+            (None, "healthy" if d.healthy else "no error", None)
+            if cause is None
+            else (cause.category, cause.signature or "unmatched", None)
+        )
     if cause is None and d.notes:
         cause = d.notes[0]
         via = f"note:{cause.signature}"
@@ -121,8 +125,11 @@ def accuracy(paths: list[Path], verbose: bool) -> None:
         if verbose or not ok:
             mark = "hit " if ok else "MISS"
             line_mark = {True: "line ok", False: "LINE MISS", None: ""}[on_line]
-            print(f"  {mark} [{row['split']:<5}] expected {str(row['category'] or 'healthy'):<20} got {str(predicted):<20} "
-                  f"{via:<34} {line_mark:<9} {row.get('id')}")
+            print(
+                f"  {mark} [{row['split']:<5}] expected {str(row['category'] or 'healthy'):<20} got "
+                f"{str(predicted):<20} "
+                f"{via:<34} {line_mark:<9} {row.get('id')}"
+            )
     for split in ("blind", "dev"):
         if split not in score:
             continue
@@ -152,7 +159,8 @@ def _block(rng: random.Random, minute: int) -> bytes:
         ts = f"12-29 15:{minute % 60:02d}:{rng.randrange(60):02d}"
         if r < 0.45:
             line = (
-                f"(APIServer pid=1000) INFO {ts} [loggers.py:123] 10.0.0.{rng.randrange(255)}:{rng.randrange(30000, 60000)}"
+                f"(APIServer pid=1000) INFO {ts} [loggers.py:123] "
+                f"10.0.0.{rng.randrange(255)}:{rng.randrange(30000, 60000)}"
                 f' - "POST /v1/chat/completions HTTP/1.1" 200 OK\n'
             )
         elif r < 0.75:
@@ -184,7 +192,8 @@ def _block(rng: random.Random, minute: int) -> bytes:
 def _banner() -> bytes:
     return (
         b"(APIServer pid=1000) INFO 12-29 15:00:00 [api_server.py:1885] vLLM API server version 0.16.0\n"
-        b"(EngineCore_DP0 pid=1500) INFO 12-29 15:00:05 [core.py:93] Initializing a V1 LLM engine (v0.16.0) with config: model='m'\n"
+        b"(EngineCore_DP0 pid=1500) INFO 12-29 15:00:05 [core.py:93] Initializing a V1 LLM engine (v0.16.0) with "
+        b"config: model='m'\n"
     )
 
 
@@ -196,7 +205,8 @@ def _failure() -> bytes:
         "    worker = WorkerProc(*args, **kwargs)",
         '  File "/usr/lib/python3.12/site-packages/vllm/v1/worker/gpu_model_runner.py", line 3012, in load_model',
         "    self.model = model_loader.load_model(",
-        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 896.00 MiB. GPU 0 has a total capacity of 79.19 GiB of which 120.00 MiB is free.",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 896.00 MiB. GPU 0 has a total capacity of "
+        "79.19 GiB of which 120.00 MiB is free.",
     ]
     out = []
     for frame in frames:
@@ -204,7 +214,8 @@ def _failure() -> bytes:
             out.append(f"(Worker_TP{w} pid={2000 + w}) ERROR 12-29 15:59:58 [multiproc_executor.py:751] {frame}\n")
     out.append(
         "(EngineCore_DP0 pid=1500) ERROR 12-29 15:59:59 [core.py:708] EngineCore failed to start.\n"
-        "(APIServer pid=1000) RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n"
+        "(APIServer pid=1000) RuntimeError: Engine core initialization failed. See root cause above. Failed core "
+        "proc(s): {}\n"
     )
     return "".join(out).encode()
 
@@ -272,12 +283,20 @@ def speed(size_mb: int, keep: Path | None) -> None:
         result = json.loads(child.stdout)
         peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # KiB on Linux
         mbps = size / 1e6 / wall
-        print(f"  triage      {wall:6.2f} s wall ({result['seconds']:.2f} s in triage_file) = {mbps:,.0f} MB/s  (target >= 150)")
-        print(f"              root cause {result['category']} x{result['count']} at line {result['line']:,} of {result['lines']:,}")
+        print(
+            f"  triage      {wall:6.2f} s wall ({result['seconds']:.2f} s in triage_file) = {mbps:,.0f} MB/s  (target "
+            f">= 150)"
+        )
+        print(
+            f"              root cause {result['category']} x{result['count']} at line {result['line']:,} of "
+            f"{result['lines']:,}"
+        )
         print(f"  grep -c     {grep_s:6.2f} s ({grep.stdout.strip()} lines with 'Error')")
         print(f"  ratio       {wall / grep_s:6.1f}x grep wall time  (target <= 5x)")
-        print(f"  cpu         triage {triage_cpu:.2f} s, grep {grep_cpu:.2f} s: {triage_cpu / max(grep_cpu, 1e-3):.1f}x "
-              f"(the figure to trust when other jobs share the cores; load average {os.getloadavg()[0]:.1f})")
+        print(
+            f"  cpu         triage {triage_cpu:.2f} s, grep {grep_cpu:.2f} s: {triage_cpu / max(grep_cpu, 1e-3):.1f}x "
+            f"(the figure to trust when other jobs share the cores; load average {os.getloadavg()[0]:.1f})"
+        )
         print(f"  peak memory {peak_kib / 1024:6.0f} MB max RSS of the triage process  (target < 200 MB)")
     finally:
         if keep is None:

@@ -57,8 +57,15 @@ def test_older_gpus_from_the_catalog_and_capability_only_gpus():
 
 
 def test_commands_from_docker_kwargs_and_fragments(tmp_path):
-    argvs, form = bench.command_for({"engine": "vllm", "gpu": None,
-                                     "flags": "docker run --gpus all -e VLLM_USE_FLASH_ATTN=0 vllm/vllm-openai:latest --model Qwen/Qwen3-4B-AWQ --max-model-len 4096"}, tmp_path)
+    argvs, form = bench.command_for(
+        {
+            "engine": "vllm",
+            "gpu": None,
+            "flags": "docker run --gpus all -e VLLM_USE_FLASH_ATTN=0 vllm/vllm-openai:latest --model "
+                     "Qwen/Qwen3-4B-AWQ --max-model-len 4096",
+        },
+        tmp_path,
+    )
     assert form == "command line" and argvs[0][:3] == ["VLLM_USE_FLASH_ATTN=0", "vllm",
                                                        "serve"] and argvs[0][-2:] == ["--max-model-len", "4096"]
     argvs, form = bench.command_for({"engine": "vllm", "gpu": None,

@@ -39,74 +39,140 @@ class Case:
 
 
 CASES = [
-    Case("vllm-docs-docker-run-latest",
-         "https://docs.vllm.ai/en/stable/deployment/docker.html",
-         command='docker run --runtime nvidia --gpus all -v ~/.cache/huggingface:/root/.cache/huggingface '
-                 '--env "HF_TOKEN=hf_x" -p 8000:8000 --ipc=host vllm/vllm-openai:latest --model Qwen/Qwen3-0.6B',
-         version=None, model="Qwen/Qwen3-0.6B", gpus="all", port="8000", env={"HF_TOKEN": "hf_x"},
-         note="tag 'latest' names no vllm version"),
-    Case("vllm-docker-run-versioned-two-gpus-shm-size",
-         "https://docs.vllm.ai/en/stable/deployment/docker.html (--shm-size instead of --ipc=host)",
-         command="docker run --gpus '\"device=2,3\"' --shm-size 16g -p 8001:8000 -v /data/models:/models "
-                 "vllm/vllm-openai:v0.16.0 --model /models/kimi-k2.5-nvfp4 --tensor-parallel-size 2",
-         version="0.16.0", model="/models/kimi-k2.5-nvfp4", host_model="/data/models/kimi-k2.5-nvfp4",
-         visible="2,3", gpus="device=2,3", port="8001", shm=16 * GiB, options={"tensor_parallel_size": 2}),
-    Case("vllm-docker-run-positional-model-detached",
-         "https://docs.vllm.ai/en/stable/deployment/docker.html (the image's entrypoint is `vllm serve`)",
-         command="sudo docker run -d --name kimi --gpus 8 --ipc=host -p 8000:8000 -v /mnt/nvme/hf:/models "
-                 "-e VLLM_ATTENTION_BACKEND=TRITON_MLA vllm/vllm-openai:v0.18.0 /models/Kimi-K2.5 -tp 8 "
-                 "--trust-remote-code",
-         version="0.18.0", model="/models/Kimi-K2.5", host_model="/mnt/nvme/hf/Kimi-K2.5",
-         visible="0,1,2,3,4,5,6,7", gpus="8", port="8000", env={"VLLM_ATTENTION_BACKEND": "TRITON_MLA"},
-         options={"tensor_parallel_size": 8, "trust_remote_code": True}),
-    Case("podman-cdi-device",
-         "https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/cdi-support.html "
-         "(podman run --device nvidia.com/gpu=all)",
-         command="podman run --rm --device nvidia.com/gpu=all --ipc=host -p 8000:8000 "
-                 "docker.io/vllm/vllm-openai:v0.11.0 --model meta-llama/Llama-3.1-8B-Instruct",
-         version="0.11.0", model="meta-llama/Llama-3.1-8B-Instruct", gpus="nvidia.com/gpu=all", port="8000"),
-    Case("vllm-entrypoint-bash",
-         "https://docs.vllm.ai/en/stable/deployment/docker.html (overriding the entrypoint)",
-         command="docker run --gpus all --ipc=host --entrypoint /bin/bash vllm/vllm-openai:v0.10.1 "
-                 "-c 'vllm serve Qwen/Qwen3-8B --port 8080 --max-model-len 32768'",
-         version="0.10.1", model="Qwen/Qwen3-8B", gpus="all", engine_port=8080,
-         options={"max_model_len": 32768}),
-    Case("sglang-docs-docker-run",
-         "https://docs.sglang.ai/get_started/install.html (Method 3: Using docker)",
-         command="docker run --gpus all --shm-size 32g -p 30000:30000 -v ~/.cache/huggingface:/root/.cache/huggingface "
-                 '--env "HF_TOKEN=hf_y" --ipc=host lmsysorg/sglang:latest python3 -m sglang.launch_server '
-                 "--model-path meta-llama/Llama-3.1-8B-Instruct --host 0.0.0.0 --port 30000",
-         engine="sglang", model="meta-llama/Llama-3.1-8B-Instruct", gpus="all", port="30000",
-         engine_port=30000, env={"HF_TOKEN": "hf_y"}, note="tag 'latest' names no sglang version"),
-    Case("sglang-cuda-tag-version",
-         "https://hub.docker.com/r/lmsysorg/sglang/tags (vX.Y.Z-cu129 tags)",
-         command="docker run --gpus '\"device=0,1,2,3\"' --shm-size 32g -p 30000:30000 -v /models:/models "
-                 "lmsysorg/sglang:v0.5.9-cu129 python3 -m sglang.launch_server --model-path /models/DeepSeek-V3 "
-                 "--tp 4 --trust-remote-code --port 30000",
-         engine="sglang", version="0.5.9", model="/models/DeepSeek-V3", host_model="/models/DeepSeek-V3",
-         visible="0,1,2,3", gpus="device=0,1,2,3", port="30000", shm=32 * GiB, engine_port=30000),
-    Case("llamacpp-docs-server-cpu",
-         "https://github.com/ggml-org/llama.cpp/blob/master/docs/docker.md",
-         command="docker run -v /path/to/models:/models -p 8080:8080 ghcr.io/ggml-org/llama.cpp:server "
-                 "-m /models/7B/ggml-model-q4_0.gguf --port 8080 --host 0.0.0.0 -n 512",
-         engine="llama.cpp", model="/models/7B/ggml-model-q4_0.gguf",
-         host_model="/path/to/models/7B/ggml-model-q4_0.gguf", port="8080", shm=DOCKER_DEFAULT_SHM,
-         note="the container sees no GPU"),
-    Case("llamacpp-docs-server-cuda",
-         "https://github.com/ggml-org/llama.cpp/blob/master/docs/docker.md (Docker With CUDA)",
-         command="docker run -p 8080:8080 -v /path/to/models:/models --gpus all ghcr.io/ggml-org/llama.cpp:server-cuda "
-                 "-m /models/7B/ggml-model-q4_0.gguf --port 8080 --host 0.0.0.0 -n 512 --n-gpu-layers 1",
-         engine="llama.cpp", model="/models/7B/ggml-model-q4_0.gguf", gpus="all", port="8080",
-         shm=DOCKER_DEFAULT_SHM, host_model="/path/to/models/7B/ggml-model-q4_0.gguf"),
-    Case("llamacpp-build-tag",
-         "https://github.com/ggml-org/llama.cpp/pkgs/container/llama.cpp (server-cuda-bNNNN tags)",
-         command="docker run --gpus all -p 9000:8080 -v /srv/gguf:/models "
-                 "ghcr.io/ggml-org/llama.cpp:server-cuda-b4719 -m /models/qwen3-8b-q4_k_m.gguf -c 8192 -ngl 99",
-         engine="llama.cpp", version="4719", model="/models/qwen3-8b-q4_k_m.gguf",
-         host_model="/srv/gguf/qwen3-8b-q4_k_m.gguf", gpus="all", port="9000", shm=DOCKER_DEFAULT_SHM),
-    Case("compose-vllm-gpu-reservation",
-         "https://docs.docker.com/compose/how-tos/gpu-support/ (deploy.resources.reservations.devices)",
-         compose="""
+    Case(
+        "vllm-docs-docker-run-latest",
+        "https://docs.vllm.ai/en/stable/deployment/docker.html",
+        command="docker run --runtime nvidia --gpus all -v ~/.cache/huggingface:/root/.cache/huggingface "
+        '--env "HF_TOKEN=hf_x" -p 8000:8000 --ipc=host vllm/vllm-openai:latest --model Qwen/Qwen3-0.6B',
+        version=None,
+        model="Qwen/Qwen3-0.6B",
+        gpus="all",
+        port="8000",
+        env={"HF_TOKEN": "hf_x"},
+        note="tag 'latest' names no vllm version",
+    ),
+    Case(
+        "vllm-docker-run-versioned-two-gpus-shm-size",
+        "https://docs.vllm.ai/en/stable/deployment/docker.html (--shm-size instead of --ipc=host)",
+        command="docker run --gpus '\"device=2,3\"' --shm-size 16g -p 8001:8000 -v /data/models:/models "
+        "vllm/vllm-openai:v0.16.0 --model /models/kimi-k2.5-nvfp4 --tensor-parallel-size 2",
+        version="0.16.0",
+        model="/models/kimi-k2.5-nvfp4",
+        host_model="/data/models/kimi-k2.5-nvfp4",
+        visible="2,3",
+        gpus="device=2,3",
+        port="8001",
+        shm=16 * GiB,
+        options={"tensor_parallel_size": 2},
+    ),
+    Case(
+        "vllm-docker-run-positional-model-detached",
+        "https://docs.vllm.ai/en/stable/deployment/docker.html (the image's entrypoint is `vllm serve`)",
+        command="sudo docker run -d --name kimi --gpus 8 --ipc=host -p 8000:8000 -v /mnt/nvme/hf:/models "
+        "-e VLLM_ATTENTION_BACKEND=TRITON_MLA vllm/vllm-openai:v0.18.0 /models/Kimi-K2.5 -tp 8 "
+        "--trust-remote-code",
+        version="0.18.0",
+        model="/models/Kimi-K2.5",
+        host_model="/mnt/nvme/hf/Kimi-K2.5",
+        visible="0,1,2,3,4,5,6,7",
+        gpus="8",
+        port="8000",
+        env={"VLLM_ATTENTION_BACKEND": "TRITON_MLA"},
+        options={"tensor_parallel_size": 8, "trust_remote_code": True},
+    ),
+    Case(
+        "podman-cdi-device",
+        "https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/cdi-support.html "
+        "(podman run --device nvidia.com/gpu=all)",
+        command="podman run --rm --device nvidia.com/gpu=all --ipc=host -p 8000:8000 "
+        "docker.io/vllm/vllm-openai:v0.11.0 --model meta-llama/Llama-3.1-8B-Instruct",
+        version="0.11.0",
+        model="meta-llama/Llama-3.1-8B-Instruct",
+        gpus="nvidia.com/gpu=all",
+        port="8000",
+    ),
+    Case(
+        "vllm-entrypoint-bash",
+        "https://docs.vllm.ai/en/stable/deployment/docker.html (overriding the entrypoint)",
+        command="docker run --gpus all --ipc=host --entrypoint /bin/bash vllm/vllm-openai:v0.10.1 "
+        "-c 'vllm serve Qwen/Qwen3-8B --port 8080 --max-model-len 32768'",
+        version="0.10.1",
+        model="Qwen/Qwen3-8B",
+        gpus="all",
+        engine_port=8080,
+        options={"max_model_len": 32768},
+    ),
+    Case(
+        "sglang-docs-docker-run",
+        "https://docs.sglang.ai/get_started/install.html (Method 3: Using docker)",
+        command="docker run --gpus all --shm-size 32g -p 30000:30000 -v ~/.cache/huggingface:/root/.cache/huggingface "
+        '--env "HF_TOKEN=hf_y" --ipc=host lmsysorg/sglang:latest python3 -m sglang.launch_server '
+        "--model-path meta-llama/Llama-3.1-8B-Instruct --host 0.0.0.0 --port 30000",
+        engine="sglang",
+        model="meta-llama/Llama-3.1-8B-Instruct",
+        gpus="all",
+        port="30000",
+        engine_port=30000,
+        env={"HF_TOKEN": "hf_y"},
+        note="tag 'latest' names no sglang version",
+    ),
+    Case(
+        "sglang-cuda-tag-version",
+        "https://hub.docker.com/r/lmsysorg/sglang/tags (vX.Y.Z-cu129 tags)",
+        command="docker run --gpus '\"device=0,1,2,3\"' --shm-size 32g -p 30000:30000 -v /models:/models "
+        "lmsysorg/sglang:v0.5.9-cu129 python3 -m sglang.launch_server --model-path /models/DeepSeek-V3 "
+        "--tp 4 --trust-remote-code --port 30000",
+        engine="sglang",
+        version="0.5.9",
+        model="/models/DeepSeek-V3",
+        host_model="/models/DeepSeek-V3",
+        visible="0,1,2,3",
+        gpus="device=0,1,2,3",
+        port="30000",
+        shm=32 * GiB,
+        engine_port=30000,
+    ),
+    Case(
+        "llamacpp-docs-server-cpu",
+        "https://github.com/ggml-org/llama.cpp/blob/master/docs/docker.md",
+        command="docker run -v /path/to/models:/models -p 8080:8080 ghcr.io/ggml-org/llama.cpp:server "
+        "-m /models/7B/ggml-model-q4_0.gguf --port 8080 --host 0.0.0.0 -n 512",
+        engine="llama.cpp",
+        model="/models/7B/ggml-model-q4_0.gguf",
+        host_model="/path/to/models/7B/ggml-model-q4_0.gguf",
+        port="8080",
+        shm=DOCKER_DEFAULT_SHM,
+        note="the container sees no GPU",
+    ),
+    Case(
+        "llamacpp-docs-server-cuda",
+        "https://github.com/ggml-org/llama.cpp/blob/master/docs/docker.md (Docker With CUDA)",
+        command="docker run -p 8080:8080 -v /path/to/models:/models --gpus all ghcr.io/ggml-org/llama.cpp:server-cuda "
+        "-m /models/7B/ggml-model-q4_0.gguf --port 8080 --host 0.0.0.0 -n 512 --n-gpu-layers 1",
+        engine="llama.cpp",
+        model="/models/7B/ggml-model-q4_0.gguf",
+        gpus="all",
+        port="8080",
+        shm=DOCKER_DEFAULT_SHM,
+        host_model="/path/to/models/7B/ggml-model-q4_0.gguf",
+    ),
+    Case(
+        "llamacpp-build-tag",
+        "https://github.com/ggml-org/llama.cpp/pkgs/container/llama.cpp (server-cuda-bNNNN tags)",
+        command="docker run --gpus all -p 9000:8080 -v /srv/gguf:/models "
+        "ghcr.io/ggml-org/llama.cpp:server-cuda-b4719 -m /models/qwen3-8b-q4_k_m.gguf -c 8192 -ngl 99",
+        engine="llama.cpp",
+        version="4719",
+        model="/models/qwen3-8b-q4_k_m.gguf",
+        host_model="/srv/gguf/qwen3-8b-q4_k_m.gguf",
+        gpus="all",
+        port="9000",
+        shm=DOCKER_DEFAULT_SHM,
+    ),
+    Case(
+        "compose-vllm-gpu-reservation",
+        "https://docs.docker.com/compose/how-tos/gpu-support/ (deploy.resources.reservations.devices)",
+        compose="""
             services:
               vllm:
                 image: vllm/vllm-openai:v0.16.0
@@ -126,11 +192,18 @@ CASES = [
               webui:
                 image: ghcr.io/open-webui/open-webui:main
             """,
-         version="0.16.0", model="/models/kimi-k2.5-nvfp4", host_model="/data/models/kimi-k2.5-nvfp4",
-         gpus="all", port="8000", env={"NCCL_P2P_LEVEL": "SYS"}, options={"tensor_parallel_size": 8}),
-    Case("compose-sglang-repo-example",
-         "https://github.com/sgl-project/sglang/blob/main/docker/compose.yaml",
-         compose="""
+        version="0.16.0",
+        model="/models/kimi-k2.5-nvfp4",
+        host_model="/data/models/kimi-k2.5-nvfp4",
+        gpus="all",
+        port="8000",
+        env={"NCCL_P2P_LEVEL": "SYS"},
+        options={"tensor_parallel_size": 8},
+    ),
+    Case(
+        "compose-sglang-repo-example",
+        "https://github.com/sgl-project/sglang/blob/main/docker/compose.yaml",
+        compose="""
             services:
               sglang:
                 image: lmsysorg/sglang:latest
@@ -156,11 +229,18 @@ CASES = [
                           device_ids: ["0"]
                           capabilities: [gpu]
             """,
-         service="sglang", engine="sglang", model="meta-llama/Llama-3.1-8B-Instruct", visible="0",
-         gpus="device=0", engine_port=30000, env={"HF_TOKEN": "hf_z"}),
-    Case("k8s-deployment-vllm-docs",
-         "https://docs.vllm.ai/en/stable/deployment/k8s.html",
-         manifest="""
+        service="sglang",
+        engine="sglang",
+        model="meta-llama/Llama-3.1-8B-Instruct",
+        visible="0",
+        gpus="device=0",
+        engine_port=30000,
+        env={"HF_TOKEN": "hf_z"},
+    ),
+    Case(
+        "k8s-deployment-vllm-docs",
+        "https://docs.vllm.ai/en/stable/deployment/k8s.html",
+        manifest="""
             apiVersion: apps/v1
             kind: Deployment
             metadata: {name: mistral-7b, namespace: default}
@@ -192,12 +272,18 @@ CASES = [
             kind: Service
             metadata: {name: mistral-7b}
             spec: {ports: [{port: 80, targetPort: 8000}]}
-            """,
-         model="mistralai/Mistral-7B-Instruct-v0.3", visible="0", gpus="1", port="8000", shm=2 * GiB,
-         note="secret or field reference"),
-    Case("k8s-statefulset-sglang-hostpath",
-         "https://github.com/sgl-project/sglang/blob/main/docker/k8s-sglang-service.yaml (pod template shape)",
-         manifest="""
+            """,  # noqa: E501 - verbatim from its source
+        model="mistralai/Mistral-7B-Instruct-v0.3",
+        visible="0",
+        gpus="1",
+        port="8000",
+        shm=2 * GiB,
+        note="secret or field reference",
+    ),
+    Case(
+        "k8s-statefulset-sglang-hostpath",
+        "https://github.com/sgl-project/sglang/blob/main/docker/k8s-sglang-service.yaml (pod template shape)",
+        manifest="""
             apiVersion: apps/v1
             kind: StatefulSet
             metadata: {name: deepseek}
@@ -221,11 +307,20 @@ CASES = [
                     - {name: models, hostPath: {path: /mnt/models, type: Directory}}
                     - {name: dshm, emptyDir: {medium: Memory, sizeLimit: 32Gi}}
             """,
-         engine="sglang", version="0.5.9", model="/models/DeepSeek-V3", host_model="/mnt/models/DeepSeek-V3",
-         visible="0,1,2,3,4,5,6,7", gpus="8", port="30000", shm=32 * GiB, env={"MODEL_DIR": "DeepSeek-V3"}),
-    Case("k8s-leaderworkerset-vllm-docs",
-         "https://docs.vllm.ai/en/stable/deployment/frameworks/lws.html",
-         manifest="""
+        engine="sglang",
+        version="0.5.9",
+        model="/models/DeepSeek-V3",
+        host_model="/mnt/models/DeepSeek-V3",
+        visible="0,1,2,3,4,5,6,7",
+        gpus="8",
+        port="30000",
+        shm=32 * GiB,
+        env={"MODEL_DIR": "DeepSeek-V3"},
+    ),
+    Case(
+        "k8s-leaderworkerset-vllm-docs",
+        "https://docs.vllm.ai/en/stable/deployment/frameworks/lws.html",
+        manifest="""
             apiVersion: leaderworkerset.x-k8s.io/v1
             kind: LeaderWorkerSet
             metadata: {name: vllm}
@@ -258,13 +353,21 @@ CASES = [
                       - name: vllm-worker
                         image: docker.io/vllm/vllm-openai:latest
                         command: [sh, -c, "bash /vllm-workspace/examples/online_serving/multi-node-serving.sh worker --ray_address=$(LWS_LEADER_ADDRESS)"]
-            """,
-         model="meta-llama/Meta-Llama-3.1-405B-Instruct", visible="0,1,2,3,4,5,6,7", gpus="8", port="8080",
-         engine_port=8080, shm=15 * GiB, env={"HF_TOKEN": "hf_w"},
-         options={"tensor_parallel_size": 8, "pipeline_parallel_size": 2}, note="LeaderWorkerSet"),
-    Case("kserve-inferenceservice-custom-container",
-         "https://kserve.github.io/website/latest/modelserving/v1beta1/custom/custom_model/ (predictor containers)",
-         manifest="""
+            """,  # noqa: E501 - verbatim from its source
+        model="meta-llama/Meta-Llama-3.1-405B-Instruct",
+        visible="0,1,2,3,4,5,6,7",
+        gpus="8",
+        port="8080",
+        engine_port=8080,
+        shm=15 * GiB,
+        env={"HF_TOKEN": "hf_w"},
+        options={"tensor_parallel_size": 8, "pipeline_parallel_size": 2},
+        note="LeaderWorkerSet",
+    ),
+    Case(
+        "kserve-inferenceservice-custom-container",
+        "https://kserve.github.io/website/latest/modelserving/v1beta1/custom/custom_model/ (predictor containers)",
+        manifest="""
             apiVersion: serving.kserve.io/v1beta1
             kind: InferenceService
             metadata: {name: llama3-vllm}
@@ -281,12 +384,20 @@ CASES = [
                 volumes:
                   - {name: models, hostPath: {path: /var/lib/models/llama3}}
             """,
-         version="0.8.5", model="/mnt/models", host_model="/var/lib/models/llama3", visible="0", gpus="1",
-         engine_port=8080, shm=DOCKER_DEFAULT_SHM, env={"STORAGE_URI": "hf://meta-llama/Meta-Llama-3-8B-Instruct"},
-         note="no emptyDir mounted at /dev/shm"),
-    Case("k8s-pod-llamacpp-select-container",
-         "https://github.com/ggml-org/llama.cpp/blob/master/docs/docker.md (server-cuda image as a pod)",
-         manifest="""
+        version="0.8.5",
+        model="/mnt/models",
+        host_model="/var/lib/models/llama3",
+        visible="0",
+        gpus="1",
+        engine_port=8080,
+        shm=DOCKER_DEFAULT_SHM,
+        env={"STORAGE_URI": "hf://meta-llama/Meta-Llama-3-8B-Instruct"},
+        note="no emptyDir mounted at /dev/shm",
+    ),
+    Case(
+        "k8s-pod-llamacpp-select-container",
+        "https://github.com/ggml-org/llama.cpp/blob/master/docs/docker.md (server-cuda image as a pod)",
+        manifest="""
             apiVersion: v1
             kind: Pod
             metadata: {name: llama}
@@ -301,8 +412,14 @@ CASES = [
                   volumeMounts: [{name: m, mountPath: /models}]
               volumes: [{name: m, hostPath: {path: /srv/gguf}}]
             """,
-         service="server", engine="llama.cpp", model="/models/qwen3-8b-q4_k_m.gguf",
-         host_model="/srv/gguf/qwen3-8b-q4_k_m.gguf", visible="0", gpus="1", shm=DOCKER_DEFAULT_SHM),
+        service="server",
+        engine="llama.cpp",
+        model="/models/qwen3-8b-q4_k_m.gguf",
+        host_model="/srv/gguf/qwen3-8b-q4_k_m.gguf",
+        visible="0",
+        gpus="1",
+        shm=DOCKER_DEFAULT_SHM,
+    ),
 ]
 
 

@@ -32,7 +32,11 @@ def test_progress_bar_keeps_the_last_carriage_return_segment():
     [
         ("(VllmWorker TP0 pid=3974) INFO 01-02 10:00:00 [gpu_worker.py:1] hi", "VllmWorker TP0", 3974),
         ("(RayWorkerWrapper pid=55, ip=10.0.0.2) ERROR 01-02 10:00:00 [worker_base.py:2] hi", "RayWorkerWrapper", 55),
-        ("vllm  | (Worker_TP1 pid=77) ERROR 10-08 09:19:30 [v1/executor/multiproc_executor.py:671] hi", "Worker_TP1", 77),
+        (
+            "vllm  | (Worker_TP1 pid=77) ERROR 10-08 09:19:30 [v1/executor/multiproc_executor.py:671] hi",
+            "Worker_TP1",
+            77,
+        ),
         ("pod-6c78t modelserver (EngineCore pid=1122) ERROR 09-19 19:20:03 [core.py:1378] hi", "EngineCore", 1122),
         # excerpts pasted into issues often lose the opening bracket
         ("Worker_TP3_EP3 pid=18935) ERROR 08-06 14:55:55 [multiproc_executor.py:898] hi", "Worker_TP3_EP3", 18935),
@@ -60,7 +64,11 @@ def test_old_vllm_format_without_opening_bracket():
         ("[2025-01-01 10:00:00 DP1 TP3] Load weight begin", "DP1 TP3", "2025-01-01 10:00:00"),
         ("[2025-01-01 10:00:00] Load weight begin", None, "2025-01-01 10:00:00"),
         ("[12-16 14:27:08 TP0] Load weight begin", "TP0", "12-16 14:27:08"),
-        ("2025-03-07 23:50:27,531 - __main__ - INFO - [2025-03-07 23:50:27 TP0] Load weight begin", "TP0", "2025-03-07 23:50:27"),
+        (
+            "2025-03-07 23:50:27,531 - __main__ - INFO - [2025-03-07 23:50:27 TP0] Load weight begin",
+            "TP0",
+            "2025-03-07 23:50:27",
+        ),
     ],
 )
 def test_sglang_rank_inside_the_timestamp_bracket(raw, process, ts):
@@ -76,7 +84,9 @@ def test_llama_cpp_function_prefix_is_the_source():
 
 
 def test_uvicorn_level_prefix():
-    ll = parse_line("ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 8000): address already in use")
+    ll = parse_line(
+        "ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 8000): address already in use"
+    )
     assert ll.level == "ERROR"
     assert ll.message.startswith("[Errno 98]")
 

@@ -12,10 +12,23 @@ OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 896.00 MiB.
 @pytest.mark.parametrize(
     ("progress", "category"),
     [
-        ("(Worker_TP0 pid=7) INFO 01-01 00:00:01 [default_loader.py:1] Loading safetensors checkpoint shards: 50%", "oom_weights"),
-        ("(Worker_TP0 pid=7) INFO 01-01 00:00:01 [gpu_worker.py:1] Available KV cache memory: 10.2 GiB", "oom_kv_cache"),
-        ("(Worker_TP0 pid=7) INFO 01-01 00:00:01 [gpu_model_runner.py:1] Capturing CUDA graphs (mixed prefill-decode)", "cuda_graph"),
-        ("(Worker_TP0 pid=7) INFO 01-01 00:00:01 [gpu_model_runner.py:1] Graph capturing finished in 5 secs", "oom_kv_cache"),
+        (
+            "(Worker_TP0 pid=7) INFO 01-01 00:00:01 [default_loader.py:1] Loading safetensors checkpoint shards: 50%",
+            "oom_weights",
+        ),
+        (
+            "(Worker_TP0 pid=7) INFO 01-01 00:00:01 [gpu_worker.py:1] Available KV cache memory: 10.2 GiB",
+            "oom_kv_cache",
+        ),
+        (
+            "(Worker_TP0 pid=7) INFO 01-01 00:00:01 [gpu_model_runner.py:1] Capturing CUDA graphs (mixed "
+            "prefill-decode)",
+            "cuda_graph",
+        ),
+        (
+            "(Worker_TP0 pid=7) INFO 01-01 00:00:01 [gpu_model_runner.py:1] Graph capturing finished in 5 secs",
+            "oom_kv_cache",
+        ),
         ("(APIServer pid=6) INFO 01-01 00:00:01 [launcher.py:1] Application startup complete.", "oom_kv_cache"),
     ],
 )
@@ -50,13 +63,19 @@ SHM_WARNINGS = (
     "2025-01-15 18:01:02,216 WARNING services.py:2022 -- WARNING: The object store is using /tmp instead of "
     "/dev/shm because /dev/shm has only 5367910400 bytes available. This will harm performance!\n"
 )
-NCCL_SHM = "host:1:1 [0] misc/shmutils.cc:114 NCCL WARN Error while creating shared memory segment /dev/shm/nccl-a (size 9637888)\n"
+NCCL_SHM = (
+    "host:1:1 [0] misc/shmutils.cc:114 NCCL WARN Error while creating shared memory segment /dev/shm/nccl-a (size "
+    "9637888)\n"
+)
 
 
 @pytest.mark.parametrize(
     ("fatal", "category"),
     [
-        ("ValueError: Model architectures ['Qwen2VLForConditionalGeneration'] are not supported for now.", "unsupported_arch"),
+        (
+            "ValueError: Model architectures ['Qwen2VLForConditionalGeneration'] are not supported for now.",
+            "unsupported_arch",
+        ),
         # an exception no signature knows still outranks a known cause printed as a warning
         ("RuntimeError: the frobnicator exploded", "other"),
     ],
@@ -183,7 +202,9 @@ def test_a_metal_buffer_past_the_working_set_while_the_context_is_made_is_a_kv_c
     )
     rc = triage_text(text).root_cause
     assert (rc.category, rc.line) == ("oom_kv_cache", 3)
-    weights_only = "ggml_metal_add_buffer: allocated 'data            ' buffer\nggml_metal_get_buffer: error: buffer is nil\n"
+    weights_only = (
+        "ggml_metal_add_buffer: allocated 'data            ' buffer\nggml_metal_get_buffer: error: buffer is nil\n"
+    )
     assert triage_text(weights_only).root_cause.category == "oom_weights"
 
 

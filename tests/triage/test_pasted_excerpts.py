@@ -249,13 +249,19 @@ def test_gguf_missing_metadata_key_is_a_file_problem_even_when_the_key_names_the
 
 
 def test_gguf_metadata_array_of_the_wrong_length_is_the_same_file_problem():
-    log = "llama_model_load: error loading model: error loading model hyperparameters: key qwen2vl.rope.dimension_sections has wrong array length; expected 4, got 3\n"
+    log = (
+        "llama_model_load: error loading model: error loading model hyperparameters: key "
+        "qwen2vl.rope.dimension_sections has wrong array length; expected 4, got 3\n"
+    )
     rc = triage_text(log).root_cause
     assert rc is not None and rc.signature == "llamacpp-gguf-metadata-mismatch"
 
 
 def test_old_ggml_cuda_check_out_of_memory_line_is_a_cuda_oom():
-    log = "llama_model_loader: - type q4_0:  225 tensors\nCUDA error 2 at /src/llama.cpp/ggml-cuda.cu:6301: out of memory\n"
+    log = (
+        "llama_model_loader: - type q4_0:  225 tensors\nCUDA error 2 at /src/llama.cpp/ggml-cuda.cu:6301: out of "
+        "memory\n"
+    )
     rc = triage_text(log).root_cause
     assert rc is not None and rc.signature == "cuda-oom"
 
@@ -363,10 +369,16 @@ def test_engine_core_echo_of_a_moe_kernel_check_is_read_for_its_inner_message():
 
 def test_a_wrapped_message_vaguer_than_its_wrapper_does_not_replace_it():
     # gloo's "peer went away" is only a generic distributed error; the capture failure is the cause
-    capture = "Exception: Capture cuda graph failed: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [10.1.2.3]:41234"
+    capture = (
+        "Exception: Capture cuda graph failed: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed "
+        "by peer [10.1.2.3]:41234"
+    )
     assert triage_text(capture).root_cause.category == "cuda_graph"
     # ... while a vague wrapper (the engine core's echo) still gives way to a generic inner message
-    echo = "RuntimeError: Worker failed with error 'NCCL error: unhandled system error', please check the stack trace above for the root cause"
+    echo = (
+        "RuntimeError: Worker failed with error 'NCCL error: unhandled system error', please check the stack trace "
+        "above for the root cause"
+    )
     assert triage_text(echo).root_cause.category == "nccl_distributed"
 
 

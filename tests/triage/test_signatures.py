@@ -137,22 +137,31 @@ def test_duplicate_ids_are_rejected():
 
 
 def test_explanations_interpolate_named_groups():
-    m = Matcher(SIGS).match("ValueError: Total number of attention heads (28) must be divisible by tensor parallel size (8).")
+    m = Matcher(SIGS).match(
+        "ValueError: Total number of attention heads (28) must be divisible by tensor parallel size (8)."
+    )
     assert "28" in m.explanation and "{" not in m.explanation
     assert any("28" in r.change for r in m.remedies)
 
 
 def test_forced_backend_rejected_only_for_kv_dtype_is_a_kv_cache_dtype_failure():
     matcher = Matcher(SIGS)
-    kv = matcher.match("ValueError: Selected backend AttentionBackendEnum.TRITON_MLA is not valid for this configuration. Reason: ['kv_cache_dtype not supported']")
+    kv = matcher.match(
+        "ValueError: Selected backend AttentionBackendEnum.TRITON_MLA is not valid for this configuration. Reason: "
+        "['kv_cache_dtype not supported']"
+    )
     assert kv.category == "kv_cache_dtype" and kv.remedies[0].check == "SP-KV-001"
-    cc = matcher.match("ValueError: Selected backend AttentionBackendEnum.FLASHMLA is not valid for this configuration. Reason: ['compute capability not supported']")
+    cc = matcher.match(
+        "ValueError: Selected backend AttentionBackendEnum.FLASHMLA is not valid for this configuration. Reason: "
+        "['compute capability not supported']"
+    )
     assert cc.category == "attention_backend"
 
 
 def test_selector_with_no_backend_for_this_gpu_is_attention_backend():
     m = Matcher(SIGS).match(
         "ValueError: No valid attention backend found for cuda with AttentionSelectorConfig(head_size=576). "
-        "Reasons: {FLASHMLA: [compute capability not supported], CUTLASS_MLA: [kv_cache_dtype not supported, compute capability not supported]}."
+        "Reasons: {FLASHMLA: [compute capability not supported], CUTLASS_MLA: [kv_cache_dtype not supported, compute "
+        "capability not supported]}."
     )
     assert m.category == "attention_backend"

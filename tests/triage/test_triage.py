@@ -14,13 +14,17 @@ from servepilot.triage import api as triage_api
 from servepilot.triage import triage_file, triage_text
 
 BANNER = "(APIServer pid=100) INFO 12-29 15:00:00 [api_server.py:1885] vLLM API server version 0.16.0\n"
-ENGINE = "(EngineCore_DP0 pid={pid}) INFO 12-29 15:00:05 [core.py:93] Initializing a V1 LLM engine (v0.16.0) with config: model='m'\n"
+ENGINE = (
+    "(EngineCore_DP0 pid={pid}) INFO 12-29 15:00:05 [core.py:93] Initializing a V1 LLM engine (v0.16.0) with config: "
+    "model='m'\n"
+)
 SELECTOR = (
     "ValueError: No valid attention backend found for cuda with AttentionSelectorConfig(head_size=576, "
     "dtype=torch.bfloat16, kv_cache_dtype=fp8_e4m3, block_size=None, use_mla=True, has_sink=False, "
     "use_sparse=False). Reasons: {FLASH_ATTN_MLA: [kv_cache_dtype not supported, compute capability not supported], "
     "FLASHMLA: [compute capability not supported], FLASHINFER_MLA: [compute capability not supported], "
-    "TRITON_MLA: [kv_cache_dtype not supported], FLASHMLA_SPARSE: [non-sparse not supported, compute capability not supported]}."
+    "TRITON_MLA: [kv_cache_dtype not supported], FLASHMLA_SPARSE: [non-sparse not supported, compute capability not "
+    "supported]}."
 )
 
 
@@ -44,7 +48,8 @@ def interleaved_failure(ranks: int = 8, last: str = SELECTOR) -> str:
         "(EngineCore_DP0 pid=1500) ERROR 12-29 15:21:12 [core.py:708] EngineCore failed to start.",
         "(EngineCore_DP0 pid=1500) ERROR 12-29 15:21:12 [core.py:708] RuntimeError: Worker failed with error "
         "'No valid attention backend found for cuda', please check the stack trace above for the root cause",
-        "(APIServer pid=100) RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+        "(APIServer pid=100) RuntimeError: Engine core initialization failed. See root cause above. Failed core "
+        "proc(s): {}",
     ]
     return "\n".join(lines) + "\n"
 
@@ -82,7 +87,8 @@ def test_attention_selector_with_other_obstacles_stays_attention_backend():
 
 def test_worker_exception_explains_the_engine_echo_even_when_the_echo_is_printed_first():
     text = (
-        "(APIServer pid=100) RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n"
+        "(APIServer pid=100) RuntimeError: Engine core initialization failed. See root cause above. Failed core "
+        "proc(s): {}\n"
         "(Worker_TP0 pid=7) ERROR 12-29 15:21:11 [multiproc_executor.py:751] "
         "ValueError: Total number of attention heads (28) must be divisible by tensor parallel size (8).\n"
     )
@@ -106,7 +112,8 @@ def test_earlier_kernel_import_error_explains_a_later_architecture_not_supported
     text = (
         "ImportError: /venv/vllm/_C.abi3.so: undefined symbol: _ZN3c104cuda9SetDeviceEi\n"
         "INFO 01-01 00:00:01 [registry.py:1] something else\n"
-        "ValueError: Model architectures ['Qwen3ForCausalLM'] failed to be inspected. Please check the logs for more details.\n"
+        "ValueError: Model architectures ['Qwen3ForCausalLM'] failed to be inspected. Please check the logs for more "
+        "details.\n"
     )
     rc = triage_text(text).root_cause
     assert rc.signature == "kernel-library-import-error"
@@ -120,7 +127,8 @@ def test_chained_exceptions_blame_the_first_exception_of_the_chain():
         [
             "Traceback (most recent call last):",
             '  File "/venv/vllm/model_executor/model_loader/loader.py", line 10, in load_model',
-            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB. GPU 0 has a total capacity of 23.6 GiB",
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB. GPU 0 has a total capacity of "
+            "23.6 GiB",
             "",
             "The above exception was the direct cause of the following exception:",
             "",
@@ -144,9 +152,11 @@ def test_during_handling_chain_is_tracked_per_process():
             '(Worker_TP1 pid=2) ERROR 01-01 00:00:00 [x.py:1]   File "/a.py", line 1, in f',
             "(Worker_TP0 pid=1) ERROR 01-01 00:00:00 [x.py:1] KeyError: 'qwen3'",
             "(Worker_TP1 pid=2) ERROR 01-01 00:00:00 [x.py:1] KeyError: 'qwen3'",
-            "(Worker_TP0 pid=1) ERROR 01-01 00:00:00 [x.py:1] During handling of the above exception, another exception occurred:",
+            "(Worker_TP0 pid=1) ERROR 01-01 00:00:00 [x.py:1] During handling of the above exception, another "
+            "exception occurred:",
             "(Worker_TP0 pid=1) ERROR 01-01 00:00:00 [x.py:1] Traceback (most recent call last):",
-            "(Worker_TP0 pid=1) ERROR 01-01 00:00:00 [x.py:1] ValueError: The checkpoint you are trying to load has model type `qwen3` but Transformers does not recognize this architecture.",
+            "(Worker_TP0 pid=1) ERROR 01-01 00:00:00 [x.py:1] ValueError: The checkpoint you are trying to load has "
+            "model type `qwen3` but Transformers does not recognize this architecture.",
         ]
     )
     d = triage_text(text)
@@ -168,7 +178,8 @@ def test_unmatched_exception_is_reported_with_type_message_and_process():
 
 def test_specific_nccl_warning_beats_the_generic_nccl_error_printed_before_it():
     text = (
-        "(VllmWorkerProcess pid=221) ERROR 04-06 20:46:48 [multiproc_worker_utils.py:238] torch.distributed.DistBackendError: "
+        "(VllmWorkerProcess pid=221) ERROR 04-06 20:46:48 [multiproc_worker_utils.py:238] "
+        "torch.distributed.DistBackendError: "
         "NCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.hpp:268, unhandled system error\n"
         "host:1:1 [0] NCCL WARN Error while creating shared memory segment /dev/shm/nccl-abc (size 7340384)\n"
     )
@@ -182,7 +193,8 @@ def test_cuda_oom_during_graph_capture_is_a_cuda_graph_failure():
         [
             "Traceback (most recent call last):",
             '  File "/venv/vllm/v1/worker/gpu_model_runner.py", line 2400, in capture_model',
-            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 MiB. GPU 0 has a total capacity of 44.53 GiB",
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 MiB. GPU 0 has a total capacity of "
+            "44.53 GiB",
         ]
     )
     assert triage_text(text).root_cause.category == "cuda_graph"
@@ -207,7 +219,11 @@ def test_request_errors_after_a_healthy_start_are_not_blamed_unless_known():
     d = triage_text(text)
     assert d.healthy and d.root_cause is None
     assert [e.exception for e in d.other_errors] == ["SomeClientError"]
-    known = text + "(APIServer pid=100) ERROR 12-29 15:07:00 [serving.py:1] ValueError: As of transformers v4.44, default chat template is no longer allowed, so you must provide a chat template if the tokenizer does not define one.\n"
+    known = (
+        text
+        + "(APIServer pid=100) ERROR 12-29 15:07:00 [serving.py:1] ValueError: As of transformers v4.44, default chat "
+          "template is no longer allowed, so you must provide a chat template if the tokenizer does not define one.\n"
+    )
     assert triage_text(known).root_cause.category == "tokenizer_template"
 
 
@@ -216,7 +232,8 @@ def test_second_banner_marks_the_log_stale_and_the_last_launch_is_diagnosed():
     second = (
         BANNER
         + ENGINE.format(pid=1600)
-        + "(Worker_TP0 pid=3000) ERROR 12-29 15:40:00 [multiproc_executor.py:751] ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.\n"
+        + "(Worker_TP0 pid=3000) ERROR 12-29 15:40:00 [multiproc_executor.py:751] ValueError: No available memory for "
+          "the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.\n"
     )
     d = triage_text(first + second)
     assert d.stale is True and d.launches == 2
@@ -228,7 +245,8 @@ def test_second_banner_marks_the_log_stale_and_the_last_launch_is_diagnosed():
 
 def test_new_pid_for_a_rank_named_process_is_a_new_launch_even_without_banners():
     text = (
-        "(Worker_TP0 pid=10) ERROR 01-01 00:00:00 [x.py:1] ValueError: Total number of attention heads (28) must be divisible by tensor parallel size (8).\n"
+        "(Worker_TP0 pid=10) ERROR 01-01 00:00:00 [x.py:1] ValueError: Total number of attention heads (28) must be "
+        "divisible by tensor parallel size (8).\n"
         "(Worker_TP0 pid=99) INFO 01-01 00:10:00 [x.py:1] Starting to load model\n"
         "(Worker_TP0 pid=99) ERROR 01-01 00:10:05 [x.py:1] RuntimeError: Bus error (core dumped)\n"
     )
@@ -250,7 +268,8 @@ def test_shared_worker_names_with_many_pids_are_one_launch():
 def test_lines_older_than_since_are_ignored_and_flagged(tmp_path):
     log = tmp_path / "old.log"
     log.write_text(
-        "(Worker_TP0 pid=1) ERROR 12-29 09:00:00 [x.py:1] ValueError: Total number of attention heads (28) must be divisible by tensor parallel size (8).\n"
+        "(Worker_TP0 pid=1) ERROR 12-29 09:00:00 [x.py:1] ValueError: Total number of attention heads (28) must be "
+        "divisible by tensor parallel size (8).\n"
         "(Worker_TP0 pid=1) ERROR 12-29 11:00:00 [x.py:1] ValueError: No available memory for the cache blocks.\n"
     )
     d = triage_file(log, since=datetime(2026, 12, 29, 10, 0, 0))
@@ -291,7 +310,8 @@ def test_binary_garbage_does_not_crash_and_the_error_is_still_found(tmp_path):
 
 def test_big_file_through_the_prefilter_agrees_with_the_dense_parse(tmp_path, monkeypatch):
     filler = "".join(
-        f"(APIServer pid=100) INFO 12-29 15:00:{i % 60:02d} [loggers.py:1] 10.0.0.1 - \"POST /v1/completions HTTP/1.1\" 200 OK\n"
+        f'(APIServer pid=100) INFO 12-29 15:00:{i % 60:02d} [loggers.py:1] 10.0.0.1 - "POST /v1/completions HTTP/1.1" '
+        f'200 OK\n'
         for i in range(3000)
     )
     bar = "".join(f"\rLoading safetensors checkpoint shards: {p}% Completed" for p in range(0, 101, 20)) + "\n"
@@ -382,7 +402,8 @@ def test_sglang_inline_tracebacks_belong_to_the_rank_that_opened_them():
 def test_llama_cpp_cause_comes_before_its_failed_to_load_echoes():
     text = (
         "build: 4743 (d07c6213) with cc (Ubuntu 13.2.0) 13.2.0 for x86_64-linux-gnu\n"
-        "llama_model_load: error loading model: error loading model architecture: unknown model architecture: 'qwen3next'\n"
+        "llama_model_load: error loading model: error loading model architecture: unknown model architecture: "
+        "'qwen3next'\n"
         "llama_model_load_from_file_impl: failed to load model\n"
         "srv    load_model: failed to load model, '/m.gguf'\n"
         "main: exiting due to model loading error\n"
@@ -398,7 +419,8 @@ def test_port_taken_right_after_the_readiness_line_is_still_the_cause():
     text = (
         BANNER
         + "(APIServer pid=100) INFO 12-29 15:05:00 [api_server.py:1] Starting vLLM API server 0 on http://0.0.0.0:8000\n"
-        + "(APIServer pid=100) ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 8000): address already in use\n"
+        + "(APIServer pid=100) ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 8000): "
+          "address already in use\n"
     )
     d = triage_text(text)
     assert d.root_cause.category == "port_in_use"
@@ -414,7 +436,9 @@ def test_a_flood_of_repeated_errors_stays_bounded(monkeypatch):
     import servepilot.triage.events as events
 
     monkeypatch.setattr(events, "_EVENTS_KEPT", 10)
-    text = "".join(f"(APIServer pid=1) ERROR 01-01 00:00:00 [s.py:1] BadRequestError: request {i} malformed\n" for i in range(500))
+    text = "".join(
+        f"(APIServer pid=1) ERROR 01-01 00:00:00 [s.py:1] BadRequestError: request {i} malformed\n" for i in range(500)
+    )
     text += "(Worker_TP0 pid=2) ERROR 01-01 00:00:01 [w.py:1] ValueError: No available memory for the cache blocks.\n"
     d = triage_text(text)
     assert d.root_cause.category == "oom_kv_cache"
@@ -424,13 +448,23 @@ def test_a_flood_of_repeated_errors_stays_bounded(monkeypatch):
 @pytest.mark.parametrize(
     ("progress", "category"),
     [
-        ("(Worker_TP0 pid=1) INFO 04-24 08:27:56 [model_runner.py:1456] Capturing cudagraphs for decoding.", "cuda_graph"),
-        ("(Worker_TP0 pid=1) INFO 04-24 08:27:56 [gpu_worker.py:1] Memory profiling takes 5.10 seconds", "oom_kv_cache"),
+        (
+            "(Worker_TP0 pid=1) INFO 04-24 08:27:56 [model_runner.py:1456] Capturing cudagraphs for decoding.",
+            "cuda_graph",
+        ),
+        (
+            "(Worker_TP0 pid=1) INFO 04-24 08:27:56 [gpu_worker.py:1] Memory profiling takes 5.10 seconds",
+            "oom_kv_cache",
+        ),
         ("(Worker_TP0 pid=1) Loading safetensors checkpoint shards:  50% Completed | 2/4", "oom_weights"),
     ],
 )
 def test_a_bare_cuda_oom_is_placed_by_the_start_up_phase_it_interrupted(progress, category):
-    text = progress + "\n(Worker_TP0 pid=1) ERROR 04-24 08:27:59 [x.py:1] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 MiB.\n"
+    text = (
+        progress
+        + "\n(Worker_TP0 pid=1) ERROR 04-24 08:27:59 [x.py:1] torch.OutOfMemoryError: CUDA out of memory. Tried to "
+          "allocate 2.00 MiB.\n"
+    )
     assert triage_text(text).root_cause.category == category
 
 

@@ -77,7 +77,9 @@ def kv_remedies(dep, ctx) -> list[Remedy]:
                 if shorter is not None:
                     # the 16-bit cache no longer holds one full-context request: without the
                     # shorter length the overlay would trade one start-up error for another
-                    words += f"; the model's full context no longer fits in the KV cache, so --max-model-len {shorter:,} too"
+                    words += (
+                        f"; the model's full context no longer fits in the KV cache, so --max-model-len {shorter:,} too"
+                    )
                     change += f"; --max-model-len {shorter}"
                     args["set"] = {"max_model_len": shorter}
                     args["unset"] = []
@@ -250,7 +252,10 @@ def _hf_change(hf: dict) -> str:
     text = "--hf-overrides '" + _json({"quantization_config": hf}) + "'"
     if len(text) <= 240:
         return text
-    return f"--hf-overrides '{{\"quantization_config\": {{...the checkpoint's {len(hf)} keys, without kv_cache_scheme / kv_cache_quant_algo...}}}}' (full value in args)"
+    return (
+        f"--hf-overrides '{{\"quantization_config\": {{...the checkpoint's {len(hf)} keys, "
+        "without kv_cache_scheme / kv_cache_quant_algo...}}' (full value in args)"
+    )
 
 
 def _json(value) -> str:

@@ -102,8 +102,10 @@ def render_text(result) -> None:
     version = result.engine_version + (" (assumed)" if result.version_assumed else "")
     out.print(Text.assemble((result.model, "bold"), f" on {result.gpu_count} × {result.gpu} "
                             f"({human_bytes(result.gpu_total_bytes)}) · {result.engine} {version} · {par}"))
-    out.print(f"KV cache {result.kv_cache_dtype} · block {result.block_size} · max_model_len {result.max_model_len:,}"
-              + (f" · gpu_memory_utilization {result.gpu_memory_utilization:g}" if result.gpu_memory_utilization else ""))
+    out.print(
+        f"KV cache {result.kv_cache_dtype} · block {result.block_size} · max_model_len {result.max_model_len:,}"
+        + (f" · gpu_memory_utilization {result.gpu_memory_utilization:g}" if result.gpu_memory_utilization else "")
+    )
 
     # The bar takes what the seven figures leave of the terminal (they need about 62 columns).
     width = max(10, min(BAR_WIDTH, out.width - 62))

@@ -190,19 +190,38 @@ def rendezvous_network(exp: Expectation, probes: list[NodeProbe]) -> list[NodeFi
             for entries, check, what in ((missing, "nccl.ifname_missing", "names no interface of"),
                                          (down, "nccl.ifname_down", "names an interface that is down on")):
                 if entries:
-                    out.append(node_finding(
-                        check, "SP-PRE-020" if "missing" in check else "SP-PRE-021", severity="error",
-                        nodes=(p.name,), failure_class="rendezvous_network", category="nccl_distributed",
-                        title=f"{var}={env[var]} {what} {p.name}",
-                        detail=f"{', '.join(entries)}: {p.name} has {', '.join(sorted(ifaces)) or 'no interfaces'}. "
-                               "NCCL/Gloo find no socket and the rendezvous hangs until its timeout.",
-                        evidence=(("set NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME to the cluster NIC on all nodes",
-                                   TROUBLESHOOTING),
-                                  ("'The client socket has timed out after 600000ms'",
-                                   "https://github.com/vllm-project/vllm/issues/14340")),
-                        remedies=(("env", f"{var}=<{p.name}'s cluster NIC, one of "
-                                          f"{', '.join(i for i in sorted(ifaces) if ifaces[i].get('up') and i != 'lo')}>",
-                                   "none"),)))
+                    out.append(
+                        node_finding(
+                            check,
+                            "SP-PRE-020" if "missing" in check else "SP-PRE-021",
+                            severity="error",
+                            nodes=(p.name,),
+                            failure_class="rendezvous_network",
+                            category="nccl_distributed",
+                            title=f"{var}={env[var]} {what} {p.name}",
+                            detail=f"{', '.join(entries)}: {p.name} has "
+                            f"{', '.join(sorted(ifaces)) or 'no interfaces'}. "
+                            "NCCL/Gloo find no socket and the rendezvous hangs until its timeout.",
+                            evidence=(
+                                (
+                                    "set NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME to the cluster NIC on all nodes",
+                                    TROUBLESHOOTING,
+                                ),
+                                (
+                                    "'The client socket has timed out after 600000ms'",
+                                    "https://github.com/vllm-project/vllm/issues/14340",
+                                ),
+                            ),
+                            remedies=(
+                                (
+                                    "env",
+                                    f"{var}=<{p.name}'s cluster NIC, one of "
+                                    f"{', '.join(i for i in sorted(ifaces) if ifaces[i].get('up') and i != 'lo')}>",
+                                    "none",
+                                ),
+                            ),
+                        )
+                    )
         for r in p.probe.get("reach", ()):
             state = r.get("state")
             must_listen = r.get("port") in exp.listening

@@ -51,8 +51,11 @@ def plan_llamacpp(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: l
     file_bytes = (spec.gguf.file_size if spec.gguf else None) or (spec.weights.total_bytes if spec.weights else None)
     if file_bytes is None:
         raise BadInput(f"{spec.path}: the GGUF size is unknown")
-    weights = weights_override if weights_override is not None else int(file_bytes * min(ngl,
-                                                                                         n_layer + 1) / (n_layer + 1) / n_gpus)
+    weights = (
+        weights_override
+        if weights_override is not None
+        else int(file_bytes * min(ngl, n_layer + 1) / (n_layer + 1) / n_gpus)
+    )
     kv_total = n_ctx * on_gpu * bpl
     kv_gpu = cdiv_int(kv_total, n_gpus)
     compute = 512 * (1 << 20)

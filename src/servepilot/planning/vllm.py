@@ -122,10 +122,20 @@ def plan_vllm(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list[
         available_per_stage = [available_override] * len(per_stage)
         available_exact = True
     kv_budget_term = Term(
-        "kv_budget", min(available_per_stage), available_exact, 0 if available_exact else
-        sum(t.uncertainty_bytes for t in terms if t.subtracted) + int(reserved.get("uncertainty") * util),
-        ("--kv-cache-memory-bytes" if kv_bytes_opt else "measured" if available_override is not None else
-         f"ceil(total × {util:g}) − weights − activation peak − non-torch" + (" − CUDA graphs" if graphs_subtracted else "")),
+        "kv_budget",
+        min(available_per_stage),
+        available_exact,
+        0
+        if available_exact
+        else sum(t.uncertainty_bytes for t in terms if t.subtracted) + int(reserved.get("uncertainty") * util),
+        (
+            "--kv-cache-memory-bytes"
+            if kv_bytes_opt
+            else "measured"
+            if available_override is not None
+            else f"ceil(total × {util:g}) − weights − activation peak − non-torch"
+            + (" − CUDA graphs" if graphs_subtracted else "")
+        ),
     )
     terms.append(kv_budget_term)
     mla_layout = _mla_layout(launch, spec, version, f, notes)

@@ -28,7 +28,9 @@ from servepilot.planning.kv import cdiv, pp_layer_ranges
 _LAYER = re.compile(r"(?:^|\.)(?:layers|h|blocks|block)\.(\d+)\.")
 _EXPERT = re.compile(r"\.experts\.")
 _SHARED = re.compile(r"shared_expert")
-_VOCAB = re.compile(r"(embed_tokens|wte|word_embeddings|tok_embeddings|embed_in|lm_head|embed_out)(\.|$)|^output\.weight$")
+_VOCAB = re.compile(
+    r"(embed_tokens|wte|word_embeddings|tok_embeddings|embed_in|lm_head|embed_out)(\.|$)|^output\.weight$"
+)
 _LM_HEAD = re.compile(r"(lm_head|embed_out)(\.|$)|^output\.weight$")
 _NORM = re.compile(r"(norm|ln_\d|ln_f)(\.|_)|(^|\.)(norm|ln_f)\.")
 _ROUTER = re.compile(r"(\.mlp\.gate\.|\.router\.|block_sparse_moe\.gate\.|e_score_correction_bias|\.gate\.weight$)")

@@ -201,13 +201,17 @@ def _cause(group: _Group, basis: str | None = None) -> Cause:
             by_frames = guess_from_frames(ev.lines)
             if by_frames is not None:
                 category, basis = by_frames[0], "frames"
-                explanation += f" It was raised in {by_frames[1]!r}, a {category} part of the engine (a guess from where)."
+                explanation += (
+                    f" It was raised in {by_frames[1]!r}, a {category} part of the engine (a guess from where)."
+                )
         if m.tier == "echo" and category == "other":
             # a wrapper around a message no signature knows: its words may still say what failed
             guess = guess_category(ev.message)
             if guess is not None:
                 category, basis = guess[0], "words"
-                explanation += f" The wrapped message names {guess[1]!r}: a {category} failure (a guess from its words)."
+                explanation += (
+                    f" The wrapped message names {guess[1]!r}: a {category} failure (a guess from its words)."
+                )
     else:
         category, signature = "other", None
         what = ev.exc_type or "An error"
@@ -223,7 +227,9 @@ def _cause(group: _Group, basis: str | None = None) -> Cause:
             )
         elif by_words is not None:
             category, basis = by_words[0], "words"
-            explanation += f" Its message names {by_words[1]!r}, so it is filed under {category} (a guess from its words)."
+            explanation += (
+                f" Its message names {by_words[1]!r}, so it is filed under {category} (a guess from its words)."
+            )
     return Cause(
         category=category,
         signature=signature,
@@ -381,7 +387,9 @@ def decide(
         return g.first.line_no
 
     root, root_basis = _choose(candidates, line_of)
-    others = sorted((g for g in groups.values() if g is not root), key=lambda g: (g.first.launch != last, g.first.line_no))
+    others = sorted(
+        (g for g in groups.values() if g is not root), key=lambda g: (g.first.launch != last, g.first.line_no)
+    )
     stale_reasons = []
     if asm.launch > 0:
         stale_reasons.append(
@@ -390,7 +398,8 @@ def decide(
         )
     if asm.old_lines:
         stale_reasons.append(
-            f"{asm.old_lines} lines (first at line {asm.first_old_line}) are older than the run's start; they were ignored"
+            f"{asm.old_lines} lines (first at line {asm.first_old_line}) are older than the run's start; they were "
+            f"ignored"
         )
     root_cause = _cause(root, root_basis) if root else None
     alternatives = _alternatives(root, root_cause, candidates) if root else ()
@@ -447,7 +456,9 @@ def _alternatives(root: _Group, root_cause: Cause, candidates: list[_Group]) -> 
                 seen.add(category)
                 out.append(replace(root_cause, category=category, explanation=explanation.replace("{alloc}", "?"),
                                    confidence=CONFIDENCE["phase-unknown"], basis="phase-unknown"))
-    ranked = sorted((g for g in candidates if g is not root and g.match is not None), key=lambda g: (_rank(g), g.first.line_no))
+    ranked = sorted(
+        (g for g in candidates if g is not root and g.match is not None), key=lambda g: (_rank(g), g.first.line_no)
+    )
     for g in ranked:
         cause = _cause(g)
         if cause.category in seen or cause.basis == "echo":

@@ -293,7 +293,9 @@ def attention_reasons(groups, category, explanation, remedies):
     (vllm/v1/attention/backend.py@v0.16.0 validate_configuration writes these reasons.)
     """
     text = groups.get("reasons") or ""
-    entries = {m.group("backend"): [r.strip() for r in m.group("reasons").split(",")] for m in _REASON_ENTRY.finditer(text)}
+    entries = {
+        m.group("backend"): [r.strip() for r in m.group("reasons").split(",")] for m in _REASON_ENTRY.finditer(text)
+    }
     if not entries and text:
         entries = {"selected": [r.strip(" '\"") for r in text.strip("[]").split(",")]}
     usable = {b: rs for b, rs in entries.items() if not any("compute capability" in r for r in rs)}
@@ -312,8 +314,10 @@ def attention_reasons(groups, category, explanation, remedies):
     kv_remedies = (
         TriageRemedy(
             kind="overlay",
-            change="servepilot fix: overlay the checkpoint without its kv_cache_scheme / kv_cache_quant_algo keys, then --kv-cache-dtype auto",
-            tradeoff="KV cache in the model dtype (BF16): twice the bytes per token of FP8, so about half the KV tokens",
+            change="servepilot fix: overlay the checkpoint without its kv_cache_scheme / kv_cache_quant_algo keys, "
+                   "then --kv-cache-dtype auto",
+            tradeoff="KV cache in the model dtype (BF16): twice the bytes per token of FP8, so about half the KV "
+                     "tokens",
             check="SP-KV-001",
         ),
         TriageRemedy(

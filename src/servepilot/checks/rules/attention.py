@@ -77,12 +77,21 @@ def attention_backend_fails(dep, ctx) -> list[Finding]:
     if res.forced_backend and res.forced_by not in (None, "vLLM's SM100 default (check_and_update_config)"):
         remedies = [_unforce_remedy(res)] + remedies
     category = "kv_cache_dtype" if _kv_dtype_is_the_cause(dep, ctx, res) else "attention_backend"
-    return [Finding(
-        code="SP-ATTN-001", category=category, severity="error",
-        title=f"{res.attention_backend} cannot use the {res.kv_cache_dtype} KV cache on compute capability {cc}" if res.attention_backend and not res.forced_backend
-        else f"No attention backend for {res.kv_cache_dtype} KV cache on compute capability {cc}" if not res.forced_backend else f"Forced attention backend {res.forced_backend} is not valid here",
-        detail="\n".join(lines), evidence=evidence, remedies=tuple(remedies),
-    )]
+    return [
+        Finding(
+            code="SP-ATTN-001",
+            category=category,
+            severity="error",
+            title=f"{res.attention_backend} cannot use the {res.kv_cache_dtype} KV cache on compute capability {cc}"
+            if res.attention_backend and not res.forced_backend
+            else f"No attention backend for {res.kv_cache_dtype} KV cache on compute capability {cc}"
+            if not res.forced_backend
+            else f"Forced attention backend {res.forced_backend} is not valid here",
+            detail="\n".join(lines),
+            evidence=evidence,
+            remedies=tuple(remedies),
+        )
+    ]
 
 
 def _unforce_remedy(res) -> Remedy:
@@ -205,11 +214,18 @@ def kv_dtype_invalid(dep, ctx) -> list[Finding]:
                                                                 f"model dtype {model_dtype}",
                         f"{dep.engine} {res.engine_version} stops while building its configuration:\n  {config_error}",
                         _evidence(res.kv_evidence), tuple(remedies))]
-    return [Finding("SP-KV-001", "kv_cache_dtype", "error",
-                    f"KV cache dtype {res.kv_requested} is not valid for {dep.engine} {res.engine_version or ''}".rstrip(),
-                    f"{dep.engine} {res.engine_version or ''} accepts: {', '.join(res.kv_valid_values)}. The argument "
-                    "parser rejects anything else.",
-                    _evidence(res.kv_evidence), tuple(remedies))]
+    return [
+        Finding(
+            "SP-KV-001",
+            "kv_cache_dtype",
+            "error",
+            f"KV cache dtype {res.kv_requested} is not valid for {dep.engine} {res.engine_version or ''}".rstrip(),
+            f"{dep.engine} {res.engine_version or ''} accepts: {', '.join(res.kv_valid_values)}. The argument "
+            "parser rejects anything else.",
+            _evidence(res.kv_evidence),
+            tuple(remedies),
+        )
+    ]
 
 
 @rule(
@@ -286,8 +302,17 @@ def v1_fp8_kv_cache(dep, ctx) -> list[Finding]:
         severity, why = "warning", (f"vLLM {version} keeps it on V1 only with FlashAttention 3 on compute capability "
                                     f"{'/'.join(f'{m}.x' for m in majors)}; the GPU is not known here.")
     else:
-        severity, why = "error", (f"vLLM {version}'s V1 engine has no FP8 KV cache path for this setup"
-                                  + (f" (only FlashAttention 3 on compute capability {'/'.join(f'{m}.x' for m in majors)})." if majors else "."))
+        severity, why = (
+            "error",
+            (
+                f"vLLM {version}'s V1 engine has no FP8 KV cache path for this setup"
+                + (
+                    f" (only FlashAttention 3 on compute capability {'/'.join(f'{m}.x' for m in majors)})."
+                    if majors
+                    else "."
+                )
+            ),
+        )
     return [Finding("SP-KV-004", "kv_cache_dtype", severity, f"--kv-cache-dtype {kv} with VLLM_USE_V1=1 on vLLM "
                                                              f"{version}",
                     why + " VLLM_USE_V1=1 forbids the fallback to the V0 engine.",

@@ -260,13 +260,18 @@ def nccl_settings(dep, ctx) -> list[Finding]:
     unset = [k for k in ("NCCL_PROTO",) if k in env]
     remedies = (Remedy("env", "unset " + " ".join(unset), "NCCL chooses protocols itself",
                        {"env": {"set": {}, "unset": unset}}),) if unset else ()
-    return [Finding("SP-NCCL-001", "nccl_distributed", "info" if not unset else "warning", "NCCL environment for this "
-                                                                                           "topology",
-                    "\n".join(f"- {n}" for n in notes),
-                    tuple(Evidence(f"{k}={v}",
-                                   "command line environment") for k,
-                          v in env.items() if k.startswith("NCCL_")) + (Evidence(f"topology: {dep.cluster.topology or 'unknown'}", f"cluster ({dep.cluster.source})"),),
-                    remedies)]
+    return [
+        Finding(
+            "SP-NCCL-001",
+            "nccl_distributed",
+            "info" if not unset else "warning",
+            "NCCL environment for this topology",
+            "\n".join(f"- {n}" for n in notes),
+            tuple(Evidence(f"{k}={v}", "command line environment") for k, v in env.items() if k.startswith("NCCL_"))
+            + (Evidence(f"topology: {dep.cluster.topology or 'unknown'}", f"cluster ({dep.cluster.source})"),),
+            remedies,
+        )
+    ]
 
 
 @rule(

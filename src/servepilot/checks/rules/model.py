@@ -162,13 +162,30 @@ def max_model_len(dep, ctx) -> list[Finding]:
     if limit is None or want <= limit:
         return []
     allowed = (dep.launch.shell.env or {}).get("VLLM_ALLOW_LONG_MAX_MODEL_LEN") in ("1", "true", "True")
-    return [Finding("SP-LEN-001", "max_model_len", "warning" if allowed else "error", f"--max-model-len {want:,} "
-                                                                                      f"exceeds the model's {limit:,}",
-                    f"The derived maximum is {limit:,} ({how}). " + ("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 lets it start, but outputs past the trained length are unreliable." if allowed else f"vLLM will raise: User-specified max_model_len ({want}) is greater than the derived max_model_len ({limit})."),
-                    (Evidence(f"derived max_model_len {limit:,} = {how}",
-                              f"{spec.path}/config.json"),),
-                    (Remedy("flag", f"--max-model-len {limit}", f"requests longer than {limit:,} tokens are refused",
-                            {"set": {"max_model_len": limit}, "unset": []}),))]
+    return [
+        Finding(
+            "SP-LEN-001",
+            "max_model_len",
+            "warning" if allowed else "error",
+            f"--max-model-len {want:,} exceeds the model's {limit:,}",
+            f"The derived maximum is {limit:,} ({how}). "
+            + (
+                "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 lets it start, but outputs past the trained length are unreliable."
+                if allowed
+                else f"vLLM will raise: User-specified max_model_len ({want}) is greater than the derived "
+                     f"max_model_len ({limit})."
+            ),
+            (Evidence(f"derived max_model_len {limit:,} = {how}", f"{spec.path}/config.json"),),
+            (
+                Remedy(
+                    "flag",
+                    f"--max-model-len {limit}",
+                    f"requests longer than {limit:,} tokens are refused",
+                    {"set": {"max_model_len": limit}, "unset": []},
+                ),
+            ),
+        )
+    ]
 
 
 @rule(

@@ -51,18 +51,31 @@ def quant_fallback(dep, ctx) -> list[Finding]:
     speed = res.release.quant_speed  # hardware ratios, not engine facts
     ratio = speed.fp4_over_bf16 if "fp4" in q.method or "mxfp4" in q.method else speed.fp8_over_bf16
     parts = [f"linear: {q.linear}"] + ([f"MoE experts: {q.moe}"] if q.moe else [])
-    findings = [Finding("SP-QUANT-002", "quantization_support", "warning", f"{q.method} runs weight-only (Marlin) on "
-                                                                           "compute capability "
-                                                                           f"{res.gpu_cc[0]}.{res.gpu_cc[1]}",
-                        f"No native {q.method} kernel for this GPU ({'; '.join(parts)}). The launch works and memory "
-                        "is unchanged, "
-                        f"but activations stay 16-bit: up to {ratio}x less peak tensor-core throughput than the native "
-                        "path, "
-                        "mostly felt in prefill and large batches (decode is bandwidth-bound).",
-                        (Evidence(f"{q.method}: native from capability {q.native_min_cc}",
-                                  q.source), Evidence(f"low-precision peak is {ratio}x BF16", speed.source)),
-                        (Remedy("hardware",
-                                f"GPUs with native {q.method} kernels (compute capability >= {(q.native_min_cc or 0) / 10:.1f})", f"up to {ratio}x faster matmuls", {"hardware": {"min_compute_capability": f"{(q.native_min_cc or 0) / 10:.1f}"}}),))]
+    findings = [
+        Finding(
+            "SP-QUANT-002",
+            "quantization_support",
+            "warning",
+            f"{q.method} runs weight-only (Marlin) on compute capability {res.gpu_cc[0]}.{res.gpu_cc[1]}",
+            f"No native {q.method} kernel for this GPU ({'; '.join(parts)}). The launch works and memory "
+            "is unchanged, "
+            f"but activations stay 16-bit: up to {ratio}x less peak tensor-core throughput than the native "
+            "path, "
+            "mostly felt in prefill and large batches (decode is bandwidth-bound).",
+            (
+                Evidence(f"{q.method}: native from capability {q.native_min_cc}", q.source),
+                Evidence(f"low-precision peak is {ratio}x BF16", speed.source),
+            ),
+            (
+                Remedy(
+                    "hardware",
+                    f"GPUs with native {q.method} kernels (compute capability >= {(q.native_min_cc or 0) / 10:.1f})",
+                    f"up to {ratio}x faster matmuls",
+                    {"hardware": {"min_compute_capability": f"{(q.native_min_cc or 0) / 10:.1f}"}},
+                ),
+            ),
+        )
+    ]
     return findings
 
 
@@ -139,10 +152,14 @@ def marlin_shape(dep, ctx) -> list[Finding]:
                             f"({name} {size} / tp {tp})")
     if not problems:
         return []
-    good = [d for d in range(tp - 1, 0,
-                             -1) if all(not s or (s % d == 0 and (s // d) % MARLIN_MIN_THREAD_K == 0 and (s // d) % group == 0)
-                                                    for s in (spec.intermediate_size,
-                                                              spec.moe.expert_intermediate_size if spec.moe else None))]
+    good = [
+        d
+        for d in range(tp - 1, 0, -1)
+        if all(
+            not s or (s % d == 0 and (s // d) % MARLIN_MIN_THREAD_K == 0 and (s // d) % group == 0)
+            for s in (spec.intermediate_size, spec.moe.expert_intermediate_size if spec.moe else None)
+        )
+    ]
     remedies = [Remedy("flag", f"--tensor-parallel-size {good[0]}", "fewer GPUs per replica",
                        {"set": {"tensor_parallel_size": good[0]}, "unset": []})] if good else []
     remedies.append(Remedy("flag", f"--quantization {q.method.removesuffix('_marlin')}",

@@ -26,7 +26,7 @@ PHASES = (
         "phase": "weights",
         "needle": "Loading safetensors checkpoint shards",
         "regex": r"Loading safetensors checkpoint shards:\s*(?P<percent>\d+)% Completed "
-                 r"\|\s*(?P<shard>\d+)/(?P<shards>\d+)",
+        r"\|\s*(?P<shard>\d+)/(?P<shards>\d+)",
         "versions": ">=0.4",
         "source": "sglang/srt/model_loader/weight_utils.py@v0.5.6 (_BAR_FORMAT)",
     },
@@ -50,7 +50,11 @@ PHASES = (
         "phase": "kv_cache",
         "needle": "max_total_num_tokens=",
         # possessive \d++: no backtracking into a long digit run before the lazy .*? (linear time)
-        "regex": r"max_total_num_tokens=(?P<kv_tokens>\d++).*?max_running_requests=(?P<max_concurrency>\d++).*?context_len=(?P<max_model_len>\d+)",
+        "regex": (
+            r"max_total_num_tokens=(?P<kv_tokens>\d++).*?"
+            r"max_running_requests=(?P<max_concurrency>\d++).*?"
+            r"context_len=(?P<max_model_len>\d+)"
+        ),
         "versions": ">=0.4",
         "source": "sglang/srt/managers/scheduler.py@v0.5.6",
     },

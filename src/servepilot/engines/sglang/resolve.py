@@ -51,9 +51,15 @@ def resolve(dep) -> Resolution:
     choice = None
     if cc is not None:
         choice = attention.choose(
-            version, cc, use_mla=use_mla, arch=_arch(spec),
-                                  sparse=bool(spec is not None and spec.attention is not None and spec.attention.sparse),
-            kv_cache_dtype=requested, backend=opts.get("attention_backend"), page_size=_int(opts.get("page_size")))
+            version,
+            cc,
+            use_mla=use_mla,
+            arch=_arch(spec),
+            sparse=bool(spec is not None and spec.attention is not None and spec.attention.sparse),
+            kv_cache_dtype=requested,
+            backend=opts.get("attention_backend"),
+            page_size=_int(opts.get("page_size")),
+        )
     if choice is None:
         why = " (GPU compute capability unknown)" if cc is None else \
             f" for {_arch(spec)} (model-specific rules)" if cc is not None and attention.modelled(version) else ""

@@ -610,7 +610,11 @@ def validate(row, ctx) -> list[str]:
             reasons.append(combo["reason"])
         elif "requires_family" in combo and family not in combo["requires_family"]:
             reasons.append(combo["reason"])
-        elif "requires_qk_nope_head_dim" in combo and ctx["qk_nope_head_dim"] is not None and ctx["qk_nope_head_dim"] not in combo["requires_qk_nope_head_dim"]:
+        elif (
+            "requires_qk_nope_head_dim" in combo
+            and ctx["qk_nope_head_dim"] is not None
+            and ctx["qk_nope_head_dim"] not in combo["requires_qk_nope_head_dim"]
+        ):
             reasons.append(combo["reason"].format(qk_nope_head_dim=ctx["qk_nope_head_dim"]))
         elif "min_cc" in combo and cc[0] * 10 + cc[1] < combo["min_cc"]:
             reasons.append(combo["reason"])
