@@ -12,7 +12,6 @@ This module imports nothing heavy: the per-engine modules load on first use.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -39,13 +38,10 @@ class EngineRecord:
     # missing from the table for a sampled release is one the engine refuses
     authoritative_flag_table: bool = False
 
-    # the engine's part loader (below): plain imports, made on first use
-    load_part: Callable[[str], ModuleType] | None = None
-
     def module(self, part: str) -> ModuleType:
         """servepilot.engines.<package>.<part> (cmdline, resolve, release, logs), imported on
         first use."""
-        return self.load_part(part)
+        return _load_part(self.package, part)
 
     @property
     def cmdline(self) -> ModuleType:
@@ -73,48 +69,34 @@ class EngineRecord:
 
 # Each engine's parts, imported where they are first needed (a triage reads only `logs`, a
 # parse only `cmdline`) and with plain import statements, so every edge is visible.
-def _vllm_part(part: str) -> ModuleType:
-    match part:
-        case "cmdline":
+def _load_part(package: str, part: str) -> ModuleType:
+    match package, part:
+        case "vllm", "cmdline":
             from servepilot.engines.vllm import cmdline as mod
-        case "resolve":
+        case "vllm", "resolve":
             from servepilot.engines.vllm import resolve as mod
-        case "release":
+        case "vllm", "release":
             from servepilot.engines.vllm import release as mod
-        case "logs":
+        case "vllm", "logs":
             from servepilot.engines.vllm import logs as mod
-        case _:
-            raise KeyError(f"vllm has no part {part!r}")
-    return mod
-
-
-def _sglang_part(part: str) -> ModuleType:
-    match part:
-        case "cmdline":
+        case "sglang", "cmdline":
             from servepilot.engines.sglang import cmdline as mod
-        case "resolve":
+        case "sglang", "resolve":
             from servepilot.engines.sglang import resolve as mod
-        case "release":
+        case "sglang", "release":
             from servepilot.engines.sglang import release as mod
-        case "logs":
+        case "sglang", "logs":
             from servepilot.engines.sglang import logs as mod
-        case _:
-            raise KeyError(f"sglang has no part {part!r}")
-    return mod
-
-
-def _llamacpp_part(part: str) -> ModuleType:
-    match part:
-        case "cmdline":
+        case "llamacpp", "cmdline":
             from servepilot.engines.llamacpp import cmdline as mod
-        case "resolve":
+        case "llamacpp", "resolve":
             from servepilot.engines.llamacpp import resolve as mod
-        case "release":
+        case "llamacpp", "release":
             from servepilot.engines.llamacpp import release as mod
-        case "logs":
+        case "llamacpp", "logs":
             from servepilot.engines.llamacpp import logs as mod
         case _:
-            raise KeyError(f"llama.cpp has no part {part!r}")
+            raise KeyError(f"engine package {package!r} has no part {part!r}")
     return mod
 
 
@@ -124,7 +106,7 @@ def _llamacpp_part(part: str) -> ModuleType:
 # are split with --split-mode / --tensor-split, one process).
 ENGINES: tuple[EngineRecord, ...] = (
     EngineRecord(
-        name="vllm", label="vLLM", package="vllm", load_part=_vllm_part,
+        name="vllm", label="vLLM", package="vllm",
         tp_options=("tensor_parallel_size",), pp_options=("pipeline_parallel_size",),
         dp_options=("data_parallel_size",), ep_switch="enable_expert_parallel",
         model_option="model", authoritative_flag_table=True,
@@ -134,14 +116,14 @@ ENGINES: tuple[EngineRecord, ...] = (
                      "host", "port"),
     ),
     EngineRecord(
-        name="sglang", label="SGLang", package="sglang", load_part=_sglang_part,
+        name="sglang", label="SGLang", package="sglang",
         tp_options=("tp_size",), pp_options=("pp_size",), dp_options=("dp_size",),
         ep_size_options=("ep_size",), model_option="model_path", authoritative_flag_table=True,
         key_options=("tp_size", "pp_size", "dp_size", "ep_size", "kv_cache_dtype", "context_length",
                      "mem_fraction_static", "attention_backend", "quantization", "trust_remote_code", "host", "port"),
     ),
     EngineRecord(
-        name="llama.cpp", label="llama.cpp", package="llamacpp", load_part=_llamacpp_part,
+        name="llama.cpp", label="llama.cpp", package="llamacpp",
         aliases=("llamacpp", "llama-cpp"),
         model_option="model",
         key_options=("ctx_size", "n_ctx", "n_gpu_layers", "cache_type_k", "cache_type_v", "flash_attn",
