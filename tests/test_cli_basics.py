@@ -4,6 +4,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from servepilot import __version__
 from servepilot.cli.main import COMMANDS, main
 from servepilot.errors import CheckpointError
@@ -114,3 +116,24 @@ def test_every_engine_command_verb_reads_the_command_the_same_way():
         command = cli.get_command(None, verb)
         assert command.context_settings.get("ignore_unknown_options") is True, verb
         assert command.context_settings.get("allow_interspersed_args") is False, verb
+
+
+def test_a_crash_inside_a_verb_is_not_read_as_a_verdict(tmp_path, monkeypatch, capsys):
+    """A bug (an unexpected exception) exits 70, never 1 ("the launch will fail") or 2."""
+    import servepilot.triage as triage_pkg
+    from servepilot.cli.main import INTERNAL_ERROR_EXIT, main
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom in the reader")
+
+    monkeypatch.delenv("SERVEPILOT_DEBUG", raising=False)
+    monkeypatch.setattr(triage_pkg, "triage_file", broken)
+    log = tmp_path / "engine.log"
+    log.write_text("INFO hello\n")
+    assert main(["triage", str(log)]) == INTERNAL_ERROR_EXIT
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [err[0]] and "internal error: RuntimeError: boom in the reader" in err[0]
+
+    monkeypatch.setenv("SERVEPILOT_DEBUG", "1")
+    with pytest.raises(RuntimeError, match="boom"):
+        main(["triage", str(log)])

@@ -67,9 +67,13 @@ def cli():
       servepilot launch -- vllm serve /models/kimi-k2.5-nvfp4-overlay -tp 8
 
     Exit codes: 0 ok, 1 predicted failure / root cause found, 2 bad input, 3 launch failed,
-    4 check cannot tell (verdict unknown).
+    4 check cannot tell (verdict unknown), 70 internal error (a bug in servepilot).
     Set SERVEPILOT_DEBUG=1 for tracebacks.
     """
+
+
+# EX_SOFTWARE from sysexits.h: outside the contract's 0-4, so a crash is never read as a verdict
+INTERNAL_ERROR_EXIT = 70
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,6 +104,15 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         click.echo("servepilot: interrupted", err=True)
         return 130
+    except Exception as exc:  # a bug in servepilot, not a verdict: never exit 1, which means "fails"
+        if debug_enabled():
+            raise
+        click.echo(
+            f"servepilot: internal error: {type(exc).__name__}: {exc} "
+            "(a bug in servepilot, not a finding about your launch; SERVEPILOT_DEBUG=1 shows the traceback)",
+            err=True,
+        )
+        return INTERNAL_ERROR_EXIT
     return rv if isinstance(rv, int) else 0
 
 
