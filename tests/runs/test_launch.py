@@ -10,7 +10,7 @@ import pytest
 from patience import PATIENCE_S
 
 from servepilot.errors import BadInput
-from servepilot.runs import launch, manage, process, store
+from servepilot.runs import launch, manage, process, store, tree
 from servepilot.runs.environment import REDACTED
 
 
@@ -23,7 +23,7 @@ def _start(cmd, **kw):
 def _finish(run):
     """Never leave a process behind, whatever the test did."""
     if run.proc.poll() is None:
-        process.stop_group(run.identity, grace_s=2)
+        tree.stop_tree(run.identity, run_id=None, run_dir=None, grace_s=2)
     run.proc.wait(PATIENCE_S)
     assert process.group_members(run.identity.pgid, not_before=run.identity.start_time) == []
 

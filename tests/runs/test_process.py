@@ -7,7 +7,7 @@ import pytest
 from patience import PATIENCE_S
 
 from servepilot.errors import BadInput
-from servepilot.runs import process
+from servepilot.runs import process, tree
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(600)"]
 
@@ -48,7 +48,7 @@ def test_stop_refuses_a_recycled_pid(tmp_path):
         # The recorded run started at another time: this pid is someone else now.
         recycled = process.ProcessIdentity(ident.pid, ident.start_time - 3600, ident.pgid)
         with pytest.raises(process.NotOurProcess, match="another process"):
-            process.stop_group(recycled, grace_s=0.1)
+            tree.stop_tree(recycled, run_id=None, run_dir=None, grace_s=0.1)
         assert proc.poll() is None  # untouched
     finally:
         proc.kill()
@@ -60,7 +60,7 @@ def test_stop_refuses_a_pid_in_a_foreign_group():
     me = psutil.Process()
     ident = process.ProcessIdentity(me.pid, me.create_time(), pgid=me.pid + 1_000_000)
     with pytest.raises(process.NotOurProcess, match="process group"):
-        process.stop_group(ident, grace_s=0.1)
+        tree.stop_tree(ident, run_id=None, run_dir=None, grace_s=0.1)
 
 
 def test_stop_terminates_the_whole_group(tmp_path):
@@ -71,7 +71,7 @@ def test_stop_terminates_the_whole_group(tmp_path):
     while len(process.group_members(ident.pgid)) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert len(process.group_members(ident.pgid)) == 2
-    result = process.stop_group(ident, grace_s=5)
+    result = tree.stop_tree(ident, run_id=None, run_dir=None, grace_s=5)
     _reap(proc)
     assert result.signalled and not result.killed
     assert process.group_members(ident.pgid) == []
@@ -84,7 +84,7 @@ def test_stop_escalates_to_sigkill_after_the_grace(tmp_path):
     while "ok" not in (tmp_path / "log").read_text() and time.monotonic() < deadline:
         time.sleep(0.02)
     t0 = time.monotonic()
-    result = process.stop_group(ident, grace_s=0.5)
+    result = tree.stop_tree(ident, run_id=None, run_dir=None, grace_s=0.5)
     _reap(proc)
     assert result.killed and result.survivors == ()
     assert time.monotonic() - t0 >= 0.5
@@ -94,7 +94,7 @@ def test_stop_escalates_to_sigkill_after_the_grace(tmp_path):
 def test_stopping_a_finished_run_signals_nothing(tmp_path):
     proc, ident = _spawn(tmp_path, [sys.executable, "-c", "pass"])
     _reap(proc)
-    result = process.stop_group(ident, grace_s=0.1)
+    result = tree.stop_tree(ident, run_id=None, run_dir=None, grace_s=0.1)
     assert not result.signalled
 
 
@@ -121,7 +121,7 @@ def test_a_group_made_by_job_control_in_another_session_is_not_ours(tmp_path):
     ident = process.ProcessIdentity(pid=leader.pid, start_time=time.time() - 60, pgid=leader.pid)
     try:
         with pytest.raises(process.NotOurProcess, match="session"):
-            process.stop_group(ident, grace_s=1)
+            tree.stop_tree(ident, run_id=None, run_dir=None, grace_s=1)
         assert process.group_members(leader.pid)  # not signalled
     finally:
         for p in members:
@@ -139,7 +139,7 @@ def test_a_group_we_may_not_signal_is_a_typed_error(tmp_path, monkeypatch):
 
         monkeypatch.setattr(process.os, "killpg", denied)
         with pytest.raises(BadInput, match="not permitted"):
-            process.stop_group(ident, grace_s=1)
+            tree.stop_tree(ident, run_id=None, run_dir=None, grace_s=1)
     finally:
         monkeypatch.undo()
         proc.kill()

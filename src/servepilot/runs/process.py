@@ -8,7 +8,6 @@ the process group the engine leads; every later action checks both before signal
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
@@ -181,43 +180,6 @@ def group_alive(identity: ProcessIdentity) -> bool:
         return bool(verify_ours(identity))
     except NotOurProcess:
         return False
-
-
-def stop_group(identity: ProcessIdentity, grace_s: float = 10.0, poll_s: float = 0.05) -> StopResult:
-    """SIGTERM to the run's process group, wait up to `grace_s`, then SIGKILL; never by name."""
-    members = verify_ours(identity)
-    if not members:
-        return StopResult(False, False, (), "no process of the run is alive")
-    try:
-        os.killpg(identity.pgid, signal.SIGTERM)
-    except ProcessLookupError:
-        return StopResult(False, False, (), "the group exited before it was signalled")
-    except PermissionError:
-        raise BadInput(
-            f"not permitted to signal process group {identity.pgid} (it runs as another user)",
-            hint="stop it as the user that launched it",
-        ) from None
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
-        if not group_members(identity.pgid, not_before=identity.start_time):
-            return StopResult(True, False, (), f"stopped with SIGTERM ({len(members)} process(es))")
-        time.sleep(poll_s)
-    try:
-        os.killpg(identity.pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass  # gone; or a member changed its user meanwhile: reported below as a survivor
-    # SIGKILL cannot be caught; the kernel needs a moment to tear the processes down.
-    deadline = time.monotonic() + 5.0
-    left: list[psutil.Process] = []
-    while time.monotonic() < deadline:
-        left = group_members(identity.pgid, not_before=identity.start_time)
-        if not left:
-            break
-        time.sleep(poll_s)
-    return StopResult(
-        True, True, tuple(p.pid for p in left),
-        f"SIGKILL after {grace_s:g} s grace" + (f"; still alive: {[p.pid for p in left]}" if left else ""),
-    )
 
 
 def listening_ports(identity: ProcessIdentity) -> set[int] | None:
