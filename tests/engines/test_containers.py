@@ -551,6 +551,9 @@ def test_launch_refuses_what_it_cannot_supervise(case, tmp_path):
 @pytest.mark.parametrize("text, kubernetes, expected", [
     ("16g", False, 16 * GiB), ("512m", False, 512 * 2**20), ("1073741824", False, GiB),
     ("16Gi", True, 16 * GiB), ("16G", True, 16 * 10**9), ("500Mi", True, 500 * 2**20), ("lots", False, None),
+    ("2P", False, 2 * 2**50), ("1GB", False, GiB),
+    # Kubernetes is case-sensitive: "m" is milli, not mega; "16g" is no quantity at all
+    ("500m", True, 0), ("128k", True, 128_000), ("1Ei", True, 2**60), ("16g", True, None),
 ])
 def test_sizes_in_docker_and_kubernetes_units(text, kubernetes, expected):
     from servepilot.engines.containers import parse_size
@@ -571,3 +574,41 @@ def test_a_shell_script_inside_the_container_runs_whole():
                         "bash", "-c")
     assert "pip install -q foo" in run[-1] and "VLLM_USE_V1=1" in run[-1]
     assert "> /logs/engine.log 2>&1" in run[-1]
+
+
+@pytest.mark.parametrize("value, visible, count", [
+    # docker/cli opts/gpus.go: a bare field is the count; device= lists ids (quoted when several)
+    ("all", None, None), ("2", "0,1", 2), ("count=2", "0,1", 2), ("count=all", None, None),
+    ('"device=0,1"', "0,1", 2), ("device=3", "3", 1), ("driver=nvidia,count=4", "0,1,2,3", 4),
+    # neither a count nor devices: Docker asks for one GPU
+    ("capabilities=compute", "0", 1),
+])
+def test_docker_gpu_requests_read_as_docker_reads_them(value, visible, count):
+    from servepilot.engines.containers import gpu_selection
+
+    assert gpu_selection(value) == (visible, count)
+
+
+@pytest.mark.parametrize("value", ["count=two", "gpu=0"])
+def test_a_gpu_request_docker_refuses_is_bad_input(value):
+    from servepilot.engines.containers import gpu_selection
+    from servepilot.errors import BadInput
+
+    with pytest.raises(BadInput, match="--gpus"):
+        gpu_selection(value)
+
+
+def test_several_device_flags_add_up():
+    line = ("podman run --device nvidia.com/gpu=0 --device nvidia.com/gpu=1 --ipc=host "
+            "vllm/vllm-openai:v0.16.0 --model /models/k -tp 2")
+    launch = parse_command(line, engine_version="0.16.0")
+    c = launch.shell.container
+    assert (c.visible_devices, c.gpu_count) == ("0,1", 2)
+
+
+def test_an_unreadable_shm_size_is_bad_input_not_the_hosts_shm():
+    from servepilot.errors import BadInput
+
+    with pytest.raises(BadInput, match="--shm-size 'big'"):
+        parse_command("docker run --gpus all --shm-size big vllm/vllm-openai:v0.16.0 --model /m",
+                      engine_version="0.16.0")

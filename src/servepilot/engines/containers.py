@@ -255,6 +255,7 @@ def _describe(runtime: str, image: str, opts, facts: ImageFacts | None, notes: l
     ports: list[tuple[str | None, str]] = []
     gpus = visible = None
     count = None
+    device_ids: list[str | None] = []  # one entry per --device naming GPUs; they add up
     ipc_host = False
     shm: int | None = DOCKER_DEFAULT_SHM
     shm_given = False
@@ -280,16 +281,26 @@ def _describe(runtime: str, image: str, opts, facts: ImageFacts | None, notes: l
         elif name == "--shm-size":
             shm_given = True
             shm = parse_size(value)
+            if shm is None:  # Docker refuses it too; None would read as --ipc=host
+                from servepilot.errors import BadInput
+
+                raise BadInput(f"--shm-size {value!r}: not a size (examples: 16g, 512m, 1073741824)")
         elif name == "--gpus":
             gpus = value.strip("'\"")
-            visible, count = gpu_selection(gpus)
+            visible, count = gpu_selection(value)
         elif name == "--device" and ("nvidia.com/gpu" in value or value.startswith("/dev/nvidia")):
             gpus = value if gpus is None else f"{gpus},{value}"
-            visible, count = gpu_selection(value)
+            device_ids.append(gpu_selection(value)[0])  # None: all of them
         elif name == "--env-file":
             notes.append(f"--env-file {value}: its variables are not read; pass them with -e to have them checked")
         elif name == "--network" and value == "host":
             notes.append("--network host: the engine's own port is the host port")
+    if device_ids and not any(n == "--gpus" for n, _ in opts):
+        if None in device_ids:
+            visible = count = None
+        else:
+            visible = ",".join(device_ids)
+            count = len(visible.split(","))
     if ipc_host:
         shm = None
     elif not shm_given:
@@ -308,24 +319,60 @@ def _describe(runtime: str, image: str, opts, facts: ImageFacts | None, notes: l
 
 
 def gpu_selection(text: str) -> tuple[str | None, int | None]:
-    """(visible host indices or None for all, count or None) of a --gpus / --device value."""
-    t = text.strip().strip("'\"")
+    """(visible host indices or None for all, count or None) of a --gpus / --device value.
+
+    `--gpus` is read as Docker reads it (opts/gpus.go@docker/cli): comma-separated fields,
+    a bare field is the count ("all" or a number), `count=`, `device=` (ids; the whole field
+    quoted when it lists several), and `driver=`, `capabilities=`, `options=` which select
+    nothing; with neither a count nor devices Docker asks for one GPU. Raises BadInput on a
+    value Docker itself refuses.
+    """
+    t = text.strip().strip("'")
     if t.startswith("/dev/nvidia") and t[len("/dev/nvidia"):].isdigit():
         return t[len("/dev/nvidia"):], 1
-    if t.startswith("nvidia.com/gpu="):
+    if t.startswith("nvidia.com/gpu="):  # a CDI device name (podman, docker --device)
         t = t.split("=", 1)[1]
         if t == "all":
             return None, None
         return t, len(t.split(","))
-    if t in ("all", ""):
+    if t == "":
         return None, None
-    if t.isdigit():  # `--gpus 2`: the first two GPUs
-        return ",".join(str(i) for i in range(int(t))), int(t)
-    m = re.search(r"device=([\w,-]+)", t)
-    if m:
-        ids = m.group(1)
-        return ids, len(ids.split(","))
-    return None, None
+    return _docker_gpu_request(t)
+
+
+def _docker_gpu_request(text: str) -> tuple[str | None, int | None]:
+    import csv
+
+    from servepilot.errors import BadInput
+
+    try:
+        fields = next(csv.reader([text]))
+    except (csv.Error, StopIteration):
+        raise BadInput(f"--gpus {text!r}: not a comma-separated GPU request") from None
+    count: int | None = 1
+    devices: str | None = None
+    counted = False
+    for field_text in fields:
+        key, has_value, value = field_text.partition("=")
+        if not has_value:
+            key, value = "count", key
+        if key == "count":
+            counted = True
+            if value == "all":
+                count = None
+            elif value.isdigit():
+                count = int(value)
+            else:
+                raise BadInput(f"--gpus {text!r}: count {value!r} is neither 'all' nor a number")
+        elif key == "device":
+            devices = value
+        elif key not in ("driver", "capabilities", "options"):
+            raise BadInput(f"--gpus {text!r}: Docker knows no GPU request key {key!r}")
+    if devices is not None:
+        return devices, len(devices.split(","))
+    if counted and count is None:
+        return None, None
+    return ",".join(str(i) for i in range(count)), count
 
 
 def _port(text: str) -> tuple[str | None, str]:
@@ -335,16 +382,26 @@ def _port(text: str) -> tuple[str | None, str]:
     return parts[-2], parts[-1]
 
 
-_SIZE_UNITS = {"": 1, "b": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+_SIZE_UNITS = {"": 1, "b": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40, "p": 2**50}
+# Kubernetes quantity suffixes, case-sensitive: "m" is milli, "M" mega; "Ki".."Ei" binary
+_K8S_DECIMAL = {"m": 10**-3, "": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
+_K8S_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 
 
 def parse_size(text: str, kubernetes: bool = False) -> int | None:
-    """Docker sizes (16g, 512m, 1073741824: binary units) and Kubernetes quantities (16Gi is
-    binary, 16G decimal: https://kubernetes.io/docs/reference/kubernetes-api/common-definitions/quantity/)."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgtKMGT]?)(i?)[bB]?\s*", str(text))
+    """Bytes of a size, None when it is not one.
+
+    Docker sizes (16g, 512m, 1073741824; binary units, any case, an optional b) and
+    Kubernetes quantities (16Gi binary, 16G decimal, 500m milli:
+    https://kubernetes.io/docs/reference/kubernetes-api/common-definitions/quantity/).
+    """
+    if kubernetes:
+        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)([kMGTPE]i|[mkMGTPE]?)\s*", str(text))
+        if not m:
+            return None
+        factor = _K8S_BINARY.get(m.group(2)) or _K8S_DECIMAL[m.group(2)]
+        return int(float(m.group(1)) * factor)
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgtpKMGTP]?)(i?)[bB]?\s*", str(text))
     if not m:
         return None
-    unit = m.group(2).lower()
-    if kubernetes and unit and not m.group(3):
-        return int(float(m.group(1)) * 1000 ** "kmgt".index(unit) * 1000)
-    return int(float(m.group(1)) * _SIZE_UNITS[unit])
+    return int(float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()])

@@ -276,6 +276,11 @@ def _k8s_container(path: str, kind, workload: str, pod: dict, c: dict, is_engine
             limit = (vol["emptyDir"] or {}).get("sizeLimit")
             # A memory emptyDir without a limit may grow to the pod's memory limit.
             shm = parse_size(str(limit), kubernetes=True) if limit else None
+            if limit and shm is None:  # the API server refuses it too; None would mean "no limit"
+                from servepilot.errors import BadInput
+
+                raise BadInput(f"/dev/shm emptyDir sizeLimit {limit!r} is not a Kubernetes quantity (e.g. 16Gi)",
+                               path=path)
     if shm_note:
         notes.append("no emptyDir mounted at /dev/shm: the container's /dev/shm is the runtime's 64 MiB default")
     resources = c.get("resources") or {}
