@@ -125,8 +125,11 @@ def test_a_supervisor_that_fails_does_not_leave_its_engine_running(fake_cmd, mon
 
     monkeypatch.setattr(launch, "start_run", start_and_remember)
     monkeypatch.setattr(launch.Supervisor, "wait_ready", broken_wait)
-    with pytest.raises(RuntimeError):
-        main(["launch", "--force", "--", *fake_cmd()])
+    from servepilot.cli.main import INTERNAL_ERROR_EXIT
+
+    monkeypatch.delenv("SERVEPILOT_DEBUG", raising=False)
+    assert main(["launch", "--force", "--", *fake_cmd()]) == INTERNAL_ERROR_EXIT
+    assert "supervisor bug" in capsys.readouterr().err
     (run,) = started
     assert run.proc.wait(PATIENCE_S) is not None
     assert process.group_members(run.identity.pgid, not_before=run.identity.start_time) == []
