@@ -51,10 +51,26 @@ _LAUNCH_HINTS = (
 )
 # A line with no level that still says something failed (C++ engines, shells, NCCL). ggml's
 # assertion printed "GGML_ASSERT: %s:%d: %s" (ggml.h before 2024, no "failed" in it); a shell
-# reports a crashed job as "zsh: abort  python" / "bash: line 1: 42 Killed".
+# reports a crashed job as "zsh: abort  python" / "bash: line 1: 42 Killed". The C++ runtime
+# reports an uncaught exception as "terminate called after throwing an instance of 'T'" and
+# "  what():  <message>" (libstdc++), whose type names glue the word on (vk::DeviceLostError,
+# ErrorDeviceLost); ggml's GGML_ABORT prints "file.cpp:line: message" (ggml/src/ggml.c
+# ggml_abort); a CPU without the instructions a binary was built for dies of SIGILL
+# ("Illegal instruction (core dumped)"); a program refusing its command line says "unknown/unrecognized argument";
+# a loader refusing a size says a buffer or model needs more memory than there is.
 _PLAIN_ERROR = re.compile(
     r"\berror\b|\bfailed\b|\bFATAL\b|\bBus error\b|Segmentation fault|\bAborted\b|\bKilled\b|CUDA error|NCCL WARN"
-    r"|GGML_ASSERT|^(?:zsh|bash|sh): (?:abort|killed)\b",
+    r"|GGML_ASSERT|^(?:zsh|bash|sh): (?:abort|killed)\b"
+    r"|terminate called after throwing|\bwhat\(\):|(?-i:::\w*Error\w*|\bError[A-Z]\w+)"
+    r"|^[\w./\-]+\.(?:c|cc|cpp|cu|m|mm):\d+: |\billegal instruction\b"
+    r"|\b(?:unknown|unrecognized|invalid) (?:command[- ]line )?(?:argument|option)s?\b"
+    r"|\b(?:requires|needs) more (?:\w+ )?memory\b|\blarger than (?:the )?(?:\w+ )?maximum\b"
+    r"|\b(?:err|errno|error code)[:=] ?-?\d+",
+    re.IGNORECASE,
+)
+# Words of a refusal in a warning: "amdgpu is not supported", "no compatible GPUs".
+_REFUSAL = re.compile(
+    r"\b(?:is not supported|are not supported|unsupported|no compatible|unable to|cannot|could not|failed)\b",
     re.IGNORECASE,
 )
 # `warnings.warn` output: "/x/resource_tracker.py:254: UserWarning: resource_tracker: ..."
@@ -292,6 +308,10 @@ class Assembler:
             return
         is_error_line = ll.level in ("ERROR", "CRITICAL") or (
             ll.level is None and _PLAIN_ERROR.search(msg) is not None
+        ) or (
+            # a warning that says something was refused: an unknown cause of the lowest rank,
+            # so that a log with nothing worse still names the line (diagnosis orders it last)
+            ll.level == "WARNING" and _REFUSAL.search(msg) is not None
         )
         if is_error_line:
             if opened is None:

@@ -68,6 +68,12 @@ _COMPOSE = re.compile(r"[\w.\-]+\s+\|\s")
 # journald / syslog: `Feb 21 01:41:02 host ollama[402476]: message` (systemd services).
 _SYSLOG = re.compile(r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [\w.\-/@]+(?:\[\d+\])?: ")
 
+# Go's log/slog text format, as ollama writes it around llama.cpp's runner:
+# `time=2025-07-29T13:31:47.016+02:00 level=WARN source=amd_windows.go:138 msg="..." key=value`.
+_LOGFMT = re.compile(
+    r'time=(?P<ts>\S+) level=(?P<level>[A-Z]+) source=(?P<src>\S+) msg=(?P<msg>"(?:[^"\\]|\\.)*"|\S+) ?'
+)
+
 _LEVEL_WORDS = {"WARN": "WARNING"}
 
 
@@ -120,6 +126,12 @@ def parse_line(raw: str) -> LogLine:
     if m:
         level, timestamp, source = m.group("level"), m.group("ts"), m.group("src")
         rest = rest[m.end() :]
+    elif rest.startswith("time=") and (m := _LOGFMT.match(rest)):
+        level, timestamp, source = m.group("level"), m.group("ts"), m.group("src")
+        msg = m.group("msg")
+        if msg.startswith('"'):
+            msg = msg[1:-1].replace('\\"', '"')
+        rest = f"{msg} {rest[m.end() :]}"
     else:
         m = _SGLANG_FORMAT.match(rest)
         if m:

@@ -1,0 +1,73 @@
+"""Errors no signature knows are still named, verbatim, from the line they rest on.
+
+Lines from public reports (URLs on each case); none of them matches a signature, so each
+must come back as the root cause through the generic error-line rules, not be dropped.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from servepilot.triage import triage_text
+from servepilot.triage.lines import parse_line
+
+CASES = [
+    # libstdc++'s report of an uncaught C++ exception (ggml-org/llama.cpp#17334)
+    ("llama.cpp", "load_tensors: offloaded 33/33 layers to GPU\n"
+     "terminate called after throwing an instance of 'vk::DeviceLostError'\n"
+     "  what():  vk::Queue::submit: ErrorDeviceLost\n",
+     "terminate called after throwing an instance of 'vk::DeviceLostError'"),
+    # GGML_ABORT's "file:line: message" (a llama-server build inside Atomic Chat, issue 44)
+    ("llama.cpp", "main: loading model\ntools/mtmd/clip.cpp:4391: Unknown projector type\nggml_abort\n",
+     "tools/mtmd/clip.cpp:4391: Unknown projector type"),
+    # a program refusing its command line (llama-box under GPUStack; ollama-musa issue 15)
+    ("llama.cpp", "I load_backend: loaded CPU backend\nUnknown argument: --origin-rpc-server-main-gpu\n",
+     "Unknown argument: --origin-rpc-server-main-gpu"),
+    # a C error code in a plain line (ollama/ollama#6647)
+    ("llama.cpp", "cudaSetDevice err: 999\n", "cudaSetDevice err: 999"),
+]
+
+
+@pytest.mark.parametrize("engine, log, line", CASES, ids=[c[2][:40] for c in CASES])
+def test_an_unknown_error_line_is_the_root_cause_verbatim(engine, log, line):
+    d = triage_text(log, engine=engine)
+    assert d.root_cause is not None, log
+    assert _named(log, d.root_cause) == line.strip()
+    assert d.root_cause.message.strip() in line
+
+
+def _named(log: str, cause) -> str:
+    return log.split("\n")[cause.line - 1].strip()
+
+
+def test_a_healthy_line_with_such_words_is_no_error():
+    d = triage_text("INFO 01-01 10:00:00 [api_server.py:1] argument parsing done\n"
+                    "INFO:     Application startup complete.\n", engine="vllm")
+    assert d.root_cause is None
+
+
+def test_go_slog_lines_are_split_into_level_source_and_message():
+    # ollama's log format (ollama-for-amd installer issue 12)
+    ll = parse_line('time=2025-07-29T13:31:47.016+02:00 level=WARN source=amd_windows.go:138 '
+                    'msg="amdgpu is not supported (supported types:[])" gpu_type=gfx1100 gpu=0')
+    assert (ll.level, ll.source) == ("WARNING", "amd_windows.go:138")
+    assert ll.message == "amdgpu is not supported (supported types:[]) gpu_type=gfx1100 gpu=0"
+
+
+def test_a_refusing_warning_is_named_when_nothing_worse_happened():
+    log = ('time=2025-07-29T13:31:46.647+02:00 level=INFO source=amd_windows.go:70 msg="skipping check"\n'
+           'time=2025-07-29T13:31:47.016+02:00 level=WARN source=amd_windows.go:138 '
+           'msg="amdgpu is not supported (supported types:[])" gpu_type=gfx1100 gpu=0\n'
+           'time=2025-07-29T13:31:47.017+02:00 level=INFO source=gpu.go:377 msg="no compatible GPUs were discovered"\n')
+    d = triage_text(log, engine="llama.cpp")
+    assert d.root_cause is not None and "amdgpu is not supported" in _named(log, d.root_cause)
+    assert d.root_cause.confidence < 0.9  # a guess from a warning, said as such
+
+
+def test_a_fatal_error_outranks_a_refusing_warning():
+    log = ("WARNING 01-01 10:00:00 [config.py:1] fp8 is not supported on this GPU, using bf16\n"
+           "ERROR 01-01 10:00:01 [core.py:2] EngineCore failed to start.\n"
+           "ValueError: The model's max seq len (32768) is larger than the maximum number of tokens "
+           "that can be stored in KV cache (1000).\n")
+    d = triage_text(log, engine="vllm")
+    assert d.root_cause is not None and _named(log, d.root_cause).startswith("ValueError")
