@@ -71,3 +71,25 @@ def test_a_fatal_error_outranks_a_refusing_warning():
            "that can be stored in KV cache (1000).\n")
     d = triage_text(log, engine="vllm")
     assert d.root_cause is not None and _named(log, d.root_cause).startswith("ValueError")
+
+
+def test_a_process_that_dies_right_after_readiness_is_blamed():
+    # parallelworks/activate-rag-vllm vllm.out (corpus full log): the engine core says it is
+    # up, then the API server dies in init_app_state with its traceback as the log's end
+    p = "(APIServer pid=21) "
+    log = "\n".join([
+        "(EngineCore_DP0 pid=32) INFO 02-09 12:47:07 [core.py:1] init engine (profile, create kv cache, "
+        "warmup model) took 78.45 seconds",
+        p + "INFO 02-09 12:47:08 [api_server.py:665] Supported tasks: ['generate']",
+        p + "Traceback (most recent call last):",
+        p + '  File "<frozen runpy>", line 198, in _run_module_as_main',
+        p + '  File "/usr/local/lib/python3.12/dist-packages/vllm/entrypoints/openai/api_server.py", line 700, '
+            "in init_app_state",
+        p + "openai_harmony.HarmonyError: invalid tiktoken vocab file: hash mismatch",
+        "",
+    ])
+    d = triage_text(log, engine="vllm")
+    assert d.root_cause is not None and d.root_cause.exception == "openai_harmony.HarmonyError"
+    # the same traceback with the server going on serving after it is a survived error
+    serving = log + "\n".join([p + "INFO 02-09 12:47:09 [launcher.py:1] Route: /health"] * 4) + "\n"
+    assert triage_text(serving, engine="vllm").root_cause is None

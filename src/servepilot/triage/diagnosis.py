@@ -67,6 +67,12 @@ _COMPETED = 0.7  # the most a cause gets when another known cause of a different
 _ALTERNATIVES_SHOWN = 3
 _NORMALISE = re.compile(r"0x[0-9a-fA-F]+|\d+")
 _OTHER_ERRORS_SHOWN = 20
+_LAST_WORDS = 3  # an exception this close to the log's end is what the process died of
+# a frame of a process's own entry point: the exception unwound the whole process (a failed
+# request unwinds only to the web server's handler)
+_TOP_LEVEL_FRAME = re.compile(
+    r"_run_module_as_main|, in <module>$|multiprocessing/process\.py\", line \d+, in _bootstrap"
+)
 
 
 @dataclass(frozen=True)
@@ -367,9 +373,17 @@ def decide(
             return False
         if healthy_line is not None:
             # the launch got through start-up, so whatever it printed before was survived;
-            # only a known cause after readiness (a request that breaks it, a death) counts
-            return g.first.line_no > healthy_line and g.tier_rank == 0
+            # only a known cause after readiness (a request that breaks it, a death) counts,
+            # or an exception the log ends on: a process that dies with its traceback as its
+            # last words did not survive it (vLLM's API server failing in init_app_state after
+            # the engine core said it was ready)
+            return g.first.line_no > healthy_line and (g.tier_rank == 0 or _ends_the_log(g))
         return True
+
+    def _ends_the_log(g: _Group) -> bool:
+        ev = g.first
+        return (ev.exc_type is not None and lines_read - ev.line_no <= _LAST_WORDS
+                and any(_TOP_LEVEL_FRAME.search(f) for f in ev.lines))
 
     candidates = [g for g in groups.values() if candidate(g)]
     by_line = {g.first.line_no: g for g in candidates}
