@@ -37,12 +37,15 @@ def defaults(version: str, mem_mib: int, *, tp: int = 1, pp: int = 1, use_mla: b
     notes: list[str] = []
     kind = frac_row["kind"]
     if kind == "tp_table":
-        fraction = _tp_table(frac_row, mem_mib, tp * pp)
+        # before 0.4.6 SGLang had no pipeline parallelism: the table is indexed by tp alone
+        fraction = _tp_table(frac_row, mem_mib, tp if frac_row.get("parallel") == "tp" else tp * pp)
     elif kind == "reserved_by_memory":
         fraction = _reserved_by_memory(frac_row["tiers"], mem_mib, tp * pp)
     else:
+        # no row: piecewise CUDA graphs were off by default in that release (nothing reserved)
         pieces = kb.row_for(data["piecewise_capture_sizes"], version)
-        piecewise = pp == 1 and not sparse and arch not in (pieces["disabled_archs"] or ())
+        piecewise = pieces is not None and pp == 1 and not sparse \
+            and arch not in (pieces["disabled_archs"] or ())
         fraction = _reserved_from_sizes(frac_row, pieces, mem_mib, tp, pp, chunked, graph_bs,
                                         use_mla, piecewise)
     source = frac_row.source if frac_row.source == size_row.source else f"{frac_row.source}; {size_row.source}"
@@ -57,10 +60,16 @@ def _sizes(tiers, mem_mib: int, tp: int) -> tuple[int | None, int | None]:
 
 
 def _tp_table(row, mem_mib: int, parallel: int) -> float:
-    fraction = float(row["large_fraction"])
-    if mem_mib <= row["small_gpu_max_mib"]:
+    small_max = row.get("small_gpu_max_mib")
+    if small_max is None or mem_mib <= small_max:
         fraction = next(f for size, f in row["table"] if parallel >= size)
-    if mem_mib > row["raise_above_mib"]:
+    elif row.get("large_reserved_mib") is not None:
+        # 0.4.5: all but a fixed amount of the GPU, not rounded
+        fraction = (mem_mib - row["large_reserved_mib"]) / mem_mib
+    else:
+        fraction = float(row["large_fraction"])
+    raise_above = row.get("raise_above_mib")
+    if raise_above is not None and mem_mib > raise_above:
         # 48 GiB of the headroom back, but never more than all but 18 GiB of the GPU
         fraction = min(fraction + 48 * 1024 * (1 - fraction) / mem_mib,
                        (mem_mib - 1024 * 18) / mem_mib)

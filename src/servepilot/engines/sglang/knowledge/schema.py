@@ -16,7 +16,8 @@ SCHEMA = {
         "known_differences": Rows(("when", "servepilot_error_starts", "reason")),
     },
     "memory": {
-        "mem_fraction_static": Rows(("kind", "small_gpu_max_mib", "table", "large_fraction",
+        "mem_fraction_static": Rows(("kind", "parallel", "small_gpu_max_mib", "table",
+                                     "large_fraction", "large_reserved_mib",
                                      "raise_above_mib", "tiers", "dp_attention_extra_gib", "base_mib",
                                      "per_prefill_token_mib", "per_graph_bs_mib", "per_parallel_mib",
                                      "piecewise_mha_mib_per_size", "piecewise_mla_mib", "floor_mib",
