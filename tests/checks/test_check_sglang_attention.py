@@ -61,7 +61,7 @@ def test_default_backend_reported_without_a_finding(tmp_path):
 
 
 def test_unread_release_says_the_choice_is_not_modelled(tmp_path):
-    dep = deployment(llama_like(tmp_path / "l"), cc=(12, 0), n=1, version="0.5.6", engine="sglang",
+    dep = deployment(llama_like(tmp_path / "l"), cc=(12, 0), n=1, version="0.5.13", engine="sglang",
                      options={"attention_backend": "trtllm_mha", "tp_size": 1})
     res = run_checks(dep).resolution
     assert res.attention_backend is None and not res.fails

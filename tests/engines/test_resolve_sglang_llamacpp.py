@@ -36,9 +36,19 @@ def test_sglang_kv_choices_per_version():
 
 
 def test_sglang_unread_version_is_said_unknown():
-    res = resolve_sglang(_dep("sglang", {"kv_cache_dtype": "bfloat16"}, version="0.5.6"))
+    res = resolve_sglang(_dep("sglang", {"kv_cache_dtype": "bfloat16"}, version="0.5.13"))
     assert res.kv_valid  # not refused on a guess
     assert any("unknown" in n for n in res.notes)
+    assert any("0.5.13 itself was not read" in n for n in res.notes)
+
+
+def test_sglang_kv_choices_per_release_line():
+    # --kv-cache-dtype bfloat16 is a choice from 0.5.4 (server_args.py@v0.5.3.post3 lacks it)
+    assert resolve_sglang(_dep("sglang", {"kv_cache_dtype": "bfloat16"}, version="0.5.6")).kv_valid
+    assert not resolve_sglang(_dep("sglang", {"kv_cache_dtype": "bfloat16"}, version="0.5.3")).kv_valid
+    # fp8_e4m3 arrived in 0.4.1
+    assert not resolve_sglang(_dep("sglang", {"kv_cache_dtype": "fp8_e4m3"}, version="0.4.0")).kv_valid
+    assert resolve_sglang(_dep("sglang", {"kv_cache_dtype": "fp8_e4m3"}, version="0.4.1")).kv_valid
 
 
 def test_sglang_nvfp4_needs_blackwell(tmp_path):

@@ -1,0 +1,119 @@
+"""SGLang's attention backend choice on release lines without a golden file (0.5.3 to 0.5.9,
+0.5.11: read from their sdists / wheel, no environment built to run them).
+
+Each expected answer was worked out by hand from that release's server_args.py
+(_handle_attention_backend_compatibility, _handle_model_specific_adjustments), model_runner.py
+and attention_registry.py, as the comment beside it says; they pin the places where one
+release differs from the next.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from servepilot.engines.sglang import attention
+
+SM80, SM90, SM100, SM110, SM120 = (8, 0), (9, 0), (10, 0), (11, 0), (12, 0)
+MHA_SM100 = "TRTLLM MHA backend is only supported on Blackwell GPUs (SM100). Please use a different backend."
+MLA_SM100 = "TRTLLM MLA backend is only supported on Blackwell GPUs (SM100). Please use a different backend."
+FA3 = "FlashAttention v3 Backend requires SM>=80 and SM<=90. Please use `--attention-backend flashinfer`."
+
+
+def _choose(version, cc, arch="LlamaForCausalLM", *, mla=False, backend=None, kv="auto", page=None):
+    return attention.choose(version, cc, use_mla=mla, arch=arch, sparse=False, kv_cache_dtype=kv,
+                            backend=backend, page_size=page)
+
+
+# (version, cc, arch, mla, backend, kv) -> (backend SGLang runs, page size)
+RUNS = [
+    # 0.5.3 still picks in ModelRunner: fa3 on Hopper only for its fa3 architecture list
+    ("0.5.3.post3", SM90, "Qwen2ForCausalLM", False, None, "auto", ("fa3", 1)),
+    ("0.5.3", SM90, "Qwen3VLForConditionalGeneration", False, None, "auto", ("flashinfer", 1)),
+    # 0.5.6 added Qwen3-VL to that list
+    ("0.5.6", SM90, "Qwen3VLForConditionalGeneration", False, None, "auto", ("fa3", 1)),
+    # before 0.5.6 no trtllm_mha default: FlashInfer on B200
+    ("0.5.5.post3", SM100, "LlamaForCausalLM", False, None, "auto", ("flashinfer", 1)),
+    # 0.5.7: trtllm_mha on SM100 only (page forced to 64), FlashInfer on SM120
+    ("0.5.7", SM100, "LlamaForCausalLM", False, None, "auto", ("trtllm_mha", 64)),
+    ("0.5.7", SM120, "LlamaForCausalLM", False, None, "auto", ("flashinfer", 1)),
+    # 0.5.7 still needs the fa3 list on Hopper; 0.5.8 uses fa3 for every MHA model there
+    ("0.5.7", SM90, "MistralForCausalLM", False, None, "auto", ("flashinfer", 1)),
+    ("0.5.8", SM90, "MistralForCausalLM", False, None, "auto", ("fa3", 1)),
+    # DeepSeek V3 on SM100 without a backend: trtllm_mla (ServerArgs' model-specific rule);
+    # another MLA model gets FlashInfer there and triton on Ampere
+    ("0.5.4", SM100, "DeepseekV3ForCausalLM", True, None, "auto", ("trtllm_mla", 64)),
+    ("0.5.4", SM100, "DeepseekV2ForCausalLM", True, None, "auto", ("flashinfer", 1)),
+    ("0.5.9", SM80, "DeepseekV2ForCausalLM", True, None, "auto", ("triton", 1)),
+    # trtllm_mla accepted on SM120 from 0.5.4 (is_blackwell_supported = SM10x, SM12x) and on
+    # SM110 from 0.5.9
+    ("0.5.8.post1", SM120, "DeepseekV3ForCausalLM", True, "trtllm_mla", "auto", ("trtllm_mla", 64)),
+    ("0.5.9", SM110, "DeepseekV3ForCausalLM", True, "trtllm_mla", "auto", ("trtllm_mla", 64)),
+    # bf16 KV with trtllm_mla is accepted from 0.5.7
+    ("0.5.7", SM100, "DeepseekV3ForCausalLM", True, "trtllm_mla", "bf16", ("trtllm_mla", 64)),
+    # 0.5.11 = 0.5.10 for these rules
+    ("0.5.11", SM100, "LlamaForCausalLM", False, None, "auto", ("trtllm_mha", 64)),
+]
+
+
+@pytest.mark.parametrize("version,cc,arch,mla,backend,kv,want", RUNS)
+def test_backend_the_release_runs(version, cc, arch, mla, backend, kv, want):
+    got = _choose(version, cc, arch, mla=mla, backend=backend, kv=kv)
+    assert got is not None and got.error is None, got
+    assert (got.backend, got.page_size) == want
+    assert "@v" in got.source
+
+
+# (version, cc, arch, mla, backend, kv) -> (stage, SGLang's own text)
+REFUSALS = [
+    # 0.5.6's default for MHA models on any Blackwell is trtllm_mha, which its own check refuses
+    # outside SM100: the plain launch fails on RTX 5090 / RTX PRO 6000
+    ("0.5.6.post2", SM120, "LlamaForCausalLM", False, None, "auto", ("server_args", MHA_SM100)),
+    # trtllm_mla on SM120: refused up to 0.5.3, accepted from 0.5.4
+    ("0.5.3", SM120, "DeepseekV3ForCausalLM", True, "trtllm_mla", "auto", ("server_args", MLA_SM100)),
+    # ... and on SM110 until 0.5.9
+    ("0.5.8", SM110, "DeepseekV3ForCausalLM", True, "trtllm_mla", "auto", ("server_args", MLA_SM100)),
+    # the KV dtypes trtllm_mla takes grew: fp4_e2m1 in 0.5.4, bf16 in 0.5.7
+    ("0.5.3", SM100, "DeepseekV3ForCausalLM", True, "trtllm_mla", "fp8_e5m2",
+     ("server_args", "TensorRT-LLM MLA backend only supports kv-cache-dtype of fp8_e4m3 or auto.")),
+    ("0.5.6", SM100, "DeepseekV3ForCausalLM", True, "trtllm_mla", "bf16",
+     ("server_args", "TensorRT-LLM MLA backend only supports kv-cache-dtype of fp8_e4m3, "
+                     "fp4_e2m1, or auto.")),
+    # 0.5.3's ModelRunner still lists the backends an MLA model may use
+    ("0.5.3", SM90, "DeepseekV3ForCausalLM", True, "torch_native", "auto",
+     ("model_runner", "Invalid attention backend for MLA: torch_native")),
+    # the registry's FA3 assert: no FA3 on Blackwell, nor for MLA on Ampere
+    ("0.5.5", SM100, "LlamaForCausalLM", False, "fa3", "auto", ("backend_init", FA3)),
+    ("0.5.9", SM80, "DeepseekV3ForCausalLM", True, "fa3", "auto", ("backend_init", FA3)),
+    # trtllm_mha needs an MHA model
+    ("0.5.7", SM100, "DeepseekV3ForCausalLM", True, "trtllm_mha", "auto",
+     ("backend_init", "trtllm_mha backend can only be used with non-MLA models.")),
+]
+
+
+@pytest.mark.parametrize("version,cc,arch,mla,backend,kv,want", REFUSALS)
+def test_refusal_with_the_release_text(version, cc, arch, mla, backend, kv, want):
+    got = _choose(version, cc, arch, mla=mla, backend=backend, kv=kv)
+    assert got is not None and got.backend is None, got
+    assert (got.stage, got.error) == want
+
+
+def test_intel_xpu_is_no_choice_before_0_5_4():
+    got = _choose("0.5.3", SM90, backend="intel_xpu")
+    assert got.stage == "argparse" and "invalid choice: 'intel_xpu'" in got.error
+    assert _choose("0.5.4", SM90, backend="intel_xpu").stage != "argparse"
+
+
+@pytest.mark.parametrize("version,arch", [
+    ("0.5.4", "Olmo2ForCausalLM"),  # 0.5.4 sends Olmo2 to trtllm_mha/fa3/triton itself
+    ("0.5.7", "Glm4MoeForCausalLM"),
+    ("0.5.11", "Gemma4ForConditionalGeneration"),  # 0.5.11: Gemma 4 defaults to triton
+    ("0.5.9", "Llama4ForConditionalGeneration"),
+])
+def test_model_specific_rules_are_not_guessed(version, arch):
+    assert _choose(version, SM90, arch) is None
+
+
+@pytest.mark.parametrize("version", ["0.4.9.post6", "0.5.1", "0.5.12", "0.5.23", "0.3.6"])
+def test_release_lines_not_read_are_not_modelled(version):
+    assert not attention.modelled(version)
+    assert _choose(version, SM90) is None
