@@ -23,6 +23,14 @@ config-only (config.json), written from the configs stored in the answer file.
 Setting up an environment (no GPU, no CUDA wheels): `python3 -m venv /tmp/sgl-X`, then
 `pip install torch` (CPU build), the transformers version the release pins, and
 `pip install --no-deps sglang==X` plus the few pure-Python modules its import chain asks for.
+
+A release close to one already set up can instead be run from its unpacked sdist on
+PYTHONPATH, in that environment (how sglang-0.5.6.post2.json and sglang-0.5.7.json were
+made, in the 0.5.2 environment: torch 2.13 CPU, transformers 4.56.1 where 0.5.7 pins 4.57.1;
+gguf added on a --target overlay, torchvision stood in for by an inert package):
+
+    PYTHONPATH=/tmp/sglang-0.5.7:/tmp/overlay python tools/sglang_golden.py --release 0.5.7 \
+        --python /tmp/sgl-0.5.2/bin/python --out tests/engines/sglang_golden/sglang-0.5.7.json
 """
 
 from __future__ import annotations
@@ -125,6 +133,23 @@ def _fake_gpu() -> None:
         name="faked", multi_processor_count=132)
     torch.version.cuda = "12.8"
     os.environ.setdefault("SGLANG_IS_FLASHINFER_AVAILABLE", "true")
+    _tolerate_fake_kernels(torch)
+
+
+def _tolerate_fake_kernels(torch) -> None:
+    """Meta kernels for sgl_kernel ops (0.5.7's fp8_kernel.py registers them at import when CUDA
+    is reported) need the real op; with sgl_kernel stood in for there is none, so skip them."""
+    original = torch.library.register_fake
+
+    def register_fake(op, func=None, **kwargs):
+        def apply(fn):
+            try:
+                return original(op, fn, **kwargs)
+            except RuntimeError:  # "operator sgl_kernel::... does not exist"
+                return fn
+        return apply if func is None else apply(func)
+
+    torch.library.register_fake = register_fake
 
 
 def _switch_gpu(gpu: dict) -> None:
@@ -167,6 +192,12 @@ def _install_stub_packages() -> None:
 
         def __mro_entries__(self, bases):
             return (object,)
+
+        def __get_pydantic_core_schema__(self, source, handler):
+            # 0.5.7's OpenAI protocol models use xgrammar.StructuralTag as a field type
+            from pydantic_core import core_schema
+
+            return core_schema.any_schema()
 
     class _Module(types.ModuleType):
         __path__: list = []
