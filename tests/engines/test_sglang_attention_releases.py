@@ -78,6 +78,10 @@ REFUSALS = [
     ("0.5.6", SM100, "DeepseekV3ForCausalLM", True, "trtllm_mla", "bf16",
      ("server_args", "TensorRT-LLM MLA backend only supports kv-cache-dtype of fp8_e4m3, "
                      "fp4_e2m1, or auto.")),
+    # 0.5.3: ServerArgs sends DeepSeek V3 on SM100 to trtllm_mla before ModelRunner picks
+    # anything, so trtllm_mla's KV check refuses an fp8_e5m2 cache although no backend was given
+    ("0.5.3", SM100, "DeepseekV3ForCausalLM", True, None, "fp8_e5m2",
+     ("server_args", "TensorRT-LLM MLA backend only supports kv-cache-dtype of fp8_e4m3 or auto.")),
     # 0.5.3's ModelRunner still lists the backends an MLA model may use
     ("0.5.3", SM90, "DeepseekV3ForCausalLM", True, "torch_native", "auto",
      ("model_runner", "Invalid attention backend for MLA: torch_native")),

@@ -55,6 +55,10 @@ def choose(version: str, cc: tuple[int, int], *, use_mla: bool, arch: str | None
     chosen = backend
     if chosen is None and in_server_args:
         chosen = _default(default_row, major, use_mla, arch, sparse, version, data)
+    elif chosen is None:
+        # the architecture overrides live in ServerArgs even while ModelRunner picks the generic
+        # default (0.5.3): their choice meets the server_args asserts
+        chosen = _override(default_row, major, arch, sparse)
     # server_args: page-size forcing and asserts, in one pass per backend name
     refused = _refused(refusals, "server_args", chosen, major, use_mla, kv_cache_dtype)
     if refused:
@@ -86,11 +90,18 @@ def choose(version: str, cc: tuple[int, int], *, use_mla: bool, arch: str | None
     return Choice(chosen, page, forced_by, source=default_row.source, notes=tuple(notes))
 
 
-def _default(row, major, use_mla, arch, sparse, version, data) -> str:
+def _override(row, major, arch, sparse) -> str | None:
     for override in row.get("arch_overrides") or ():
         if arch in override["archs"] and major in override["cc_major"] \
                 and not (override.get("not_sparse") and sparse):
             return override["backend"]
+    return None
+
+
+def _default(row, major, use_mla, arch, sparse, version, data) -> str:
+    overridden = _override(row, major, arch, sparse)
+    if overridden:
+        return overridden
     fa3_archs = kb.row_for(data["fa3_default_architectures"], version)
     for rule in row["mla" if use_mla else "mha"]:
         if rule.get("cc_major") is not None and major not in rule["cc_major"]:
