@@ -133,6 +133,8 @@ def _fake_gpu() -> None:
         name="faked", multi_processor_count=132)
     torch.version.cuda = "12.8"
     os.environ.setdefault("SGLANG_IS_FLASHINFER_AVAILABLE", "true")
+    if not hasattr(torch._C._cpu, "_is_amx_tile_supported"):  # asked at import by 0.5.1
+        torch._C._cpu._is_amx_tile_supported = lambda: False
     _tolerate_fake_kernels(torch)
 
 

@@ -117,7 +117,7 @@ def test_model_specific_rules_are_not_guessed(version, arch):
     assert _choose(version, SM90, arch) is None
 
 
-@pytest.mark.parametrize("version", ["0.4.9.post6", "0.5.1", "0.5.12", "0.5.23", "0.3.6"])
+@pytest.mark.parametrize("version", ["0.4.0", "0.4.5.post3", "0.5.12", "0.5.23", "0.3.6"])
 def test_release_lines_not_read_are_not_modelled(version):
     assert not attention.modelled(version)
     assert _choose(version, SM90) is None
