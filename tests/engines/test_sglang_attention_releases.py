@@ -1,5 +1,6 @@
-"""SGLang's attention backend choice on release lines without a golden file (0.5.3 to 0.5.9,
-0.5.11: read from their sdists / wheel, no environment built to run them).
+"""SGLang's attention backend choice worked out by hand from the sources, for the places where
+one release differs from the next. 0.4.7 to 0.4.10, 0.5.8 and 0.5.11 have no golden file
+(SGLang's own code was not run for them), so these cases are their only check.
 
 Each expected answer was worked out by hand from that release's server_args.py
 (_handle_attention_backend_compatibility, _handle_model_specific_adjustments), model_runner.py
@@ -50,6 +51,16 @@ RUNS = [
     ("0.5.9", SM110, "DeepseekV3ForCausalLM", True, "trtllm_mla", "auto", ("trtllm_mla", 64)),
     # bf16 KV with trtllm_mla is accepted from 0.5.7
     ("0.5.7", SM100, "DeepseekV3ForCausalLM", True, "trtllm_mla", "bf16", ("trtllm_mla", 64)),
+    # 0.4.7 to 0.5.2: ModelRunner picks; fa3 on Hopper only for the fa3 architecture list,
+    # which gained Glm4Moe in 0.4.9; MLA models: FlashInfer on SM100 (no DeepSeek override yet)
+    ("0.4.8.post1", SM90, "LlamaForCausalLM", False, None, "auto", ("fa3", 1)),
+    ("0.4.8", SM90, "Glm4MoeForCausalLM", False, None, "auto", ("flashinfer", 1)),
+    ("0.4.9", SM90, "Glm4MoeForCausalLM", False, None, "auto", ("fa3", 1)),
+    ("0.4.10", SM100, "DeepseekV3ForCausalLM", True, None, "auto", ("flashinfer", 1)),
+    ("0.4.7", SM80, "DeepseekV3ForCausalLM", True, None, "auto", ("triton", 1)),
+    # 0.4.10's trtllm_mla: SM100, page 64, and no KV dtype check yet
+    ("0.4.10.post2", SM100, "DeepseekV3ForCausalLM", True, "trtllm_mla", "fp8_e5m2",
+     ("trtllm_mla", 64)),
     # 0.5.11 = 0.5.10 for these rules
     ("0.5.11", SM100, "LlamaForCausalLM", False, None, "auto", ("trtllm_mha", 64)),
 ]
@@ -82,6 +93,10 @@ REFUSALS = [
     # anything, so trtllm_mla's KV check refuses an fp8_e5m2 cache although no backend was given
     ("0.5.3", SM100, "DeepseekV3ForCausalLM", True, None, "fp8_e5m2",
      ("server_args", "TensorRT-LLM MLA backend only supports kv-cache-dtype of fp8_e4m3 or auto.")),
+    ("0.4.10", SM120, "DeepseekV3ForCausalLM", True, "trtllm_mla", "auto", ("server_args", MLA_SM100)),
+    ("0.4.10", SM100, "LlamaForCausalLM", False, "fa3", "auto", ("backend_init", FA3)),
+    ("0.4.8", SM90, "DeepseekV3ForCausalLM", True, "torch_native", "auto",
+     ("model_runner", "Invalid attention backend for MLA: torch_native")),
     # 0.5.3's ModelRunner still lists the backends an MLA model may use
     ("0.5.3", SM90, "DeepseekV3ForCausalLM", True, "torch_native", "auto",
      ("model_runner", "Invalid attention backend for MLA: torch_native")),
@@ -99,6 +114,17 @@ def test_refusal_with_the_release_text(version, cc, arch, mla, backend, kv, want
     got = _choose(version, cc, arch, mla=mla, backend=backend, kv=kv)
     assert got is not None and got.backend is None, got
     assert (got.stage, got.error) == want
+
+
+@pytest.mark.parametrize("version,backend,accepted", [
+    ("0.4.9", "trtllm_mla", False), ("0.4.10", "trtllm_mla", True),
+    ("0.4.8", "ascend", False), ("0.4.9", "ascend", True),
+    ("0.4.10", "trtllm_mha", False), ("0.5.1", "trtllm_mha", True),
+    ("0.5.1", "hybrid_linear_attn", False), ("0.5.2", "hybrid_linear_attn", True),
+])
+def test_argparse_choices_per_line(version, backend, accepted):
+    got = _choose(version, SM100, "DeepseekV3ForCausalLM", mla=True, backend=backend)
+    assert (got.stage != "argparse") is accepted, got
 
 
 def test_intel_xpu_is_no_choice_before_0_5_4():
