@@ -38,7 +38,14 @@ _CHAIN = re.compile(
     r"|During handling of the above exception, another exception occurred)"
 )
 # A traceback frame. Issue excerpts often start mid-traceback, without the header line.
-_FRAME = re.compile(r'^File "[^"]*", line \d+')
+# A frame pasted into markdown may carry the code fence's backtick or a quote mark before it.
+_FRAME = re.compile(r'^[`>]*\s*File "[^"]*", line \d+')
+# A traceback's code line that lost its frame line (cut, or pasted apart from it): source
+# text, not an error, however many error words it holds ('raise RuntimeError(f"Failed ...")').
+_CODE_LINE = re.compile(r"^(?:raise|return|assert|await)\b.*[(\[]")
+# libstdc++'s report of an uncaught C++ exception: the type on one line, its what() on the next.
+_TERMINATE = re.compile(r"terminate called after throwing an instance of '(?P<type>[^']+)'")
+_WHAT = re.compile(r"^\s*what\(\):\s*(?P<message>.+)")
 # Settings a launch prints about itself that change what an error means (refine rules read
 # them): an FP8 KV cache, from vLLM's engine config line (`kv_cache_dtype=fp8`), its args
 # (`'kv_cache_dtype': 'fp8'`) or its notices ("Using fp8 data type to store kv cache",
@@ -308,6 +315,7 @@ class Assembler:
             return
         is_error_line = ll.level in ("ERROR", "CRITICAL") or (
             ll.level is None and _PLAIN_ERROR.search(msg) is not None
+            and not (_indented(ll.text, msg) and _CODE_LINE.match(msg))
         ) or (
             # a warning that says something was refused: an unknown cause of the lowest rank,
             # so that a log with nothing worse still names the line (diagnosis orders it last)
@@ -359,9 +367,18 @@ class Assembler:
         if opened.first is None:
             return
         line_no, ll = opened.first
+        exc_type, message, text = None, ll.message, ll.text
+        thrown = _TERMINATE.search(ll.message)
+        if thrown is not None:
+            # a C++ exception says what it is in its what() line: that line is the error
+            for number, later in zip(opened.numbers[1:3], opened.lines[1:3], strict=False):
+                what = _WHAT.match(parse_line(later).message)
+                if what is not None:
+                    line_no, exc_type, message, text = number, thrown.group("type"), what.group("message"), later
+                    break
         self._add(
             ErrorEvent(
-                line_no, ll.process, ll.pid, self.launch, None, ll.message, [], ll.text,
+                line_no, ll.process, ll.pid, self.launch, exc_type, message, [], text,
                 block=list(zip(opened.numbers, opened.lines, strict=True)),
             ),
             ll,

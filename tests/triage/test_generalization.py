@@ -1,0 +1,95 @@
+"""Mechanisms that carry over to failures not seen yet (issue 13), each on real corpus lines.
+
+Every line below is verbatim from a corpus row (corpus/excerpts.jsonl; the row id is in
+the comment); none of them is in signatures.yaml, so what decides is the mechanism under
+test: a word family (keywords.yaml), the reading of a pasted traceback, a C++ exception.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from servepilot.triage import triage_text
+from servepilot.triage.keywords import guess_category
+
+WORDS = [
+    # a GPU runtime library that cannot load (llama.cpp-7822-cuda_driver_arch)
+    ("/server: error while loading shared libraries: libcuda.so.1: cannot open shared object file: "
+     "No such file or directory", "cuda_driver_arch"),
+    # a runtime that sees no device (ramalama-2447-cuda_driver_arch)
+    ("ggml_cuda_init: failed to initialize ROCm: no ROCm-capable device is detected", "cuda_driver_arch"),
+    # CUDA's error 999 after a suspend (ollama-6647-cuda_driver_arch)
+    ("cudaSetDevice err: 999", "cuda_driver_arch"),
+    # rocBLAS kernels missing for the card's gfx target (sglang-4421-cuda_driver_arch)
+    ("Docker run lmsysorg/sglang:v0.4.4.post1-rocm630 Error: no TensileLibrary_lazy_gfx90a.dat file.",
+     "cuda_driver_arch"),
+    # ptxas refusing an instruction for the target (sglang-8879-cuda_driver_arch)
+    ("ptxas /tmp/tmpkz2cup6g.ptx, line 606; error   : Feature '.tile::gather4 with destination state "
+     "space as .shared::cluster' not supported on .target 'sm_120a'", "cuda_driver_arch"),
+    # Vulkan cannot enumerate devices (gpt4all-1990-cuda_driver_arch)
+    ("ggml_vk_available_devices_internal: ignoring Vulkan exception: "
+     "vk::Instance::enumeratePhysicalDevices: ErrorInitializationFailed", "cuda_driver_arch"),
+    # ollama's RAM pre-check (ollama-10920-oom_weights)
+    ("Error: model requires more system memory (164.8 GiB) than is available (13.4 GiB)", "oom_weights"),
+    # Metal's largest buffer (llama.cpp-1815-oom_weights)
+    ("ggml_metal_add_buffer: buffer 'data' size 18300780544 is larger than buffer maximum of 17179869184",
+     "oom_weights"),
+    # llama.cpp's context creation: compute buffers, not weights (llama.cpp-14752, BodhiApp-4)
+    ("graph_reserve: failed to allocate compute buffers", "oom_kv_cache"),
+    ("ggml_gallocr_reserve_n: failed to allocate Metal buffer of size 8891928576", "oom_kv_cache"),
+    # Go's listener on Windows, English and localised (ollama-9960, ollama-8261)
+    ("Error: listen tcp 0.0.0.0:11434: bind: Only one usage of each socket address "
+     "(protocol/network address/port) is normally permitted.", "port_in_use"),
+    ("Error: listen tcp 127.0.0.1:11434: bind: Normal olarak her yuva adresi için yalnızca bir kullanıma "
+     "izin veriliyor.", "port_in_use"),
+    # SGLang waiting for its metrics port (gpustack-5842-port_in_use)
+    ("ValueError: metrics_port at 40290 is not available in 30 seconds. metrics_port is used by a process "
+     "already.", "port_in_use"),
+    # NVSHMEM, DeepEP's transport (sglang-6017, mooncake-605)
+    ("nvshmem initialization failed, exiting", "nccl_distributed"),
+    # a FlashAttention source path in a CUDA error (sglang-10711-attention_backend)
+    ("`CUDA error (/sgl-kernel/build/_deps/repo-flash-attention-src/hopper/flash_fwd_launch_template.h:190): "
+     "invalid argument`.", "attention_backend"),
+]
+
+
+@pytest.mark.parametrize("message, category", WORDS, ids=[w[0][:40] for w in WORDS])
+def test_an_unknown_message_is_filed_by_the_words_of_its_failure(message, category):
+    guess = guess_category(message)
+    assert guess is not None and guess[0] == category, guess
+
+
+def test_words_that_only_name_a_library_path_do_not_decide():
+    # jan-4971-other: a missing engine DLL whose *path* says cuda; not a CUDA failure
+    line = ('Could not load library "D:\\Jan\\engines\\cortex.llamacpp\\windows-amd64-avx2-cuda-12-0\\v0.1.55'
+            '/engine.dll" The specified module could not be found.')
+    assert guess_category(line) is None
+
+
+def test_a_code_line_cut_from_its_frame_is_not_the_error():
+    # llama-cpp-python-1169: docker's timestamps ahead of a traceback pasted in a code fence
+    log = (
+        '`File "/home/worker/app/.venv/lib/python3.11/site-packages/llama_cpp/llama_cpp.py", line 76, '
+        "in _load_shared_library\n"
+        "2024-02-09 17:32:34     raise RuntimeError(f\"Failed to load shared library '{_lib_path}': {e}\")\n"
+        "2024-02-09 17:32:34 RuntimeError: Failed to load shared library '/app/llama_cpp/libllama.so': "
+        "libcuda.so.1: cannot open shared object file: No such file or directory`\n"
+    )
+    d = triage_text(log)
+    assert d.root_cause.line == 3
+    assert d.root_cause.exception == "RuntimeError"
+    assert d.root_cause.category == "cuda_driver_arch"
+
+
+def test_a_cpp_exception_rests_on_its_what_line_and_is_named_by_its_type():
+    # ramalama-1585-cuda_driver_arch: the SYCL build finds no GPU platform
+    log = (
+        "main: loading model\n"
+        "terminate called after throwing an instance of 'std::runtime_error'\n"
+        "  what():  can not find preferred GPU platform\n"
+    )
+    d = triage_text(log, engine="llama.cpp")
+    assert d.root_cause.line == 3
+    assert d.root_cause.exception == "std::runtime_error"
+    assert d.root_cause.message == "can not find preferred GPU platform"
+    assert d.root_cause.category == "cuda_driver_arch"
