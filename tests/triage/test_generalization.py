@@ -7,6 +7,8 @@ test: a word family (keywords.yaml), the reading of a pasted traceback, a C++ ex
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from servepilot.triage import triage_text
@@ -93,3 +95,37 @@ def test_a_cpp_exception_rests_on_its_what_line_and_is_named_by_its_type():
     assert d.root_cause.exception == "std::runtime_error"
     assert d.root_cause.message == "can not find preferred GPU platform"
     assert d.root_cause.category == "cuda_driver_arch"
+
+
+_FULL = Path(__file__).resolve().parents[2] / "corpus" / "full-logs"
+
+
+def _first_line_with(log: str, needle: str) -> int:
+    return next(i for i, line in enumerate(log.split("\n"), 1) if needle in line)
+
+
+def test_an_exception_outranks_an_earlier_line_that_only_says_failed():
+    # SGLang on ROCm prints "Failed to get device capability: nvcc not found ..." and goes on;
+    # the scheduler then dies of a KeyError (corpus row full-mattbucci-sglang-r9700-reap-awq-keyerror)
+    log = (_FULL / "mattbucci-sglang-r9700-reap-awq-keyerror.log").read_bytes().decode("utf-8", "replace")
+    d = triage_text(log)
+    assert d.root_cause.exception == "KeyError"
+    assert d.root_cause.line == _first_line_with(log, "KeyError: 'model.layers.0.mlp.experts.w2_qweight'")
+
+
+def test_a_known_cause_rests_on_its_error_line_not_on_an_earlier_progress_line():
+    # vLLM's INFO "Available KV cache memory: -1.66 GiB", then the ValueError it leads to
+    # (corpus row full-mrpid12org-vllm-llava-next-video-no-kv)
+    log = (_FULL / "mrpid12org-vllm-llava-next-video-no-kv.log").read_bytes().decode("utf-8", "replace")
+    d = triage_text(log)
+    assert d.root_cause.category == "oom_kv_cache"
+    assert d.root_cause.line == _first_line_with(log, "ValueError: No available memory for the cache blocks")
+
+
+def test_a_quoted_model_path_does_not_lend_its_words_to_the_category():
+    # full-mattbucci-sglang-r9700-model-path: "AWQ" in the model's path is no quantization error
+    line = ("OSError: Repo id must be in the form 'repo_name' or 'namespace/repo_name': "
+            "'/home/letsrtfm/AI/models/Devstral-24B-AWQ-4bit-calibrated'. Use `repo_type` argument if needed.")
+    assert guess_category(line) is None
+    # the same words outside a quoted name still count
+    assert guess_category("ValueError: AWQ is not supported on this GPU")[0] == "quantization_support"

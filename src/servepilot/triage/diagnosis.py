@@ -49,6 +49,7 @@ from servepilot.triage.signatures import Match, Matcher, TriageRemedy
 _TIER_RANK = {"cause": 0, "generic": 1, None: 2, "echo": 3}
 _WARNING_CAUSE_RANK = 2.5  # a known cause printed as a warning: after unknown exceptions
 _WARNING_OTHER_RANK = 3.5  # a vague or unknown warning: after the echoes
+_PLAIN_UNKNOWN_RANK = 2.2  # an unknown plain line (no exception, no ERROR level): after exceptions
 # Confidence of a root cause by what its category rests on (rule 7 of this module).
 CONFIDENCE = {
     "signature": 0.9,  # a known engine message, category from its text, frames or phase
@@ -258,7 +259,19 @@ def _rank(g: _Group) -> float:
     """Rule 4's order: known cause, vague known error, unknown exception, warning, echo."""
     if g.first.is_warning:
         return _WARNING_CAUSE_RANK if g.tier_rank == 0 else _WARNING_OTHER_RANK
+    if g.match is None and _is_plain_line(g.first):
+        return _PLAIN_UNKNOWN_RANK
     return g.tier_rank
+
+
+def _is_plain_line(ev: ErrorEvent) -> bool:
+    """An unknown line that only *says* something failed: no exception, no ERROR level.
+
+    A process prints such a line and goes on ("Failed to get device capability ...", a
+    compiler's complaint while probing flags); an exception, or a line logged at ERROR,
+    is what a process dies of. So among unknown errors the exception is the root cause.
+    """
+    return ev.exc_type is None and ev.level not in ("ERROR", "CRITICAL", "FATAL", "E")
 
 
 _TS_YEAR = re.compile(r"^\d{4}-")
@@ -448,7 +461,13 @@ def _choose(candidates: list[_Group], line_of) -> tuple[_Group | None, str | Non
     if not candidates:
         return None, None
     best = min(_rank(g) for g in candidates)
-    root = _first([g for g in candidates if _rank(g) == best], line_of)
+    tied = [g for g in candidates if _rank(g) == best]
+    # a known message seen both in a progress line and in an error line (vLLM's INFO
+    # "Available KV cache memory: -1.66 GiB", then its ValueError "No available memory for
+    # the cache blocks"): the error line is where the failure is reported
+    raised = {g.match.signature.id for g in tied if g.match is not None and g.first.is_error}
+    tied = [g for g in tied if g.first.is_error or g.match is None or g.match.signature.id not in raised]
+    root = _first(tied, line_of)
     if best == _TIER_RANK["generic"]:
         # a known cause printed as a warning explains a vague fatal error of the same launch
         # (NCCL prints its WARN lines and raises "unhandled system error" in either order)

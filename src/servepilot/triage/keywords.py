@@ -49,8 +49,15 @@ def load_keyword_families() -> tuple[KeywordFamily, ...]:
     return parse_keyword_rows(load_yaml_resource("servepilot.triage", "keywords.yaml"))
 
 
+# A quoted model id or file path is the user's name for a thing, not the engine's words about
+# the failure: "Repo id must be in the form ...: '/models/Devstral-24B-AWQ-4bit'" is no
+# quantization error, "Could not load library \"...-cuda-12-0/engine.dll\"" no CUDA one.
+_QUOTED_NAME = re.compile(r"'[^'\s]*[/\\][^'\s]*'" + r'|"[^"\s]*[/\\][^"\s]*"')
+
+
 def guess_category(message: str, families: tuple[KeywordFamily, ...] | None = None) -> tuple[str, str] | None:
     """(category, the words that decided it) for an unknown error message, or None."""
+    message = _QUOTED_NAME.sub("'<name>'", message)
     for family in families if families is not None else load_keyword_families():
         m = family.pattern.search(message)
         if m:
