@@ -129,3 +129,13 @@ def test_a_quoted_model_path_does_not_lend_its_words_to_the_category():
     assert guess_category(line) is None
     # the same words outside a quoted name still count
     assert guess_category("ValueError: AWQ is not supported on this GPU")[0] == "quantization_support"
+
+
+def test_a_retry_after_a_refused_command_line_is_the_launch_diagnosed():
+    # a deployment script's first start dies in argparse, its retry (without the flags) then
+    # fails to bind the port (corpus row full-jerrymousez-vllm-tp4-port)
+    log = (_FULL / "jerrymousez-vllm-tp4-port.log").read_bytes().decode("utf-8", "replace")
+    d = triage_text(log)
+    assert d.launches == 2 and d.stale
+    assert d.root_cause.category == "port_in_use"
+    assert d.root_cause.line == _first_line_with(log, "OSError: [Errno 98] Address already in use")

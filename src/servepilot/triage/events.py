@@ -45,6 +45,9 @@ _FRAME = re.compile(r'^[`>]*\s*File "[^"]*", line \d+')
 _CODE_LINE = re.compile(r"^(?:raise|return|assert|await)\b.*[(\[]")
 # libstdc++'s report of an uncaught C++ exception: the type on one line, its what() on the next.
 _TERMINATE = re.compile(r"terminate called after throwing an instance of '(?P<type>[^']+)'")
+# argparse's exit on a refused command line: "prog: error: unrecognized arguments: ..."
+# (Lib/argparse.py ArgumentParser.error, which exits with status 2; vLLM and SGLang use it).
+_ARGPARSE_EXIT = re.compile(r"^[\w.\-]+(?: [\w.\-]+)?: error: ")
 _WHAT = re.compile(r"^\s*what\(\):\s*(?P<message>.+)")
 # Settings a launch prints about itself that change what an error means (refine rules read
 # them): an FP8 KV cache, from vLLM's engine config line (`kv_cache_dtype=fp8`), its args
@@ -202,6 +205,7 @@ class Assembler:
         # lines carry no prefix; those lines belong to the process that opened it.
         self._inline_key: tuple | None = None
         self.phase: str | None = None
+        self._refused_at: int | None = None  # line of an argparse refusal (the process exited 2)
 
     # -- launches --------------------------------------------------------------------------
     def _new_launch(self, line_no: int, why: str) -> None:
@@ -209,6 +213,7 @@ class Assembler:
         self.launch += 1
         self.launch_reasons.append(f"line {line_no}: {why}")
         self._seen_banners.clear()
+        self._refused_at = None
         self._pids.clear()
         self.phase = None
         self.hints = set()
@@ -219,7 +224,14 @@ class Assembler:
             key = (kind, ll.process)
             if key in self._seen_banners:
                 self._new_launch(line_no, f"second start-up banner ({ll.message[:60]!r})")
+            elif self._refused_at is not None:
+                # the command line was refused and that process exited: whatever starts now
+                # is a retry (a wrapper that dropped the flag), not the refused process
+                self._new_launch(line_no, f"start-up banner after the command line was refused at line "
+                                          f"{self._refused_at}")
             self._seen_banners.add(key)
+        elif ll.process is None and _ARGPARSE_EXIT.match(ll.message):
+            self._refused_at = line_no
         if ll.process and ll.pid is not None and is_unique_process_name(ll.process):
             known = self._pids.get(ll.process)
             if known is not None and known != ll.pid:
