@@ -139,3 +139,30 @@ def test_a_retry_after_a_refused_command_line_is_the_launch_diagnosed():
     assert d.launches == 2 and d.stale
     assert d.root_cause.category == "port_in_use"
     assert d.root_cause.line == _first_line_with(log, "OSError: [Errno 98] Address already in use")
+
+
+@pytest.mark.parametrize("line", [
+    # sglang-4205-nccl_distributed
+    "Exception: Capture cuda graph failed: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection cl",
+    # sglang-5883-nccl_distributed
+    "Exception: Capture cuda graph failed: [/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:133] "
+    "Timed out waiting 1800000ms for send operation to complete",
+])
+def test_a_phase_wrapper_around_an_unknown_message_takes_the_category_its_words_name(line):
+    d = triage_text(line, engine="sglang")
+    assert d.root_cause.signature == "sglang-capture-failed"
+    assert d.root_cause.category == "nccl_distributed"
+
+
+def test_a_phase_wrapper_whose_message_names_nothing_keeps_its_phase():
+    # the signature's own example (sglang/srt/model_executor/cuda_graph_runner.py@v0.4.3)
+    d = triage_text("Exception: Capture cuda graph failed: Ninja build failed.", engine="sglang")
+    assert d.root_cause.category == "cuda_graph"
+
+
+def test_an_unknown_multimodal_projector_is_an_unsupported_architecture():
+    # ollama-16706-unsupported_arch: the loader wraps it in "failed to load model"
+    line = ("clip_init: failed to load model 'G:\\AI\\OllamaModels\\blobs\\sha256-0216a6': "
+            "load_hparams: unknown projector type: locateanything")
+    d = triage_text(line, engine="llama.cpp")
+    assert d.root_cause.category == "unsupported_arch"

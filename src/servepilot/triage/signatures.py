@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from servepilot.categories import REMEDY_KINDS, check_category
 from servepilot.engines.registry import ENGINE_NAMES as ENGINES
@@ -252,7 +252,26 @@ class Matcher:
             # cuda graph failed: <gloo: Connection closed by peer>" is a capture failure first.
             if inner is not None and not inner[0].benign and TIERS.index(inner[0].tier) <= TIERS.index(sig.tier):
                 return self._finish(inner[0], inner[1], message + "\n" + context, phase)
+            if inner is None and sig.tier != "echo":
+                # The wrapper says where the start-up was ("Capture cuda graph failed: ..."); a
+                # wrapped message no signature knows may still say what broke there, and that is
+                # the cause: a gloo connection closed by a peer during capture is a failure of
+                # the ranks' communication, not of graph capture.
+                return self._words_of_inner(sig, groups, context + "\n" + message, phase)
         return self._finish(sig, groups, context + "\n" + message, phase)
+
+    def _words_of_inner(self, sig: Signature, groups: dict, context: str, phase: str | None) -> Match:
+        from servepilot.triage.keywords import guess_category
+
+        found = self._finish(sig, groups, context, phase)
+        guess = guess_category(groups[sig.unwrap])
+        if guess is None or guess[0] == found.category or found.evidence != "message":
+            return found
+        return replace(
+            found,
+            category=guess[0],
+            explanation=f"{found.explanation} The wrapped message names {guess[1]!r}: a {guess[0]} failure.",
+        )
 
     def _finish(self, sig: Signature, groups: dict, context: str, phase: str | None = None) -> Match:
         category, explanation = sig.category, _render(sig.explanation, groups)
