@@ -166,3 +166,20 @@ def test_an_unknown_multimodal_projector_is_an_unsupported_architecture():
             "load_hparams: unknown projector type: locateanything")
     d = triage_text(line, engine="llama.cpp")
     assert d.root_cause.category == "unsupported_arch"
+
+
+@pytest.mark.parametrize("log, rests_on, category", [
+    # ollama-6238-oom_weights: the client's request dies with the runner
+    ('Error: Post "http://127.0.0.1:11434/api/chat": EOF\n'
+     "Error: llama runner process has terminated: signal: killed\n",
+     "Error: llama runner process has terminated: signal: killed", "oom_weights"),
+    # ollama-9960-port_in_use: the CLI points at the server log, which says why
+    ("Error: something went wrong, please see the ollama server logs for details\n"
+     "Error: listen tcp 0.0.0.0:11434: bind: Only one usage of each socket address "
+     "(protocol/network address/port) is normally permitted.\n",
+     "Error: listen tcp 0.0.0.0:11434: bind: Only one usage", "port_in_use"),
+])
+def test_a_line_that_points_at_another_failure_is_not_the_root_cause(log, rests_on, category):
+    d = triage_text(log)
+    assert log.split("\n")[d.root_cause.line - 1].startswith(rests_on)
+    assert d.root_cause.category == category

@@ -50,6 +50,14 @@ _TIER_RANK = {"cause": 0, "generic": 1, None: 2, "echo": 3}
 _WARNING_CAUSE_RANK = 2.5  # a known cause printed as a warning: after unknown exceptions
 _WARNING_OTHER_RANK = 3.5  # a vague or unknown warning: after the echoes
 _PLAIN_UNKNOWN_RANK = 2.2  # an unknown plain line (no exception, no ERROR level): after exceptions
+# An unknown line that reports another process's failure from outside: a client's request cut
+# off (Go's `Post "http://127.0.0.1:11434/api/chat": EOF`, a reset or refused connection) or a
+# pointer to another log ("please see the ollama server logs for details").
+_POINTS_ELSEWHERE = re.compile(
+    r'(?:"https?://[^"]*"|https?://\S+):? (?:EOF|read: connection reset|dial tcp)|\bconnection refused\b'
+    r"|\bsee (?:the )?(?:\w+ )?(?:server )?logs?\b",
+    re.IGNORECASE,
+)
 # Confidence of a root cause by what its category rests on (rule 7 of this module).
 CONFIDENCE = {
     "signature": 0.9,  # a known engine message, category from its text, frames or phase
@@ -169,6 +177,14 @@ def _expand(ev: ErrorEvent, matcher: Matcher) -> list[tuple[ErrorEvent, Match | 
             ll = parse_line(first_text)
             first = replace(ev, line_no=first_no, message=ll.message, text=ll.text, block=[], lines=[])
             out.insert(0, (first, None))
+    if not out and _POINTS_ELSEWHERE.search(ev.message):
+        # a run of unknown lines that opens with a pointer ("see the server logs", a client's
+        # EOF): the first line that is not one is the error the run reports
+        for line_no, text in ev.block[1:]:
+            ll = parse_line(text)
+            if ll.message.strip() and not _POINTS_ELSEWHERE.search(ll.message):
+                return [(replace(ev, line_no=line_no, message=ll.message, text=ll.text, process=ll.process,
+                                 pid=ll.pid, level=ll.level or ev.level), None)]
     return out or [(ev, None)]
 
 
@@ -260,7 +276,9 @@ def _rank(g: _Group) -> float:
     if g.first.is_warning:
         return _WARNING_CAUSE_RANK if g.tier_rank == 0 else _WARNING_OTHER_RANK
     if g.match is None and _is_plain_line(g.first):
-        return _PLAIN_UNKNOWN_RANK
+        # a line that points elsewhere (a client whose request died with the server, "see the
+        # server logs") is an echo: the server's own error, when the log has it, is the cause
+        return _TIER_RANK["echo"] if _POINTS_ELSEWHERE.search(g.first.message) else _PLAIN_UNKNOWN_RANK
     return g.tier_rank
 
 
