@@ -183,3 +183,23 @@ def test_a_line_that_points_at_another_failure_is_not_the_root_cause(log, rests_
     d = triage_text(log)
     assert log.split("\n")[d.root_cause.line - 1].startswith(rests_on)
     assert d.root_cause.category == category
+
+
+def test_the_line_closing_a_traceback_is_its_exception_whatever_the_class_is_called():
+    # ktransformers-1570-attention_backend: Triton's OutOfResources (no "Error" in the name),
+    # raised from SGLang's Triton extend-attention kernel
+    log = (
+        '  File "/home/u/.venv/lib/python3.11/site-packages/sglang/srt/layers/attention/triton_ops/'
+        'extend_attention.py", line 597, in extend_attention_fwd\n'
+        "    _fwd_kernel[grid](\n"
+        '  File "/home/u/.venv/lib/python3.11/site-packages/triton/compiler/compiler.py", line 483, '
+        "in _init_handles\n"
+        '    raise OutOfResources(self.metadata.shared, max_shared, "shared memory")\n'
+        "triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 106496, "
+        "Hardware limit: 101376. Reducing block sizes or\n"
+    )
+    d = triage_text(log)
+    assert d.root_cause.exception == "triton.runtime.errors.OutOfResources"
+    assert d.root_cause.line == 5
+    # the frames place the kernel in the attention backend
+    assert d.root_cause.category == "attention_backend"

@@ -33,6 +33,8 @@ _EXCEPTION = re.compile(
     r"(?::\s?(?P<msg>.*)|\((?P<repr>.*)\))?$"
 )
 _TRACEBACK_HEAD = "Traceback (most recent call last)"
+# After a traceback's frames, Python prints the exception as "module.Class: message".
+_TRACEBACK_END = re.compile(r"^(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z][A-Za-z0-9_]*)(?::\s?(?P<msg>.*))?$")
 _CHAIN = re.compile(
     r"^(?:The above exception was the (?P<direct>direct cause) of the following exception"
     r"|During handling of the above exception, another exception occurred)"
@@ -291,6 +293,12 @@ class Assembler:
                 self._close_block(key)
             return
         exc = exception_parts(msg)
+        if exc is None and opened is not None and opened.mode == "tb" and not _indented(ll.text, msg):
+            # the line that closes a traceback is its exception, whatever the class is called
+            # (Triton's OutOfResources, a library's FooTimeout): "module.Class: message"
+            end = _TRACEBACK_END.match(msg)
+            if end is not None:
+                exc = (end.group("type"), end.group("msg") or "")
         if exc is not None:
             context = self._open.pop(key, None)
             if context is not None and context.mode == "block":
