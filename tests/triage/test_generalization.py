@@ -203,3 +203,12 @@ def test_the_line_closing_a_traceback_is_its_exception_whatever_the_class_is_cal
     assert d.root_cause.line == 5
     # the frames place the kernel in the attention backend
     assert d.root_cause.category == "attention_backend"
+
+
+def test_a_refused_command_line_is_not_filed_under_the_flag_it_names():
+    # llama-swap-283-other: --flash-attn took the next flag as its value
+    line = ("llama-swap-1  | error while handling argument \"--flash-attn\": error: unkown value for "
+            "--flash-attn: '--ctx-size'")
+    assert guess_category(line)[0] == "other"
+    d = triage_text(line, engine="llama.cpp")
+    assert d.root_cause.category == "other"
