@@ -212,3 +212,12 @@ def test_a_refused_command_line_is_not_filed_under_the_flag_it_names():
     assert guess_category(line)[0] == "other"
     d = triage_text(line, engine="llama.cpp")
     assert d.root_cause.category == "other"
+
+
+def test_an_unknown_memory_failure_means_what_its_phase_says():
+    # lines of llamafile-501: the context (KV cache, compute buffers) was being created
+    alloc = "ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size 84940832\n"
+    in_context = "llama_new_context_with_model:        CPU  output buffer size =     0.14 MiB\n" + alloc
+    assert triage_text(in_context, engine="llama.cpp").root_cause.category == "oom_kv_cache"
+    # the same line with no phase shown reads as the weights'
+    assert triage_text(alloc, engine="llama.cpp").root_cause.category == "oom_weights"

@@ -49,6 +49,8 @@ from servepilot.triage.signatures import Match, Matcher, TriageRemedy
 _TIER_RANK = {"cause": 0, "generic": 1, None: 2, "echo": 3}
 _WARNING_CAUSE_RANK = 2.5  # a known cause printed as a warning: after unknown exceptions
 _WARNING_OTHER_RANK = 3.5  # a vague or unknown warning: after the echoes
+# An unknown memory failure, by the start-up phase it came in (markers.PHASES).
+_OOM_BY_PHASE = {"kv_cache_profiling": "oom_kv_cache", "cuda_graph_capture": "cuda_graph"}
 _PLAIN_UNKNOWN_RANK = 2.2  # an unknown plain line (no exception, no ERROR level): after exceptions
 # An unknown line that reports another process's failure from outside: a client's request cut
 # off (Go's `Post "http://127.0.0.1:11434/api/chat": EOF`, a reset or refused connection) or a
@@ -253,6 +255,11 @@ def _cause(group: _Group, basis: str | None = None) -> Cause:
             explanation += (
                 f" Its message names {by_words[1]!r}, so it is filed under {category} (a guess from its words)."
             )
+            if category == "oom_weights" and ev.phase in _OOM_BY_PHASE:
+                # what a memory failure means depends on where the start-up was, for messages
+                # no signature knows as much as for CUDA's own OOM (signatures' by_phase)
+                category = _OOM_BY_PHASE[ev.phase]
+                explanation += f" It came while the start-up was in {ev.phase}, so it is {category}."
     return Cause(
         category=category,
         signature=signature,
