@@ -221,3 +221,28 @@ def test_an_unknown_memory_failure_means_what_its_phase_says():
     assert triage_text(in_context, engine="llama.cpp").root_cause.category == "oom_kv_cache"
     # the same line with no phase shown reads as the weights'
     assert triage_text(alloc, engine="llama.cpp").root_cause.category == "oom_weights"
+
+
+def test_a_bare_assertion_is_read_by_the_assert_it_failed():
+    # sglang-2270-quantization_support: an AWQ MoE checkpoint with no MoE quant method
+    log = (
+        "    self.experts = FusedMoE(\n"
+        '  File "/home/.local/lib/python3.10/site-packages/sglang/srt/layers/fused_moe_triton/layer.py", '
+        "line 227, in __init__\n"
+        "    assert self.quant_method is not None\n"
+        "AssertionError\n"
+    )
+    d = triage_text(log, engine="sglang")
+    assert d.root_cause.exception == "AssertionError"
+    assert d.root_cause.category == "quantization_support"
+
+
+@pytest.mark.parametrize("message, category", [
+    # full-parallelworks-vllm-gptoss-tiktoken-split
+    ("openai_harmony.HarmonyError: invalid tiktoken vocab file: expected token and rank, could not split "
+     "on ' ' at line 1", "tokenizer_template"),
+    # full-mattbucci-sglang-r9700-reap-awq-keyerror: a packed AWQ tensor the MoE loader has no place for
+    ("KeyError: 'model.layers.0.mlp.experts.w2_qweight'", "quantization_support"),
+])
+def test_words_of_tokenizer_files_and_packed_quantized_tensors(message, category):
+    assert guess_category(message)[0] == category

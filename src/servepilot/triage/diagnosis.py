@@ -243,7 +243,7 @@ def _cause(group: _Group, basis: str | None = None) -> Cause:
         where = f" in {ev.process}" if ev.process else ""
         explanation = f"{what}{where} that no servepilot signature knows; the excerpt is the engine's own words."
         by_frames = guess_from_frames(ev.lines)
-        by_words = guess_category(ev.message)
+        by_words = guess_category(_words_of(ev))
         if by_frames is not None:
             category, basis = by_frames[0], "frames"
             explanation += (
@@ -276,6 +276,21 @@ def _cause(group: _Group, basis: str | None = None) -> Cause:
         confidence=CONFIDENCE[basis],
         basis=basis,
     )
+
+
+_BARE_ASSERT = re.compile(r"(?:^|\.)AssertionError:?\s*$")
+_ASSERT_LINE = re.compile(r"^\s*assert\b")
+
+
+def _words_of(ev: ErrorEvent) -> str:
+    """The text an unknown error's category is guessed from: its message, or for a bare
+    AssertionError the assert statement it failed (the traceback's last code line)."""
+    if _BARE_ASSERT.search(ev.message):
+        for line in reversed(ev.lines):
+            message = parse_line(line).message
+            if _ASSERT_LINE.match(message):
+                return f"{ev.message} {message.strip()}"
+    return ev.message
 
 
 def _rank(g: _Group) -> float:
