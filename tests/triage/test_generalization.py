@@ -246,3 +246,15 @@ def test_a_bare_assertion_is_read_by_the_assert_it_failed():
 ])
 def test_words_of_tokenizer_files_and_packed_quantized_tensors(message, category):
     assert guess_category(message)[0] == category
+
+
+def test_a_run_of_unknown_lines_rests_on_the_line_that_says_what_failed():
+    # llama.cpp-18133-cuda_driver_arch: GGML_ABORT's location line, then CANN's own words
+    log = (
+        "srv    load_model: loading model '/home/model/deepseek-7b-chat-f16.gguf'\n"
+        "/usr/local/llama.cpp/ggml/src/ggml-cann/ggml-cann.cpp:67: CANN error\n"
+        "CANN error: EZ9903: [PID: 71888] 2025-12-17-18:13:01.238.630 support for Ascend910 is not implemented\n"
+    )
+    d = triage_text(log, engine="llama.cpp")
+    assert d.root_cause.line == 3
+    assert d.root_cause.category == "cuda_driver_arch"

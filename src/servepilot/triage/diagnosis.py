@@ -179,6 +179,15 @@ def _expand(ev: ErrorEvent, matcher: Matcher) -> list[tuple[ErrorEvent, Match | 
             ll = parse_line(first_text)
             first = replace(ev, line_no=first_no, message=ll.message, text=ll.text, block=[], lines=[])
             out.insert(0, (first, None))
+    if not out and guess_category(ev.message) is None:
+        # a run of unknown lines whose first line names nothing (GGML_ABORT's "ggml-cann.cpp:67:
+        # CANN error") rests on the first line of the run that says what failed ("CANN error:
+        # ... support for Ascend910 is not implemented"): the run is one error
+        for line_no, text in ev.block[1:6]:
+            ll = parse_line(text)
+            if guess_category(ll.message) is not None and not _POINTS_ELSEWHERE.search(ll.message):
+                return [(replace(ev, line_no=line_no, message=ll.message, text=ll.text, process=ll.process,
+                                 pid=ll.pid, level=ll.level or ev.level), None)]
     if not out and _POINTS_ELSEWHERE.search(ev.message):
         # a run of unknown lines that opens with a pointer ("see the server logs", a client's
         # EOF): the first line that is not one is the error the run reports
