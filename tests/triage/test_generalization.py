@@ -258,3 +258,13 @@ def test_a_run_of_unknown_lines_rests_on_the_line_that_says_what_failed():
     d = triage_text(log, engine="llama.cpp")
     assert d.root_cause.line == 3
     assert d.root_cause.category == "cuda_driver_arch"
+
+
+def test_an_engine_process_that_dies_after_readiness_is_the_root_cause():
+    # SGLang served, then its scheduler died of a FlashInfer error on the warmup request; the
+    # traceback unwound run_scheduler_process (corpus row full-jethac-sglang-spark-flashinfer-invalid-config)
+    log = (_FULL / "jethac-sglang-spark-flashinfer-invalid-config.log").read_bytes().decode("utf-8", "replace")
+    d = triage_text(log)
+    assert d.root_cause is not None
+    assert d.root_cause.exception == "tvm.error.InternalError"
+    assert d.root_cause.line == _first_line_with(log, "tvm.error.InternalError: Error in function")

@@ -78,6 +78,12 @@ _COMPETED = 0.7  # the most a cause gets when another known cause of a different
 _ALTERNATIVES_SHOWN = 3
 _NORMALISE = re.compile(r"0x[0-9a-fA-F]+|\d+")
 _OTHER_ERRORS_SHOWN = 20
+# The entry function of an engine's subprocess: an exception that unwound it killed that
+# process, wherever it sits in the log (SGLang's scheduler, sglang/srt/managers/scheduler.py
+# run_scheduler_process; vLLM's engine core and workers, vllm/v1/engine/core.py
+# run_engine_core and vllm/v1/executor/multiproc_executor.py worker_main, v0.10-0.11;
+# the frames as printed in corpus/full-logs).
+_ENGINE_PROCESS_FRAME = re.compile(r", in (?:run_scheduler_process|run_engine_core|worker_main)$")
 _LAST_WORDS = 3  # an exception this close to the log's end is what the process died of
 # a frame of a process's own entry point: the exception unwound the whole process (a failed
 # request unwinds only to the web server's handler)
@@ -444,8 +450,11 @@ def decide(
 
     def _ends_the_log(g: _Group) -> bool:
         ev = g.first
-        return (ev.exc_type is not None and lines_read - ev.line_no <= _LAST_WORDS
-                and any(_TOP_LEVEL_FRAME.search(f) for f in ev.lines))
+        if ev.exc_type is None:
+            return False
+        if any(_ENGINE_PROCESS_FRAME.search(f) for f in ev.lines):
+            return True  # it unwound an engine subprocess's entry point: that process is gone
+        return lines_read - ev.line_no <= _LAST_WORDS and any(_TOP_LEVEL_FRAME.search(f) for f in ev.lines)
 
     candidates = [g for g in groups.values() if candidate(g)]
     by_line = {g.first.line_no: g for g in candidates}

@@ -319,7 +319,8 @@ class Assembler:
         if opened and opened.mode == "tb":
             opened.lines.append(ll.text)
             if len(opened.lines) > _FRAMES_KEPT:
-                del opened.lines[1:-_FRAMES_KEPT]
+                # the header and the outermost frame (a process's entry point) stay with the last ones
+                del opened.lines[2:-_FRAMES_KEPT]
             if message_line:
                 # A message printed inside a traceback (transformers prints "The repository
                 # for X contains custom code ..." before an EOFError): a signature may know it.
