@@ -268,3 +268,23 @@ def test_an_engine_process_that_dies_after_readiness_is_the_root_cause():
     assert d.root_cause is not None
     assert d.root_cause.exception == "tvm.error.InternalError"
     assert d.root_cause.line == _first_line_with(log, "tvm.error.InternalError: Error in function")
+
+
+@pytest.mark.parametrize("raw, process, level, message", [
+    # vLLM 0.8-0.10 multiproc workers (corpus excerpts carry "(VllmWorker rank=3 pid=1090)")
+    ("(VllmWorker rank=3 pid=1090) ERROR 06-01 10:00:00 [multiproc_executor.py:470] ValueError: x",
+     "VllmWorker rank=3", "ERROR", "ValueError: x"),
+    # torch's glog-format lines inside vLLM's process prefix (full-zjpzhao-verify-qwen3vl-flex)
+    ("\x1b[1;36m(EngineCore_DP0 pid=116603)\x1b[0;0m [rank0]:E0731 16:03:52.115000 116603 "
+     "site-packages/torch/_inductor/runtime/triton_heuristics.py:539] [1/0] RuntimeError: PassManager::run failed",
+     "EngineCore_DP0", "ERROR", "RuntimeError: PassManager::run failed"),
+    # c10's bracketed form, a warning (full-jethac-sglang-spark-flashinfer-invalid-config)
+    ("[rank0]:[W613 18:25:21.887897693 ProcessGroupNCCL.cpp:1575] Warning: WARNING: destroy_process_group() "
+     "was not called before program exit", "rank0", "WARNING", "Warning: WARNING: destroy_process_group()"),
+])
+def test_engine_and_torch_prefixes_are_taken_off_the_message(raw, process, level, message):
+    from servepilot.triage.lines import parse_line
+
+    ll = parse_line(raw)
+    assert (ll.process, ll.level) == (process, level)
+    assert ll.message.startswith(message)

@@ -21,10 +21,11 @@ from dataclasses import dataclass
 # CSI sequences (colours, cursor moves) and OSC titles; tqdm and rich both emit them.
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 
-# `(Worker_TP4 pid=1)`, `(VllmWorker TP0 pid=3974)`, `(RayWorkerWrapper pid=9, ip=10.0.0.2)`.
+# `(Worker_TP4 pid=1)`, `(VllmWorker TP0 pid=3974)`, `(VllmWorker rank=3 pid=1090)` (vLLM
+# 0.8-0.10's multiproc workers, as in corpus rows), `(RayWorkerWrapper pid=9, ip=10.0.0.2)`.
 # The opening bracket is optional because excerpts pasted into issues often lose it.
 _PROCESS = re.compile(
-    r"(?:^|(?<=[\s|]))\(?(?P<process>[A-Za-z][\w.\-]*(?: [A-Za-z]+\d+)?) pid=(?P<pid>\d+)"
+    r"(?:^|(?<=[\s|]))\(?(?P<process>[A-Za-z][\w.\-]*(?: [A-Za-z]+\d+| rank=\d+)?) pid=(?P<pid>\d+)"
     r"(?:, ip=(?P<ip>[0-9A-Fa-f.:]+))?\)\s?"
 )
 
@@ -61,6 +62,15 @@ _LLAMACPP = re.compile(r"(?:(?P<tag>srv|slot|que|res)\s+)?(?P<func>[a-z_][a-z0-9
 # torch.distributed prefixes every line of an uncaught exception with the rank
 # (`[rank0]: Traceback ...`, `[rank0]:[W1203 ...] ...`; torch/distributed/elastic log_line_prefix).
 _TORCH_RANK = re.compile(r"\[(?P<process>[Rr]ank\d+)\]:\s?")
+
+# glog's format, which torch's C++ logging (c10) and torch._logging write:
+# `E0731 16:03:52.115000 116603 site-packages/torch/x.py:539] msg` and, bracketed with no pid,
+# `[W613 18:25:21.887897693 ProcessGroupNCCL.cpp:1575] msg`; the first letter is the level.
+_GLOG = re.compile(
+    r"\[?(?P<level>[EWIF])(?P<ts>\d{3,4} \d\d:\d\d:\d\d\.\d+)(?: +\d+)? (?P<src>[\w./\-]+:\d+)\] ?"
+    r"(?:\[\d+/\d+(?:_\d+)?\] )?"  # torch.compile's frame/compile id
+)
+_GLOG_LEVELS = {"E": "ERROR", "W": "WARNING", "I": "INFO", "F": "CRITICAL"}
 
 # docker compose service column `vllm  | ` and kubectl-style pod prefixes before a process prefix.
 _COMPOSE = re.compile(r"[\w.\-]+\s+\|\s")
@@ -125,6 +135,9 @@ def parse_line(raw: str) -> LogLine:
     m = _VLLM_FORMAT.match(rest)
     if m:
         level, timestamp, source = m.group("level"), m.group("ts"), m.group("src")
+        rest = rest[m.end() :]
+    elif rest[:2].lstrip("[")[:1] in _GLOG_LEVELS and (m := _GLOG.match(rest)):
+        level, timestamp, source = _GLOG_LEVELS[m.group("level")], m.group("ts"), m.group("src")
         rest = rest[m.end() :]
     elif rest.startswith("time=") and (m := _LOGFMT.match(rest)):
         level, timestamp, source = m.group("level"), m.group("ts"), m.group("src")
