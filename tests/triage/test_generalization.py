@@ -288,3 +288,32 @@ def test_engine_and_torch_prefixes_are_taken_off_the_message(raw, process, level
     ll = parse_line(raw)
     assert (ll.process, ll.level) == (process, level)
     assert ll.message.startswith(message)
+
+
+_WATCHDOG = (
+    "(VllmWorker TP1 pid=12) [rank1]:[E801 10:10:00.123456789 ProcessGroupNCCL.cpp:632] [Rank 1] Watchdog "
+    "caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+    "Timeout(ms)=600000) ran for 600011 milliseconds before timing out.\n"
+)
+_PEER_OOM = (
+    "(VllmWorker TP3 pid=14) ERROR 08-01 10:00:05 [multiproc_executor.py:546] Traceback (most recent call last):\n"
+    '(VllmWorker TP3 pid=14) ERROR 08-01 10:00:05 [multiproc_executor.py:546]   File "/x/vllm/v1/worker/'
+    'gpu_model_runner.py", line 10, in load_model\n'
+    "(VllmWorker TP3 pid=14) ERROR 08-01 10:00:05 [multiproc_executor.py:546] torch.OutOfMemoryError: CUDA out "
+    "of memory. Tried to allocate 2.00 GiB. GPU 3 has a total capacity of 79.1 GiB of which 1.0 GiB is free.\n"
+)
+
+
+def test_a_watchdog_timeout_is_explained_by_the_peer_that_failed_first():
+    # the watchdog line is flushed first in the file but happened ten minutes after the OOM
+    log = "INFO 08-01 10:00:00 [api_server.py:1] vLLM API server version 0.10.1\n" + _WATCHDOG + _PEER_OOM
+    d = triage_text(log, engine="vllm")
+    assert d.root_cause.signature == "cuda-oom"
+    assert d.root_cause.process == "VllmWorker TP3"
+    assert any(a.signature == "nccl-timeout" for a in d.alternatives)
+
+
+def test_a_watchdog_timeout_alone_is_the_root_cause():
+    d = triage_text("INFO 08-01 10:00:00 [api_server.py:1] vLLM API server version 0.10.1\n" + _WATCHDOG,
+                    engine="vllm")
+    assert d.root_cause.signature == "nccl-timeout"

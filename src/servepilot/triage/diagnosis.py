@@ -518,6 +518,15 @@ def _choose(candidates: list[_Group], line_of) -> tuple[_Group | None, str | Non
     """The root cause by rule 4, and its basis when a warning was taken to explain an error."""
     if not candidates:
         return None, None
+    waiting = [g for g in candidates if g.match is not None and g.match.signature.waits_on_peers]
+    if waiting:
+        # causal order across processes: ranks that timed out waiting for a collective waited
+        # on a peer; a fatal error of another process (an OOM, a worker that died) is why
+        waiters = {g.first.process for g in waiting}
+        failed = [g for g in candidates if g not in waiting and _rank(g) <= _TIER_RANK[None]
+                  and (g.first.process not in waiters or g.first.process is None)]
+        if failed:
+            candidates = failed
     best = min(_rank(g) for g in candidates)
     tied = [g for g in candidates if _rank(g) == best]
     # a known message seen both in a progress line and in an error line (vLLM's INFO

@@ -137,7 +137,9 @@ def parse_line(raw: str) -> LogLine:
         level, timestamp, source = m.group("level"), m.group("ts"), m.group("src")
         rest = rest[m.end() :]
     elif rest[:2].lstrip("[")[:1] in _GLOG_LEVELS and (m := _GLOG.match(rest)):
-        level, timestamp, source = _GLOG_LEVELS[m.group("level")], m.group("ts"), m.group("src")
+        level, source = _GLOG_LEVELS[m.group("level")], m.group("src")
+        day, clock = m.group("ts").split(" ", 1)  # glog's "731" / "1203": month and day
+        timestamp = f"{day[:-2].zfill(2)}-{day[-2:]} {clock}"  # vLLM's shape, to order in time
         rest = rest[m.end() :]
     elif rest.startswith("time=") and (m := _LOGFMT.match(rest)):
         level, timestamp, source = m.group("level"), m.group("ts"), m.group("src")

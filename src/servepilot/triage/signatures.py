@@ -21,6 +21,8 @@ and how it ranks:
   it: one CUDA OOM is the weights while loading, the KV cache while profiling, CUDA graphs
   during capture, a request's when serving. It applies when no refine rule matched (the
   traceback frames, when there are any, are the more direct evidence);
+- `waits_on_peers: true` marks a rank's report that it waited for the others and timed out
+  (NCCL's watchdog): when another process of the launch failed, that failure is the cause;
 - `analyzer` names a function below that reads a structured message (the attention
   selector's per-backend reasons).
 """
@@ -73,6 +75,7 @@ class Signature:
     analyzer: str | None = None
     examples: tuple[str, ...] = ()
     by_phase: tuple[tuple[str, str, str], ...] = ()  # (phase, category, explanation)
+    waits_on_peers: bool = False  # a rank that timed out waiting for others (see diagnosis.py)
 
 
 @dataclass(frozen=True)
@@ -162,6 +165,7 @@ def build_signature(raw: dict) -> Signature:
         tier=tier,
         benign=bool(raw.get("benign", False)),
         unwrap=unwrap,
+        waits_on_peers=bool(raw.get("waits_on_peers", False)),
         refine=tuple(
             RefineRule(_compile(r["when"], where), r["category"], r.get("explanation"))
             for r in raw.get("refine", ())
