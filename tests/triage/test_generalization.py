@@ -47,6 +47,11 @@ WORDS = [
     # SGLang waiting for its metrics port (gpustack-5842-port_in_use)
     ("ValueError: metrics_port at 40290 is not available in 30 seconds. metrics_port is used by a process "
      "already.", "port_in_use"),
+    # a compiled extension built against another torch/CUDA (sglang-8373-cuda_driver_arch)
+    ("ImportError: /home/devuser/.local/lib/python3.10/site-packages/sgl_kernel/common_ops.abi3.so: "
+     "undefined symbol: _ZN3c104cuda9SetDeviceEa", "cuda_driver_arch"),
+    # PTX newer than the driver (llama.cpp-5845-cuda_driver_arch)
+    ("CUDA error: the provided PTX was compiled with an unsupported toolchain.", "cuda_driver_arch"),
     # NVSHMEM, DeepEP's transport (sglang-6017, mooncake-605)
     ("nvshmem initialization failed, exiting", "nccl_distributed"),
     # a FlashAttention source path in a CUDA error (sglang-10711-attention_backend)
