@@ -286,6 +286,15 @@ def test_an_engine_process_that_dies_after_readiness_is_the_root_cause():
     # c10's bracketed form, a warning (full-jethac-sglang-spark-flashinfer-invalid-config)
     ("[rank0]:[W613 18:25:21.887897693 ProcessGroupNCCL.cpp:1575] Warning: WARNING: destroy_process_group() "
      "was not called before program exit", "rank0", "WARNING", "Warning: WARNING: destroy_process_group()"),
+    # Ray Serve's replica prefix around vLLM's own format (KubeRay / Ray Serve deployments)
+    ("(ServeReplica:default:VLLMDeployment pid=3262, ip=10.0.0.1) ERROR 08-01 10:00:00 [core.py:1] "
+     "ValueError: x", "ServeReplica:default:VLLMDeployment", "ERROR", "ValueError: x"),
+    # Xinference's logging format (logger name and pid before the level)
+    ("2024-11-29 05:23:47,651 xinference.core.worker 140 ERROR    Failed to load model",
+     None, "ERROR", "Failed to load model"),
+    # loguru
+    ("2025-06-01 10:00:00.123 | ERROR    | module:fn:12 - ValueError: x", None, "ERROR", "ValueError: x"),
+    ("[ERROR] ValueError: x", None, "ERROR", "ValueError: x"),
 ])
 def test_engine_and_torch_prefixes_are_taken_off_the_message(raw, process, level, message):
     from servepilot.triage.lines import parse_line

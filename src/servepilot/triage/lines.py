@@ -22,10 +22,11 @@ from dataclasses import dataclass
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 
 # `(Worker_TP4 pid=1)`, `(VllmWorker TP0 pid=3974)`, `(VllmWorker rank=3 pid=1090)` (vLLM
-# 0.8-0.10's multiproc workers, as in corpus rows), `(RayWorkerWrapper pid=9, ip=10.0.0.2)`.
+# 0.8-0.10's multiproc workers, as in corpus rows), `(RayWorkerWrapper pid=9, ip=10.0.0.2)`,
+# Ray Serve's `(ServeReplica:default:VLLMDeployment pid=3262, ip=10.0.0.1)`.
 # The opening bracket is optional because excerpts pasted into issues often lose it.
 _PROCESS = re.compile(
-    r"(?:^|(?<=[\s|]))\(?(?P<process>[A-Za-z][\w.\-]*(?: [A-Za-z]+\d+| rank=\d+)?) pid=(?P<pid>\d+)"
+    r"(?:^|(?<=[\s|]))\(?(?P<process>[A-Za-z][\w.:\-]*(?: [A-Za-z]+\d+| rank=\d+)?) pid=(?P<pid>\d+)"
     r"(?:, ip=(?P<ip>[0-9A-Fa-f.:]+))?\)\s?"
 )
 
@@ -45,15 +46,21 @@ _SGLANG_FORMAT = re.compile(
 )
 
 # A leading ISO timestamp (docker --timestamps, journald, Python logging defaults), then
-# optionally a level: `2025-01-01T10:00:00.123Z ERROR msg`, `2025-01-01 10:00:00,123 - x - ERROR - msg`.
+# optionally a level: `2025-01-01T10:00:00.123Z ERROR msg`, `2025-01-01 10:00:00,123 - x - ERROR - msg`,
+# a wrapper's logger name and pid (Xinference: `2024-11-29 05:23:47,651 xinference.core.worker 140
+# ERROR    msg`), loguru's `2025-06-01 10:00:00.123 | ERROR    | module:fn:12 - msg`.
 # CI runners put it in brackets (Buildkite: `[2025-03-10T15:07:20Z] ERROR 03-10 ...`).
 _ISO_PREFIX = re.compile(
     r"\[?(?P<ts>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\]?"
-    r"(?:\s*(?:-\s*[\w.]+\s*-\s*)?(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b\s*[-:]?)?\s*"
+    r"(?:\s*(?:-\s*[\w.]+\s*-\s*|\|\s*|[\w.]+(?: \d+)? +)?(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b"
+    r"(?:\s*\|\s*[\w.:<>\-]+:\d+\s*-|\s*[-:]?))?\s*"
 )
 
 # uvicorn's default formatter: `ERROR:    [Errno 98] ...`, `INFO:     Uvicorn running on ...`.
-_UVICORN = re.compile(r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+")
+# A bracketed level opens some wrappers' lines: `[ERROR] msg`.
+_UVICORN = re.compile(
+    r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+|\[(?P<blevel>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\]\s*"
+)
 
 # llama.cpp: `llama_model_load: error loading model: ...`, `srv  load_model: failed ...`,
 # `main: server is listening on ...` (C function name, lower case, then a colon).
@@ -181,7 +188,7 @@ def parse_line(raw: str) -> LogLine:
             else:
                 m = _UVICORN.match(rest)
                 if m:
-                    level = m.group("level")
+                    level = m.group("level") or m.group("blevel")
                     rest = rest[m.end() :]
     if source is None and level is None:
         m = _LLAMACPP.match(rest)
