@@ -331,3 +331,15 @@ def test_a_watchdog_timeout_alone_is_the_root_cause():
     d = triage_text("INFO 08-01 10:00:00 [api_server.py:1] vLLM API server version 0.10.1\n" + _WATCHDOG,
                     engine="vllm")
     assert d.root_cause.signature == "nccl-timeout"
+
+
+def test_a_c_function_refusal_is_an_error_line_and_outranks_the_loader_echo():
+    # llama.cpp-3492-other: an old GGML file given to a GGUF build
+    log = (
+        "main: seed  = 1696541774\n"
+        "gguf_init_from_file: invalid magic number 67676a74\n"
+        "error loading model: llama_model_loader: failed to load model from "
+        "/var/www/html/models/7B/alpaca/ggml-model-q8_0.bin\n"
+    )
+    d = triage_text(log, engine="llama.cpp")
+    assert d.root_cause.line == 2

@@ -77,7 +77,10 @@ _PLAIN_ERROR = re.compile(
     r"|^[\w./\-]+\.(?:c|cc|cpp|cu|m|mm):\d+: |\billegal instruction\b"
     r"|\b(?:unknown|unrecognized|invalid) (?:command[- ]line )?(?:argument|option)s?\b"
     r"|\b(?:requires|needs) more (?:\w+ )?memory\b|\blarger than (?:the )?(?:\w+ )?maximum\b"
-    r"|\b(?:err|errno|error code)[:=] ?-?\d+",
+    r"|\b(?:err|errno|error code)[:=] ?-?\d+"
+    # a C function's message that opens with a refusal ("gguf_init_from_file: invalid magic
+    # number 67676a74")
+    r"|^(?:[a-z_][a-z0-9_]*: +)?(?:invalid|unknown|unsupported|missing|cannot|can't|unable to)\b",
     re.IGNORECASE,
 )
 # Words of a refusal in a warning: "amdgpu is not supported", "no compatible GPUs".
