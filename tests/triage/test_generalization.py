@@ -52,6 +52,10 @@ WORDS = [
      "undefined symbol: _ZN3c104cuda9SetDeviceEa", "cuda_driver_arch"),
     # PTX newer than the driver (llama.cpp-5845-cuda_driver_arch)
     ("CUDA error: the provided PTX was compiled with an unsupported toolchain.", "cuda_driver_arch"),
+    # transformers' AutoConfig on a config without a model_type it knows
+    # (transformers/models/auto/configuration_auto.py: "Unrecognized model in ...")
+    ("ValueError: Unrecognized model in /models/x. Should have a `model_type` key in its config.json",
+     "unsupported_arch"),
     # NVSHMEM, DeepEP's transport (sglang-6017, mooncake-605)
     ("nvshmem initialization failed, exiting", "nccl_distributed"),
     # a FlashAttention source path in a CUDA error (sglang-10711-attention_backend)
