@@ -21,9 +21,16 @@ The rule, in order:
    more specific one (higher priority), because the engine wrapped the error with what it
    knows about it (vLLM's "Failed to load the tokenizer ... consider setting
    trust_remote_code" around transformers' "Tokenizer class X does not exist").
+   Among unknown errors, an exception (or a line logged at ERROR) outranks a plain line that
+   only says something failed (a process prints those and goes on), and a line that points at
+   another failure (a client's request cut off with EOF, "see the server logs") ranks as an
+   echo. Causal order across processes: a rank that timed out waiting for a collective
+   (`waits_on_peers` signatures: NCCL's watchdog) yields to another process's fatal error.
 5. After a healthy start ("Application startup complete"), only known causes printed after
    it count: errors before it were survived (a missing generation_config.json notice), and
-   a failed request later in a serving log is reported, not blamed.
+   a failed request later in a serving log is reported, not blamed; an exception that
+   unwound an engine subprocess's entry point (SGLang's scheduler, vLLM's engine core or a
+   worker) killed that process and counts too.
 6. No error (or only warnings) and no healthy start: if the log's last lines are a phase
    known to hang (NCCL bootstrap, CUDA graph capture), that hang is the diagnosis; the
    warnings become alternatives.
@@ -32,7 +39,9 @@ The rule, in order:
    in the same launch, the vague error a warning was taken to explain, the other phases a
    bare CUDA OOM could belong to. An error no signature knows keeps its own words and
    exception; its category is read from its frames or words when they name a part of the
-   launch (a guess, low confidence), else it is `other`.
+   launch (a guess, low confidence), else it is `other`. Quoted model ids and paths lend no
+   words; a bare AssertionError is read by its assert statement; an unknown memory failure
+   is placed by its phase like CUDA's own OOM.
 """
 
 from __future__ import annotations
