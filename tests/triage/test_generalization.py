@@ -56,6 +56,8 @@ WORDS = [
     # (transformers/models/auto/configuration_auto.py: "Unrecognized model in ...")
     ("ValueError: Unrecognized model in /models/x. Should have a `model_type` key in its config.json",
      "unsupported_arch"),
+    # an FP4 KV cache (full-jethac-sglang-spark-nvfp4-kv-uncalibrated)
+    ("NVFP4 KV cache global scales must be calibrated before CUDA graph capture.", "kv_cache_dtype"),
     # NVSHMEM, DeepEP's transport (sglang-6017, mooncake-605)
     ("nvshmem initialization failed, exiting", "nccl_distributed"),
     # a FlashAttention source path in a CUDA error (sglang-10711-attention_backend)
