@@ -56,6 +56,12 @@ WORDS = [
     # (transformers/models/auto/configuration_auto.py: "Unrecognized model in ...")
     ("ValueError: Unrecognized model in /models/x. Should have a `model_type` key in its config.json",
      "unsupported_arch"),
+    # weight/activation bit notation (vllm-30602-quantization_support)
+    ("ValueError: Failed to find a kernel that can implement the WNA16 linear layer. Reasons:",
+     "quantization_support"),
+    # the NVIDIA container runtime's driver gate (vllm-5635-cuda_driver_arch)
+    ("nvidia-container-cli: requirement error: unsatisfied condition: cuda>=12.4, please update your driver "
+     "to a newer version, or use an earlier cuda container: unknown.", "cuda_driver_arch"),
     # an FP4 KV cache (full-jethac-sglang-spark-nvfp4-kv-uncalibrated)
     ("NVFP4 KV cache global scales must be calibrated before CUDA graph capture.", "kv_cache_dtype"),
     # NVSHMEM, DeepEP's transport (sglang-6017, mooncake-605)
