@@ -90,6 +90,11 @@ def era_version(row: dict) -> str | None:
 
 def engine_version(row: dict) -> tuple[str | None, str]:
     """(version, how): the row's own version, a docker image tag in its flags, else its era."""
+    if row.get("engine") == "llama.cpp":
+        # llama.cpp versions are build numbers ("version: 5061 (916c83bf)", tag b5061); a date,
+        # "master" or a wrapper's own version (llama-cpp-python 0.3.8, LM Studio) names no build
+        build = re.match(r"\s*b?(\d{3,5})(?![\d.\-/])", row.get("engine_version") or "")
+        return (build.group(1), "row build number") if build else (None, "engine default")
     m = re.match(r"\s*v?(\d+\.\d+(?:\.\d+)?(?:\.post\d+)?(?:\.dev\d+)?)", row.get("engine_version") or "")
     if m:
         return m.group(1), "row"

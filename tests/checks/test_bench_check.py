@@ -42,6 +42,8 @@ def test_gpu_counts(text, count):
 @pytest.mark.parametrize("text, key", [
     ("NVIDIA RTX PRO 6000 Blackwell x8 (SM120)", "rtx-pro-6000-blackwell-workstation"),
     ("8xA100-PCIE-40GB", "a100-pcie-40gb"), ("NVIDIA H20 x8", "h20"), ("Tesla V100-SXM2-32GB", "v100-sxm2-32gb"),
+    ("NVIDIA GeForce RTX 2060 (6 GB)", "rtx-2060"), ("NVIDIA Quadro RTX 6000", "quadro-rtx-6000"),
+    ("2x RTX 4080 Super", "rtx-4080-super"), ("RTX 4070 Ti", "rtx-4070-ti"),
 ])
 def test_catalog_names(text, key):
     assert bench.catalog_gpu(text).key == key
@@ -125,3 +127,13 @@ def test_gguf_rebuild_without_shapes_is_a_skip_not_a_crash(tmp_path):
     (ckpt / "config.json").write_text('{"architectures": ["X"]}')
     with pytest.raises(bench.RowNotBuildable, match="hidden_size"):
         bench.write_gguf(ckpt)
+
+
+@pytest.mark.parametrize("text, build", [
+    ("5061 (916c83bf)", "5061"), ("b6428", "6428"), ("9464 (5dcb71166)", "9464"), ("2024-07 build (HIP)", None),
+    ("llama-cpp-python 0.3.8", None), ("master (2025-08, Vulkan)", None), ("LM Studio 0.2.24", None),
+])
+def test_llamacpp_versions_are_build_numbers(text, build):
+    """A llama.cpp row's version is its build number; a date or a wrapper's version is none."""
+    version, how = bench.engine_version({"engine": "llama.cpp", "engine_version": text, "id": "llama.cpp-1-x"})
+    assert version == build and (("build" in how) == (build is not None))
