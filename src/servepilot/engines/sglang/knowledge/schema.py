@@ -14,6 +14,8 @@ SCHEMA = {
                           "error", "category")),
         "unmodelled_architectures": Rows(("values", "prefix")),
         "known_differences": Rows(("when", "servepilot_error_starts", "reason")),
+        "hybrid_gdn_blackwell": Rows(("model_types", "blackwell_majors", "allowed", "allowed_sm120", "checks",
+                                      "error")),
     },
     "memory": {
         "mem_fraction_static": Rows(("kind", "parallel", "small_gpu_max_mib", "table",
