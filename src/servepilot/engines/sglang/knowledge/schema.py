@@ -17,6 +17,12 @@ SCHEMA = {
         "hybrid_gdn_blackwell": Rows(("model_types", "blackwell_majors", "allowed", "allowed_sm120", "checks",
                                       "error")),
     },
+    "architectures": {
+        "read": VALUE,
+        "source": VALUE,
+        "transformers_fallback": Rows(()),
+        "architectures": VALUE,
+    },
     "memory": {
         "mem_fraction_static": Rows(("kind", "parallel", "small_gpu_max_mib", "table",
                                      "large_fraction", "large_reserved_mib",
