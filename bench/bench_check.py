@@ -68,8 +68,13 @@ ERAS = {
              (7494, "0.5.4"), (11560, "0.6.4"), (11775, "0.6.6"), (13537, "0.7.2"), (14723, "0.7.3"), (15752, "0.8.2"),
              (16959, "0.8.4"), (18390, "0.9.0"), (19542, "0.9.1"), (22800, "0.10.0"), (26420, "0.11.0"),
              (29849, "0.11.2"), (31940, "0.13.0"), (39610, "0.19.0")],
-    # sgl-project/sglang#4330 prints 0.4.3.post2, #13471 runs the v0.5.4.post3 image
-    "sglang": [(4330, "0.4.3.post2"), (13471, "0.5.4.post3")],
+    # versions printed in these sgl-project/sglang threads (#4330 0.4.3.post2, #13471 the
+    # v0.5.4.post3 image, #3687 0.4.3, #4421 0.4.4.post1, #6160 0.4.6, #8131 0.4.9.post2, #15235
+    # 0.5.6.post2, #35080 0.5.17). A thread reporting an older release than an earlier-numbered
+    # one (#8198 0.4.6.post5, #37215 0.5.9) is a user lagging behind, not the era: left out, so
+    # the anchors' releases grow with the issue number.
+    "sglang": [(3687, "0.4.3"), (4330, "0.4.3.post2"), (4421, "0.4.4.post1"), (6160, "0.4.6"),
+               (8131, "0.4.9.post2"), (13471, "0.5.4.post3"), (15235, "0.5.6.post2"), (35080, "0.5.17")],
 }
 ERA_REPOS = {"vllm": r"vllm-project/vllm/(?:issues|pull)/(\d+)", "sglang": r"sgl-project/sglang/(?:issues|pull)/(\d+)"}
 ERA_IDS = {"vllm": r"^vllm-(\d+)-", "sglang": r"^sglang-(\d+)-"}

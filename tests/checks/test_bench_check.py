@@ -18,6 +18,8 @@ import modelzoo  # noqa: E402
     ({"engine": "vllm", "id": "x", "source_url": "https://github.com/vllm-project/vllm/issues/16901"}, "0.8.4"),
     ({"engine": "vllm", "id": "x", "source_url": "https://github.com/vllm-project/vllm/issues/31936"}, "0.13.0"),
     ({"engine": "vllm", "id": "qwen-16-x", "source_url": "https://github.com/QwenLM/Qwen/issues/16"}, None),
+    ({"engine": "sglang", "id": "sglang-5883-x", "source_url": None}, "0.4.6"),
+    ({"engine": "sglang", "id": "x", "source_url": "https://github.com/sgl-project/sglang/issues/33000"}, "0.5.17"),
 ])
 def test_era_from_the_issue_number(row, version):
     assert bench.era_version(row) == version
