@@ -371,6 +371,7 @@ def write_model(root: Path, row_id: str, files: dict, engine: str) -> Path:
     path = root / row_id
     if "zoo" in files:
         path = modelzoo.write_checkpoint(path, files["zoo"])
+        _drop_elided_tokenizer_config(path, files["zoo"])
     else:
         path.mkdir(parents=True)
         for fname, content in files.items():
@@ -379,6 +380,18 @@ def write_model(root: Path, row_id: str, files: dict, engine: str) -> Path:
     if engine == "llama.cpp":
         return write_gguf(path)
     return path
+
+
+def _drop_elided_tokenizer_config(path: Path, name: str) -> None:
+    """The examples/ skeletons' tokenizer configs are written by this project with the Jinja
+    template left out (examples/README.md), so "no chat_template" there says nothing about the
+    published checkpoint: without the file check makes no chat-template claim either way."""
+    family = modelzoo._family(name)
+    tokenizer_config = path / "tokenizer_config.json"
+    if family is None or not isinstance(family.config, str) or not tokenizer_config.is_file():
+        return
+    if "chat_template" not in json.loads(tokenizer_config.read_text()):
+        tokenizer_config.unlink()
 
 
 def _write_custom_code_stubs(path: Path) -> None:

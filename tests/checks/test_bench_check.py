@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -139,3 +140,12 @@ def test_llamacpp_versions_are_build_numbers(text, build):
     """A llama.cpp row's version is its build number; a date or a wrapper's version is none."""
     version, how = bench.engine_version({"engine": "llama.cpp", "engine_version": text, "id": "llama.cpp-1-x"})
     assert version == build and (("build" in how) == (build is not None))
+
+
+def test_example_skeletons_make_no_chat_template_claim(tmp_path):
+    """examples/deepseek-v3 elides the published template: the rebuilt checkpoint drops the file
+    rather than let check report a missing template the real checkpoint has."""
+    path = bench.write_model(tmp_path, "row", {"zoo": "deepseek-ai/DeepSeek-V3"}, "vllm")
+    assert (path / "config.json").is_file() and not (path / "tokenizer_config.json").exists()
+    kept = bench.write_model(tmp_path, "row2", {"zoo": "THUDM/chatglm3-6b"}, "vllm")
+    assert "chat_template" in json.loads((kept / "tokenizer_config.json").read_text())
