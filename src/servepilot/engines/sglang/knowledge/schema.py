@@ -47,5 +47,6 @@ SCHEMA = {
     },
     "quantization": {
         "methods": KeyedRows(("fallback", "min_cc", "native_min_cc")),
+        "fp8_block_moe": Rows(("message",)),
     },
 }
