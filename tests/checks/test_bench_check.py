@@ -149,3 +149,10 @@ def test_example_skeletons_make_no_chat_template_claim(tmp_path):
     assert (path / "config.json").is_file() and not (path / "tokenizer_config.json").exists()
     kept = bench.write_model(tmp_path, "row2", {"zoo": "THUDM/chatglm3-6b"}, "vllm")
     assert "chat_template" in json.loads((kept / "tokenizer_config.json").read_text())
+
+
+def test_qwens_own_qwen3_fp8_releases_are_block_quantized():
+    """Qwen/Qwen3-*-FP8 ship 128x128 FP8 blocks; other producers' FP8 names stay per-tensor here."""
+    assert modelzoo.quantization_for("Qwen/Qwen3-30B-A3B-FP8")["weight_block_size"] == [128, 128]
+    assert "weight_block_size" not in modelzoo.quantization_for("RedHatAI/Qwen3-8B-FP8-dynamic")
+    assert "weight_block_size" not in modelzoo.quantization_for("meta-llama/Llama-3.1-8B-Instruct-FP8")
