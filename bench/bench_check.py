@@ -326,7 +326,13 @@ def model_files(row: dict) -> tuple[dict | None, str]:
     model = row.get("model") or ""
     quant_hint = modelzoo.quantization_for(re.sub(r"\s+", "-", model)) if model else None
     arch = _ARCH_WORD.search(model)
-    if model:
+    if model and _describes_another_model(model):
+        model_text = model  # "Qwen3-0.6B-class hybrid GDN model" is not Qwen3-0.6B: a guess at most
+        for form in _name_forms(model_text) + ([arch.group(1).lower()] if arch else []):
+            guess = family_guess(form)
+            if guess:
+                return _guessed(guess, form, arch), f"family guess {guess} (the row describes a model like it)"
+    elif model:
         files = reference_files(model)
         if files is not None:
             return files, "published config (shared/reference)"
@@ -345,6 +351,12 @@ def model_files(row: dict) -> tuple[dict | None, str]:
     if quant_hint:
         files["config.json"]["quantization_config"] = quant_hint
     return files, "placeholder " + PLACEHOLDER + (f" + {quant_hint['quant_method']}" if quant_hint else "")
+
+
+def _describes_another_model(text: str) -> bool:
+    """A model written as a likeness ("X-class", "X-like", "X-based", "similar to X") names no
+    checkpoint: its config is not X's, so it is not rebuilt from X's published numbers."""
+    return bool(re.search(r"[\w.]-(?:class|like|based|style|sized)\b|\bsimilar to\b", text, re.I))
 
 
 def _with_quant(files: dict, name: str) -> dict:

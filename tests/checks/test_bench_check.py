@@ -156,3 +156,11 @@ def test_qwens_own_qwen3_fp8_releases_are_block_quantized():
     assert modelzoo.quantization_for("Qwen/Qwen3-30B-A3B-FP8")["weight_block_size"] == [128, 128]
     assert "weight_block_size" not in modelzoo.quantization_for("RedHatAI/Qwen3-8B-FP8-dynamic")
     assert "weight_block_size" not in modelzoo.quantization_for("meta-llama/Llama-3.1-8B-Instruct-FP8")
+
+
+def test_a_model_described_as_a_likeness_is_not_rebuilt_from_the_named_one():
+    files, how = bench.model_files({"model": "Qwen3-0.6B-class hybrid GDN model (verl example)"})
+    assert how.startswith("family guess") and not bench.rebuildable({"category": "attention_backend"},
+                                                                      {"model": how, "gpu": "catalog b300",
+                                                                       "version": "0.5.17 (row)"})
+    assert bench.model_files({"model": "Qwen/Qwen3-0.6B"})[1].startswith(("modelzoo", "published config"))
