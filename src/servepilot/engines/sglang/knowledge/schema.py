@@ -35,6 +35,7 @@ SCHEMA = {
     },
     "builds": {
         "wheels": Rows(("archs",)),
+        "pdmux_majors": Rows(("majors", "error")),
     },
     "engine": {
         "oldest_known": VALUE,
