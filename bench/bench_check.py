@@ -5,14 +5,16 @@ rows carry `command`, or the older `flags`) it rebuilds, from the row's fields a
 engine_version, model, gpu, flags; never the error text), a deployment that `check` can judge:
 
   model    shared/reference/configs by Hugging Face id, else bench/modelzoo.py (published
-           config.json numbers by name), else a family guess (same family, nearest size in
-           the zoo), else a small placeholder model; "-AWQ", "-FP8", "-NVFP4", "GGUF" words in
-           the name add the matching quantization. llama.cpp rows get a GGUF file written by
+           config.json numbers by name; not for a likeness such as "X-class model"), else a
+           family guess (same family, nearest size in the zoo), else a small placeholder
+           model; "-AWQ", "-FP8", "-NVFP4", "GGUF" words in the name add the matching
+           quantization. llama.cpp rows get a GGUF file written by
            gguf.GGUFWriter holding metadata only.
   gpu      the hardware catalog's tolerant matching (aliases, NVML names), counts written as
            "x8", "8x", "TP=8", "8 GPUs"; a GPU the catalog lacks gets the catalog GPU nearest in the
            memory size or compute capability the row writes, marked "proxy".
-  version  the row's, else the release contemporary with the report (ERAS, by issue number).
+  version  the row's (a llama.cpp row's build number, "5061 (916c83bf)"), else the release
+           contemporary with the report (ERAS, by issue number).
   command  the row's own command line (docker run of the vLLM image, env assignments,
            python kwargs such as tensor_parallel_size=8 and bare --flags are understood).
 
