@@ -707,6 +707,12 @@ def main(argv: list[str]) -> int:
             f"REBUILDABLE {split}: check's first finding in the right category "
             f"{hits}/{len(cases)} = {hits / len(cases):.1%}"
         )
+        by_category: dict[str, list[int]] = {}
+        for row, result in cases:
+            tally = by_category.setdefault(row["category"], [0, 0])
+            tally[0] += _first_category(result) == row["category"]
+            tally[1] += 1
+        print("  by category: " + ", ".join(f"{c} {h}/{n}" for c, (h, n) in sorted(by_category.items())))
     return 0
 
 
