@@ -42,7 +42,8 @@ def moe_ranks(dep) -> int | None:
     engines=("vllm", "sglang"),
 )
 def fp8_block_moe(dep, ctx) -> list[Finding]:
-    from servepilot.engines import knowledge as kb
+    from servepilot.engines.sglang import release as sglang_release
+    from servepilot.engines.vllm import release as vllm_release
 
     spec = dep.spec
     quant = spec.quant if spec is not None else None
@@ -53,7 +54,7 @@ def fp8_block_moe(dep, ctx) -> list[Finding]:
     version = dep.engine_version or ctx.resolution.engine_version
     if not inter or not ranks or ranks <= 1 or inter % ranks or not version:
         return []
-    row = kb.row_for(kb.load_file(dep.engine, "quantization").fp8_block_moe, version)
+    row = (vllm_release if dep.engine == "vllm" else sglang_release).fp8_block_moe(version)
     if row is None:
         return []
     block_n, block_k = (list(quant.weight_block_size) + [quant.weight_block_size[0]])[:2]

@@ -17,14 +17,14 @@ KNOWLEDGE = "servepilot/engines/sglang/knowledge/builds.yaml"
     engines=("sglang",),
 )
 def pdmux_generation(dep, ctx) -> list[Finding]:
-    from servepilot.engines import knowledge as kb
+    from servepilot.engines.sglang.release import pdmux_majors
 
     opts = dep.launch.options
     cc = ctx.resolution.gpu_cc
     version = dep.engine_version or ctx.resolution.engine_version
     if not opts.get("enable_pdmux") or opts.get("pdmux_config_path") or cc is None or not version:
         return []
-    row = kb.row_for(kb.load_file("sglang", "builds").pdmux_majors, version)
+    row = pdmux_majors(version)
     if row is None or cc[0] in row.majors:
         return []
     error = row.error.format(major=cc[0], minor=cc[1])

@@ -22,9 +22,9 @@ def _named(opts: dict, reads) -> list[tuple[str, str]]:
 
 def refusal(version: str, cc: tuple[int, int], use_mla: bool, opts: dict):
     """(row, option) of the first assert the named backends fail, or None."""
-    from servepilot.engines import knowledge as kb
+    from servepilot.engines.sglang.release import forced_refusals
 
-    for row in kb.rows_for(kb.load_file("sglang", "attention").forced_refusals, version):
+    for row in forced_refusals(version):
         for option, backend in _named(opts, row.reads):
             if backend != row.backend:
                 continue

@@ -24,7 +24,7 @@ _GIVEN = ("attention_backend", "prefill_attention_backend", "decode_attention_ba
     engines=("sglang",),
 )
 def hybrid_gdn_backend(dep, ctx) -> list[Finding]:
-    from servepilot.engines import knowledge as kb
+    from servepilot.engines.sglang.release import hybrid_gdn_blackwell
 
     spec, res = dep.spec, ctx.resolution
     opts = dep.launch.options
@@ -32,10 +32,9 @@ def hybrid_gdn_backend(dep, ctx) -> list[Finding]:
     if spec is None or res.gpu_cc is None or not given:
         return []
     types = {spec.model_type, spec.text_model_type} - {None}
-    rows = kb.load_file("sglang", "attention").hybrid_gdn_blackwell
-    gdn_anywhere = any(types & set(r.model_types) for r in rows)
     version = dep.engine_version or res.engine_version
-    row = kb.row_for(rows, version) if version else None
+    row, every_gdn_type = hybrid_gdn_blackwell(version)
+    gdn_anywhere = bool(types & every_gdn_type)
     major = res.gpu_cc[0]
     if row is None:
         if gdn_anywhere and major in (10, 11, 12):

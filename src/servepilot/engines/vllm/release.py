@@ -127,3 +127,8 @@ def transformers_config_types() -> frozenset:
 def known_config_types(version: str) -> frozenset:
     row = kb.row_for(kb.load_file("vllm", "config_types").vllm_configs, version)
     return transformers_config_types() | frozenset(row.model_types if row else ())
+
+
+def fp8_block_moe(version: str):
+    """The whole-FP8-blocks-per-rank check of the MoE layers in `version`, as a row, or None."""
+    return kb.row_for(kb.load_file("vllm", "quantization").fp8_block_moe, version)
