@@ -40,3 +40,11 @@ def test_from_0_4_7_the_transformers_fallback_makes_it_a_warning(tmp_path):
     f = finding(run_checks(_sglang(path, "0.5.10.post1")), "SP-ARCH-002")
     assert f.severity == "warning" and "Transformers implementation" in f.detail
     assert not f.remedies  # in no release read: nothing to upgrade to
+
+
+def test_an_unread_release_makes_the_verdict_unknown_not_pass(tmp_path):
+    path = llama_like(tmp_path / "x", arch="NoSuchArchForCausalLM", model_type="nosuch")
+    result = run_checks(_sglang(path, "0.6.0"))  # newer than the newest release read: not known
+    assert result.verdict == "unknown" and any("SGLang 0.6.0 implements" in u.why for u in result.unknowns)
+    known = run_checks(_sglang(llama_like(tmp_path / "l"), "0.6.0"))  # Llama: in every read, assumed kept
+    assert not any("implements" in u.why for u in known.unknowns)
