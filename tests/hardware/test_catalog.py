@@ -135,3 +135,9 @@ def test_consumer_and_workstation_variants_resolve_to_their_own_entry(name, key,
     """A Ti / SUPER / Ada variant is its own card (other memory), not the base name's entry."""
     model = match_nvml_name(name)
     assert (model.key, model.compute_capability, model.memory_bytes // (1024 * MIB)) == (key, cc, gib)
+
+
+def test_a_name_shared_by_two_memory_sizes_is_told_apart_by_memory():
+    """NVML calls both RTX 4060 Ti cards the same; the probed memory picks the entry."""
+    assert match_nvml_name("NVIDIA GeForce RTX 4060 Ti", 8 * 1024 * MIB).key == "rtx-4060-ti-8gb"
+    assert match_nvml_name("NVIDIA GeForce RTX 4060 Ti", 16 * 1024 * MIB).key == "rtx-4060-ti"
