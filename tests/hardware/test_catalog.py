@@ -141,3 +141,5 @@ def test_a_name_shared_by_two_memory_sizes_is_told_apart_by_memory():
     """NVML calls both RTX 4060 Ti cards the same; the probed memory picks the entry."""
     assert match_nvml_name("NVIDIA GeForce RTX 4060 Ti", 8 * 1024 * MIB).key == "rtx-4060-ti-8gb"
     assert match_nvml_name("NVIDIA GeForce RTX 4060 Ti", 16 * 1024 * MIB).key == "rtx-4060-ti"
+    assert match_nvml_name("NVIDIA H20", 143073 * MIB).key == "h20-141gb"
+    assert match_nvml_name("NVIDIA H20", 97871 * MIB).key == "h20"
