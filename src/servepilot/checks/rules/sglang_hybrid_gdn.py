@@ -10,17 +10,27 @@ _GIVEN = ("attention_backend", "prefill_attention_backend", "decode_attention_ba
 
 
 @rule(
-    "SP-ATTN-006", "attention_backend", "SGLang refuses this attention backend for a hybrid GDN model on Blackwell",
+    "SP-ATTN-006",
+    "attention_backend",
+    "SGLang refuses this attention backend for a hybrid GDN model on Blackwell",
     facts=(
-        "Hybrid GDN models (Qwen3-Next, Qwen3.5, Jet-Nemotron, ...) run their full-attention layers only on a short "
-        "list of backends on Blackwell: the attention registry asserts it when the model runner starts.",
-        "The list grew by release: triton (0.5.4); triton, trtllm_mha (0.5.5-0.5.9); + fa4, flashinfer "
-        "(0.5.10-0.5.15); from 0.5.16 SM12x takes triton, trtllm_mha, flashinfer and SM10x triton, trtllm_mha, fa4 "
+        "Hybrid GDN models (Qwen3-Next, Qwen3.5, Jet-Nemotron, ...) run their full-attention "
+        "layers only on a short "
+        "list of backends on Blackwell: the attention registry asserts it when the model runner "
+        "starts.",
+        "The list grew by release: triton (0.5.4); triton, trtllm_mha (0.5.5-0.5.9); + fa4, "
+        "flashinfer "
+        "(0.5.10-0.5.15); from 0.5.16 SM12x takes triton, trtllm_mha, flashinfer and SM10x "
+        "triton, trtllm_mha, fa4 "
         "(+ flashinfer from 0.5.21).",
-        "Only a backend the operator names is judged; the one SGLang picks itself is not modelled here.",
+        "Only a backend the operator names is judged; the one SGLang picks itself is not modelled "
+        "here.",
     ),
-    sources=(KNOWLEDGE, "sglang/srt/layers/attention/attention_registry.py@v0.5.4.post3 ... @v0.5.23",
-             "https://github.com/sgl-project/sglang/issues/35080"),
+    sources=(
+        KNOWLEDGE,
+        "sglang/srt/layers/attention/attention_registry.py@v0.5.4.post3 ... @v0.5.23",
+        "https://github.com/sgl-project/sglang/issues/35080",
+    ),
     engines=("sglang",),
 )
 def hybrid_gdn_backend(dep, ctx) -> list[Finding]:
@@ -38,12 +48,25 @@ def hybrid_gdn_backend(dep, ctx) -> list[Finding]:
     major = res.gpu_cc[0]
     if row is None:
         if gdn_anywhere and major in (10, 11, 12):
-            return [Finding(
-                "SP-ATTN-006", "attention_backend", "info",
-                f"SGLang {version}'s backends for hybrid GDN models on Blackwell are not known to servepilot",
-                "The releases read (0.5.4-0.5.23) each accept only some backends for these models on Blackwell; "
-                f"SGLang {version} was not read, so --attention-backend {', '.join(given.values())} is not judged.",
-                (Evidence(f"model_type {', '.join(sorted(types))}", f"{spec.path}/config.json"),), ())]
+            return [
+                Finding(
+                    "SP-ATTN-006",
+                    "attention_backend",
+                    "info",
+                    f"SGLang {version}'s backends for hybrid GDN models on Blackwell are not "
+                    "known to servepilot",
+                    "The releases read (0.5.4-0.5.23) each accept only some backends for these "
+                    "models on Blackwell; "
+                    f"SGLang {version} was not read, so --attention-backend "
+                    f"{', '.join(given.values())} is not judged.",
+                    (
+                        Evidence(
+                            f"model_type {', '.join(sorted(types))}", f"{spec.path}/config.json"
+                        ),
+                    ),
+                    (),
+                )
+            ]
         return []
     if not types & set(row.model_types) or major not in row.blackwell_majors:
         return []
@@ -56,20 +79,36 @@ def hybrid_gdn_backend(dep, ctx) -> list[Finding]:
     flags = ", ".join(f"--{name.replace('_', '-')} {value}" for name, value in bad.items())
     error = row.error.replace("{allowed}", "{" + ", ".join(repr(a) for a in sorted(allowed)) + "}")
     remedies = tuple(
-        Remedy("flag", f"--attention-backend {name}", f"one of the backends SGLang {version} accepts here",
-               {"set": {"attention_backend": name}, "unset": [n for n in bad if n != "attention_backend"]})
-        for name in allowed[:3])
-    return [Finding(
-        "SP-ATTN-006", "attention_backend", "error",
-        f"SGLang {version} refuses {flags} for a hybrid GDN model on compute capability {cc}",
-        f"The model ({', '.join(sorted(types))}) has gated delta-net layers; on Blackwell SGLang {version} accepts "
-        f"only {', '.join(allowed)} for its attention layers and will stop when the model runner starts:\n  "
-        f"AssertionError: {error}",
-        (Evidence(f"model_type {', '.join(sorted(types))}", f"{spec.path}/config.json"),
-         Evidence(f"{flags} on compute capability {cc}", "command line"),
-         Evidence(f"allowed: {', '.join(allowed)}", row.source)),
-        remedies,
-    )]
+        Remedy(
+            "flag",
+            f"--attention-backend {name}",
+            f"one of the backends SGLang {version} accepts here",
+            {
+                "set": {"attention_backend": name},
+                "unset": [n for n in bad if n != "attention_backend"],
+            },
+        )
+        for name in allowed[:3]
+    )
+    return [
+        Finding(
+            "SP-ATTN-006",
+            "attention_backend",
+            "error",
+            f"SGLang {version} refuses {flags} for a hybrid GDN model on compute capability {cc}",
+            f"The model ({', '.join(sorted(types))}) has gated delta-net layers; on Blackwell "
+            f"SGLang {version} accepts "
+            f"only {', '.join(allowed)} for its attention layers and will stop when the model "
+            "runner starts:\n  "
+            f"AssertionError: {error}",
+            (
+                Evidence(f"model_type {', '.join(sorted(types))}", f"{spec.path}/config.json"),
+                Evidence(f"{flags} on compute capability {cc}", "command line"),
+                Evidence(f"allowed: {', '.join(allowed)}", row.source),
+            ),
+            remedies,
+        )
+    ]
 
 
 def _judged(given: dict[str, str], checks: str) -> dict[str, str]:
@@ -84,7 +123,10 @@ def _judged(given: dict[str, str], checks: str) -> dict[str, str]:
         return {"attention_backend": attn} if attn else {}
     # "resolved": prefill and decode each fall back to --attention-backend
     out = {}
-    for name, value in (("prefill_attention_backend", prefill), ("decode_attention_backend", decode)):
+    for name, value in (
+        ("prefill_attention_backend", prefill),
+        ("decode_attention_backend", decode),
+    ):
         if value or attn:
             out[name if value else "attention_backend"] = value or attn
     return out
