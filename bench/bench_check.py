@@ -76,7 +76,8 @@ ERAS = {
     # one (#8198 0.4.6.post5, #37215 0.5.9) is a user lagging behind, not the era: left out, so
     # the anchors' releases grow with the issue number.
     "sglang": [(3687, "0.4.3"), (4330, "0.4.3.post2"), (4421, "0.4.4.post1"), (6160, "0.4.6"),
-               (8131, "0.4.9.post2"), (13471, "0.5.4.post3"), (15235, "0.5.6.post2"), (35080, "0.5.17")],
+               (8131, "0.4.9.post2"), (13471, "0.5.4.post3"), (15235, "0.5.6.post2"),
+               (35080, "0.5.17")],
 }
 ERA_REPOS = {"vllm": r"vllm-project/vllm/(?:issues|pull)/(\d+)", "sglang": r"sgl-project/sglang/(?:issues|pull)/(\d+)"}
 ERA_IDS = {"vllm": r"^vllm-(\d+)-", "sglang": r"^sglang-(\d+)-"}
@@ -333,7 +334,8 @@ def model_files(row: dict) -> tuple[dict | None, str]:
         for form in _name_forms(model_text) + ([arch.group(1).lower()] if arch else []):
             guess = family_guess(form)
             if guess:
-                return _guessed(guess, form, arch), f"family guess {guess} (the row describes a model like it)"
+                why = f"family guess {guess} (the row describes a model like it)"
+                return _guessed(guess, form, arch), why
     elif model:
         files = reference_files(model)
         if files is not None:
@@ -712,7 +714,8 @@ def main(argv: list[str]) -> int:
             tally = by_category.setdefault(row["category"], [0, 0])
             tally[0] += _first_category(result) == row["category"]
             tally[1] += 1
-        print("  by category: " + ", ".join(f"{c} {h}/{n}" for c, (h, n) in sorted(by_category.items())))
+        tallies = (f"{c} {h}/{n}" for c, (h, n) in sorted(by_category.items()))
+        print("  by category: " + ", ".join(tallies))
     return 0
 
 

@@ -20,7 +20,8 @@ import modelzoo  # noqa: E402
     ({"engine": "vllm", "id": "x", "source_url": "https://github.com/vllm-project/vllm/issues/31936"}, "0.13.0"),
     ({"engine": "vllm", "id": "qwen-16-x", "source_url": "https://github.com/QwenLM/Qwen/issues/16"}, None),
     ({"engine": "sglang", "id": "sglang-5883-x", "source_url": None}, "0.4.6"),
-    ({"engine": "sglang", "id": "x", "source_url": "https://github.com/sgl-project/sglang/issues/33000"}, "0.5.17"),
+    ({"engine": "sglang", "id": "x",
+      "source_url": "https://github.com/sgl-project/sglang/issues/33000"}, "0.5.17"),
 ])
 def test_era_from_the_issue_number(row, version):
     assert bench.era_version(row) == version
@@ -133,12 +134,14 @@ def test_gguf_rebuild_without_shapes_is_a_skip_not_a_crash(tmp_path):
 
 
 @pytest.mark.parametrize("text, build", [
-    ("5061 (916c83bf)", "5061"), ("b6428", "6428"), ("9464 (5dcb71166)", "9464"), ("2024-07 build (HIP)", None),
-    ("llama-cpp-python 0.3.8", None), ("master (2025-08, Vulkan)", None), ("LM Studio 0.2.24", None),
+    ("5061 (916c83bf)", "5061"), ("b6428", "6428"), ("9464 (5dcb71166)", "9464"),
+    ("2024-07 build (HIP)", None), ("llama-cpp-python 0.3.8", None),
+    ("master (2025-08, Vulkan)", None), ("LM Studio 0.2.24", None),
 ])
 def test_llamacpp_versions_are_build_numbers(text, build):
     """A llama.cpp row's version is its build number; a date or a wrapper's version is none."""
-    version, how = bench.engine_version({"engine": "llama.cpp", "engine_version": text, "id": "llama.cpp-1-x"})
+    row = {"engine": "llama.cpp", "engine_version": text, "id": "llama.cpp-1-x"}
+    version, how = bench.engine_version(row)
     assert version == build and (("build" in how) == (build is not None))
 
 
@@ -155,12 +158,14 @@ def test_qwens_own_qwen3_fp8_releases_are_block_quantized():
     """Qwen/Qwen3-*-FP8 ship 128x128 FP8 blocks; other producers' FP8 names stay per-tensor here."""
     assert modelzoo.quantization_for("Qwen/Qwen3-30B-A3B-FP8")["weight_block_size"] == [128, 128]
     assert "weight_block_size" not in modelzoo.quantization_for("RedHatAI/Qwen3-8B-FP8-dynamic")
-    assert "weight_block_size" not in modelzoo.quantization_for("meta-llama/Llama-3.1-8B-Instruct-FP8")
+    llama = modelzoo.quantization_for("meta-llama/Llama-3.1-8B-Instruct-FP8")
+    assert "weight_block_size" not in llama
 
 
 def test_a_model_described_as_a_likeness_is_not_rebuilt_from_the_named_one():
     files, how = bench.model_files({"model": "Qwen3-0.6B-class hybrid GDN model (verl example)"})
-    assert how.startswith("family guess") and not bench.rebuildable({"category": "attention_backend"},
-                                                                      {"model": how, "gpu": "catalog b300",
-                                                                       "version": "0.5.17 (row)"})
-    assert bench.model_files({"model": "Qwen/Qwen3-0.6B"})[1].startswith(("modelzoo", "published config"))
+    built = {"model": how, "gpu": "catalog b300", "version": "0.5.17 (row)"}
+    assert how.startswith("family guess")
+    assert not bench.rebuildable({"category": "attention_backend"}, built)
+    named = bench.model_files({"model": "Qwen/Qwen3-0.6B"})[1]
+    assert named.startswith(("modelzoo", "published config"))

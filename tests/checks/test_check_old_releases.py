@@ -152,8 +152,9 @@ def test_architectures_vllm_retired_are_absent_from_the_release_that_dropped_the
 def test_a_retired_name_registered_again_is_native_again():
     from servepilot.engines.vllm.release import architecture_status
 
-    assert [architecture_status("ExaoneMoEForCausalLM", v)[0] for v in ("0.26.0", "0.27.0", "0.32.0")] == [
-        "native", "absent", "native"]
+    releases = ("0.26.0", "0.27.0", "0.32.0")
+    states = [architecture_status("ExaoneMoEForCausalLM", v)[0] for v in releases]
+    assert states == ["native", "absent", "native"]
 
 
 def test_reads_after_0_18_know_new_architectures_and_keep_between_reads_unknown():
@@ -161,17 +162,18 @@ def test_reads_after_0_18_know_new_architectures_and_keep_between_reads_unknown(
 
     assert architecture_status("DeepseekV4ForCausalLM", "0.20.0") == ("native", "0.20.0")
     assert architecture_status("DeepseekV4ForCausalLM", "0.19.0")[0] == "absent"
-    assert architecture_status("DeepseekV4ForCausalLM", "0.19.1")[0] == "unknown"  # between two reads
+    # between two reads
+    assert architecture_status("DeepseekV4ForCausalLM", "0.19.1")[0] == "unknown"
     assert architecture_status("NoSuchArchForCausalLM", "0.34.0")[0] == "absent"
-    assert architecture_status("NoSuchArchForCausalLM", "0.35.0")[0] == "unknown"  # past the newest read
+    # past the newest read
+    assert architecture_status("NoSuchArchForCausalLM", "0.35.0")[0] == "unknown"
 
 
 def test_check_names_the_retirement_and_offers_the_last_releases(tmp_path):
-    dep = deployment(llama_like(tmp_path / "b", arch="BaichuanForCausalLM", model_type="baichuan"), cc=(9, 0), n=1,
-                     version="0.25.0", memory=80 * GIB)
+    baichuan = llama_like(tmp_path / "b", arch="BaichuanForCausalLM", model_type="baichuan")
+    dep = deployment(baichuan, cc=(9, 0), n=1, version="0.25.0", memory=80 * GIB)
     f = finding(run_checks(dep), "SP-ARCH-001")
     assert f.severity == "error" and "was supported in vLLM until v0.23.0" in f.detail
     assert f.remedies[0].args == {"upgrade": {"package": "vllm", "specifier": "<0.25.0"}}
-    older = deployment(llama_like(tmp_path / "b2", arch="BaichuanForCausalLM", model_type="baichuan"), cc=(9, 0),
-                       n=1, version="0.24.0", memory=80 * GIB)
+    older = deployment(baichuan, cc=(9, 0), n=1, version="0.24.0", memory=80 * GIB)
     assert "SP-ARCH-001" not in codes(run_checks(older))

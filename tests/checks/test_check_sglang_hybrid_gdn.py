@@ -11,7 +11,8 @@ from servepilot.checks import run_checks
 
 
 def _qwen3_next(root):
-    # a Qwen3-Next-shaped config: what matters to the rule is the model_type SGLang maps to Qwen3NextConfig
+    # a Qwen3-Next-shaped config: what matters to the rule is the model_type SGLang maps to
+    # Qwen3NextConfig
     return llama_like(
         root, arch="Qwen3NextForCausalLM", model_type="qwen3_next", heads=16, kv_heads=2
     )

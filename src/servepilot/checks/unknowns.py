@@ -214,8 +214,8 @@ def _sglang_arch_unknown(dep, ctx) -> Unknown | None:
         return None
     return Unknown(
         "architecture support",
-        f"whether SGLang {version} implements {spec.architectures[0]} (its model registry was not read by "
-        "servepilot)",
+        f"whether SGLang {version} implements {spec.architectures[0]} (its model registry was not "
+        "read by servepilot)",
         "--engine-version of a SGLang release servepilot has read (0.2.15-0.5.23)",
     )
 

@@ -83,7 +83,8 @@ def retired_in(arch: str, version: str) -> tuple[str, str | None] | None:
     if not row or not row.get("removed_in"):
         return None
     v = Version(kb.release_of(version))
-    if v < Version(row["removed_in"]) or (row.get("returned_in") and v >= Version(row["returned_in"])):
+    returned = row.get("returned_in")
+    if v < Version(row["removed_in"]) or (returned and v >= Version(returned)):
         return None
     return row["removed_in"], row.get("last_supported")
 

@@ -15,8 +15,8 @@ SCHEMA = {
         "unmodelled_architectures": Rows(("values", "prefix")),
         "known_differences": Rows(("when", "servepilot_error_starts", "reason")),
         "forced_refusals": Rows(("backend", "reads", "cc_major_not_in", "fa3_rule", "error")),
-        "hybrid_gdn_blackwell": Rows(("model_types", "blackwell_majors", "allowed", "allowed_sm120", "checks",
-                                      "error")),
+        "hybrid_gdn_blackwell": Rows(("model_types", "blackwell_majors", "allowed", "allowed_sm120",
+                                      "checks", "error")),
     },
     "architectures": {
         "read": VALUE,
