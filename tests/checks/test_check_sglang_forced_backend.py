@@ -32,46 +32,20 @@ def _dep(path, cc, version, **options):
 @pytest.mark.parametrize(
     "model, cc, version, options, refused",
     [
-        (
-            "llama",
-            (12, 0),
-            "0.5.6.post2",
-            {"attention_backend": "trtllm_mha"},
-            True,
-        ),  # the RTX 5090 case
-        ("llama", (10, 0), "0.5.6.post2", {"attention_backend": "trtllm_mha"}, False),
-        (
-            "mla",
-            (12, 0),
-            "0.5.6.post2",
-            {"attention_backend": "trtllm_mla"},
-            False,
-        ),  # is_blackwell: 10 and 12
+        # prefill on trtllm_mha needs SM100: the RTX 5090 / RTX PRO 6000 case
+        ("llama", (12, 0), "0.5.13", {"attention_backend": "trtllm_mha"}, True),
+        ("llama", (10, 0), "0.5.13", {"attention_backend": "trtllm_mha"}, False),
+        # trtllm_mla: is_blackwell_supported takes majors 10-12 from 0.5.9
+        ("mla", (12, 0), "0.5.13", {"attention_backend": "trtllm_mla"}, False),
         ("mla", (9, 0), "0.5.13", {"attention_backend": "trtllm_mla"}, True),
-        (
-            "llama",
-            (9, 0),
-            "0.5.13",
-            {"decode_attention_backend": "trtllm_mha"},
-            False,
-        ),  # decode: SM90 ok from 0.5.11
-        (
-            "llama",
-            (9, 0),
-            "0.5.13",
-            {"attention_backend": "trtllm_mha"},
-            True,
-        ),  # prefill still needs SM100
+        # decode on trtllm_mha: SM90 accepted from 0.5.11
+        ("llama", (9, 0), "0.5.13", {"decode_attention_backend": "trtllm_mha"}, False),
+        ("llama", (9, 0), "0.5.13", {"attention_backend": "trtllm_mha"}, True),
         ("llama", (12, 0), "0.5.17", {"attention_backend": "fa3"}, True),
         ("mla", (8, 0), "0.5.17", {"attention_backend": "fa3"}, True),  # fa3 on SM80: MHA only
         ("llama", (8, 0), "0.5.17", {"attention_backend": "fa3"}, False),
-        (
-            "llama",
-            (12, 0),
-            "0.5.10.post1",
-            {"attention_backend": "trtllm_mha"},
-            False,
-        ),  # modelled line: SP-ATTN-004
+        # a line whose whole choice is modelled: SP-ATTN-004 speaks there, not this rule
+        ("llama", (12, 0), "0.5.6.post2", {"attention_backend": "trtllm_mha"}, False),
     ],
 )
 def test_named_backends_against_the_release_asserts(tmp_path, model, cc, version, options, refused):
@@ -80,9 +54,9 @@ def test_named_backends_against_the_release_asserts(tmp_path, model, cc, version
 
 
 def test_a_remedy_clears_the_refusal(tmp_path):
-    dep = _dep(llama_like(tmp_path / "l"), (12, 0), "0.5.6.post2", attention_backend="trtllm_mha")
+    dep = _dep(llama_like(tmp_path / "l"), (12, 0), "0.5.13", attention_backend="trtllm_mha")
     f = finding(run_checks(dep), "SP-ATTN-007")
-    assert "TRTLLM MHA backend is only supported on Blackwell GPUs (SM100)" in f.detail
+    assert "TRTLLM MHA backend for prefill is only supported on Blackwell GPUs (SM100)" in f.detail
     opts = {**dep.launch.options, **f.remedies[0].args["set"]}
     fixed = dataclasses.replace(dep, launch=dataclasses.replace(dep.launch, options=opts))
     assert "SP-ATTN-007" not in codes(run_checks(fixed))
