@@ -55,9 +55,8 @@ def refusal(version: str, cc: tuple[int, int], use_mla: bool, opts: dict):
         "needs SM100 for "
         "prefill (and from 0.5.11 SM90/SM100/SM120 for decode); fa3 needs SM80 for MHA models or "
         "SM90.",
-        "Checked only where SGLang's own default choice is not modelled (the release lines other "
-        "than "
-        "0.4.6, 0.5.2 and 0.5.10); a backend SGLang picks itself is not judged.",
+        "Checked only on release lines whose whole backend choice is not modelled (there "
+        "SP-ATTN-004 speaks); a backend SGLang picks itself is not judged.",
     ),
     sources=(
         KNOWLEDGE,
