@@ -5,14 +5,16 @@ rows carry `command`, or the older `flags`) it rebuilds, from the row's fields a
 engine_version, model, gpu, flags; never the error text), a deployment that `check` can judge:
 
   model    shared/reference/configs by Hugging Face id, else bench/modelzoo.py (published
-           config.json numbers by name), else a family guess (same family, nearest size in
-           the zoo), else a small placeholder model; "-AWQ", "-FP8", "-NVFP4", "GGUF" words in
-           the name add the matching quantization. llama.cpp rows get a GGUF file written by
+           config.json numbers by name; not for a likeness such as "X-class model"), else a
+           family guess (same family, nearest size in the zoo), else a small placeholder
+           model; "-AWQ", "-FP8", "-NVFP4", "GGUF" words in the name add the matching
+           quantization. llama.cpp rows get a GGUF file written by
            gguf.GGUFWriter holding metadata only.
   gpu      the hardware catalog's tolerant matching (aliases, NVML names), counts written as
            "x8", "8x", "TP=8", "8 GPUs"; a GPU the catalog lacks gets the catalog GPU nearest in the
            memory size or compute capability the row writes, marked "proxy".
-  version  the row's, else the release contemporary with the report (ERAS, by issue number).
+  version  the row's (a llama.cpp row's build number, "5061 (916c83bf)"), else the release
+           contemporary with the report (ERAS, by issue number).
   command  the row's own command line (docker run of the vLLM image, env assignments,
            python kwargs such as tensor_parallel_size=8 and bare --flags are understood).
 
@@ -68,8 +70,14 @@ ERAS = {
              (7494, "0.5.4"), (11560, "0.6.4"), (11775, "0.6.6"), (13537, "0.7.2"), (14723, "0.7.3"), (15752, "0.8.2"),
              (16959, "0.8.4"), (18390, "0.9.0"), (19542, "0.9.1"), (22800, "0.10.0"), (26420, "0.11.0"),
              (29849, "0.11.2"), (31940, "0.13.0"), (39610, "0.19.0")],
-    # sgl-project/sglang#4330 prints 0.4.3.post2, #13471 runs the v0.5.4.post3 image
-    "sglang": [(4330, "0.4.3.post2"), (13471, "0.5.4.post3")],
+    # versions printed in these sgl-project/sglang threads (#4330 0.4.3.post2, #13471 the
+    # v0.5.4.post3 image, #3687 0.4.3, #4421 0.4.4.post1, #6160 0.4.6, #8131 0.4.9.post2, #15235
+    # 0.5.6.post2, #35080 0.5.17). A thread reporting an older release than an earlier-numbered
+    # one (#8198 0.4.6.post5, #37215 0.5.9) is a user lagging behind, not the era: left out, so
+    # the anchors' releases grow with the issue number.
+    "sglang": [(3687, "0.4.3"), (4330, "0.4.3.post2"), (4421, "0.4.4.post1"), (6160, "0.4.6"),
+               (8131, "0.4.9.post2"), (13471, "0.5.4.post3"), (15235, "0.5.6.post2"),
+               (35080, "0.5.17")],
 }
 ERA_REPOS = {"vllm": r"vllm-project/vllm/(?:issues|pull)/(\d+)", "sglang": r"sgl-project/sglang/(?:issues|pull)/(\d+)"}
 ERA_IDS = {"vllm": r"^vllm-(\d+)-", "sglang": r"^sglang-(\d+)-"}
@@ -90,6 +98,11 @@ def era_version(row: dict) -> str | None:
 
 def engine_version(row: dict) -> tuple[str | None, str]:
     """(version, how): the row's own version, a docker image tag in its flags, else its era."""
+    if row.get("engine") == "llama.cpp":
+        # llama.cpp versions are build numbers ("version: 5061 (916c83bf)", tag b5061); a date,
+        # "master" or a wrapper's own version (llama-cpp-python 0.3.8, LM Studio) names no build
+        build = re.match(r"\s*b?(\d{3,5})(?![\d.\-/])", row.get("engine_version") or "")
+        return (build.group(1), "row build number") if build else (None, "engine default")
     m = re.match(r"\s*v?(\d+\.\d+(?:\.\d+)?(?:\.post\d+)?(?:\.dev\d+)?)", row.get("engine_version") or "")
     if m:
         return m.group(1), "row"
@@ -316,7 +329,14 @@ def model_files(row: dict) -> tuple[dict | None, str]:
     model = row.get("model") or ""
     quant_hint = modelzoo.quantization_for(re.sub(r"\s+", "-", model)) if model else None
     arch = _ARCH_WORD.search(model)
-    if model:
+    if model and _describes_another_model(model):
+        model_text = model  # "Qwen3-0.6B-class hybrid GDN model" is not Qwen3-0.6B: a guess at most
+        for form in _name_forms(model_text) + ([arch.group(1).lower()] if arch else []):
+            guess = family_guess(form)
+            if guess:
+                why = f"family guess {guess} (the row describes a model like it)"
+                return _guessed(guess, form, arch), why
+    elif model:
         files = reference_files(model)
         if files is not None:
             return files, "published config (shared/reference)"
@@ -335,6 +355,12 @@ def model_files(row: dict) -> tuple[dict | None, str]:
     if quant_hint:
         files["config.json"]["quantization_config"] = quant_hint
     return files, "placeholder " + PLACEHOLDER + (f" + {quant_hint['quant_method']}" if quant_hint else "")
+
+
+def _describes_another_model(text: str) -> bool:
+    """A model written as a likeness ("X-class", "X-like", "X-based", "similar to X") names no
+    checkpoint: its config is not X's, so it is not rebuilt from X's published numbers."""
+    return bool(re.search(r"[\w.]-(?:class|like|based|style|sized)\b|\bsimilar to\b", text, re.I))
 
 
 def _with_quant(files: dict, name: str) -> dict:
@@ -361,6 +387,7 @@ def write_model(root: Path, row_id: str, files: dict, engine: str) -> Path:
     path = root / row_id
     if "zoo" in files:
         path = modelzoo.write_checkpoint(path, files["zoo"])
+        _drop_elided_tokenizer_config(path, files["zoo"])
     else:
         path.mkdir(parents=True)
         for fname, content in files.items():
@@ -369,6 +396,18 @@ def write_model(root: Path, row_id: str, files: dict, engine: str) -> Path:
     if engine == "llama.cpp":
         return write_gguf(path)
     return path
+
+
+def _drop_elided_tokenizer_config(path: Path, name: str) -> None:
+    """The examples/ skeletons' tokenizer configs are written by this project with the Jinja
+    template left out (examples/README.md), so "no chat_template" there says nothing about the
+    published checkpoint: without the file check makes no chat-template claim either way."""
+    family = modelzoo._family(name)
+    tokenizer_config = path / "tokenizer_config.json"
+    if family is None or not isinstance(family.config, str) or not tokenizer_config.is_file():
+        return
+    if "chat_template" not in json.loads(tokenizer_config.read_text()):
+        tokenizer_config.unlink()
 
 
 def _write_custom_code_stubs(path: Path) -> None:
@@ -670,6 +709,13 @@ def main(argv: list[str]) -> int:
             f"REBUILDABLE {split}: check's first finding in the right category "
             f"{hits}/{len(cases)} = {hits / len(cases):.1%}"
         )
+        by_category: dict[str, list[int]] = {}
+        for row, result in cases:
+            tally = by_category.setdefault(row["category"], [0, 0])
+            tally[0] += _first_category(result) == row["category"]
+            tally[1] += 1
+        tallies = (f"{c} {h}/{n}" for c, (h, n) in sorted(by_category.items()))
+        print("  by category: " + ", ".join(tallies))
     return 0
 
 

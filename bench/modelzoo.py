@@ -358,6 +358,12 @@ def quantization_for(model: str) -> dict | None:
         return {"quant_method": "compressed-tensors", "ignore": ["lm_head"], "config_groups": {"group_0": {
             "targets": ["Linear"], "weights": {"num_bits": 4, "type": "int", "group_size": 128}}}}
     if "fp8" in name:
+        org = model.strip().split(" (")[0].split("/")[0].lower() if "/" in model else None
+        if name.startswith("qwen3") and name.endswith("-fp8") and org in (None, "qwen"):
+            # Qwen's own Qwen3 FP8 releases are "fine-grained fp8 quantization with block size of
+            # 128" (their model cards; e.g. Qwen/Qwen3-235B-A22B-FP8's config.json)
+            return {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
+                    "weight_block_size": [128, 128]}
         return {"quant_method": "fp8", "activation_scheme": "dynamic"}
     if "awq" in name:
         return {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True, "version": "gemm"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -18,6 +19,9 @@ import modelzoo  # noqa: E402
     ({"engine": "vllm", "id": "x", "source_url": "https://github.com/vllm-project/vllm/issues/16901"}, "0.8.4"),
     ({"engine": "vllm", "id": "x", "source_url": "https://github.com/vllm-project/vllm/issues/31936"}, "0.13.0"),
     ({"engine": "vllm", "id": "qwen-16-x", "source_url": "https://github.com/QwenLM/Qwen/issues/16"}, None),
+    ({"engine": "sglang", "id": "sglang-5883-x", "source_url": None}, "0.4.6"),
+    ({"engine": "sglang", "id": "x",
+      "source_url": "https://github.com/sgl-project/sglang/issues/33000"}, "0.5.17"),
 ])
 def test_era_from_the_issue_number(row, version):
     assert bench.era_version(row) == version
@@ -42,6 +46,8 @@ def test_gpu_counts(text, count):
 @pytest.mark.parametrize("text, key", [
     ("NVIDIA RTX PRO 6000 Blackwell x8 (SM120)", "rtx-pro-6000-blackwell-workstation"),
     ("8xA100-PCIE-40GB", "a100-pcie-40gb"), ("NVIDIA H20 x8", "h20"), ("Tesla V100-SXM2-32GB", "v100-sxm2-32gb"),
+    ("NVIDIA GeForce RTX 2060 (6 GB)", "rtx-2060"), ("NVIDIA Quadro RTX 6000", "quadro-rtx-6000"),
+    ("2x RTX 4080 Super", "rtx-4080-super"), ("RTX 4070 Ti", "rtx-4070-ti"),
 ])
 def test_catalog_names(text, key):
     assert bench.catalog_gpu(text).key == key
@@ -125,3 +131,41 @@ def test_gguf_rebuild_without_shapes_is_a_skip_not_a_crash(tmp_path):
     (ckpt / "config.json").write_text('{"architectures": ["X"]}')
     with pytest.raises(bench.RowNotBuildable, match="hidden_size"):
         bench.write_gguf(ckpt)
+
+
+@pytest.mark.parametrize("text, build", [
+    ("5061 (916c83bf)", "5061"), ("b6428", "6428"), ("9464 (5dcb71166)", "9464"),
+    ("2024-07 build (HIP)", None), ("llama-cpp-python 0.3.8", None),
+    ("master (2025-08, Vulkan)", None), ("LM Studio 0.2.24", None),
+])
+def test_llamacpp_versions_are_build_numbers(text, build):
+    """A llama.cpp row's version is its build number; a date or a wrapper's version is none."""
+    row = {"engine": "llama.cpp", "engine_version": text, "id": "llama.cpp-1-x"}
+    version, how = bench.engine_version(row)
+    assert version == build and (("build" in how) == (build is not None))
+
+
+def test_example_skeletons_make_no_chat_template_claim(tmp_path):
+    """examples/deepseek-v3 elides the published template: the rebuilt checkpoint drops the file
+    rather than let check report a missing template the real checkpoint has."""
+    path = bench.write_model(tmp_path, "row", {"zoo": "deepseek-ai/DeepSeek-V3"}, "vllm")
+    assert (path / "config.json").is_file() and not (path / "tokenizer_config.json").exists()
+    kept = bench.write_model(tmp_path, "row2", {"zoo": "THUDM/chatglm3-6b"}, "vllm")
+    assert "chat_template" in json.loads((kept / "tokenizer_config.json").read_text())
+
+
+def test_qwens_own_qwen3_fp8_releases_are_block_quantized():
+    """Qwen/Qwen3-*-FP8 ship 128x128 FP8 blocks; other producers' FP8 names stay per-tensor here."""
+    assert modelzoo.quantization_for("Qwen/Qwen3-30B-A3B-FP8")["weight_block_size"] == [128, 128]
+    assert "weight_block_size" not in modelzoo.quantization_for("RedHatAI/Qwen3-8B-FP8-dynamic")
+    llama = modelzoo.quantization_for("meta-llama/Llama-3.1-8B-Instruct-FP8")
+    assert "weight_block_size" not in llama
+
+
+def test_a_model_described_as_a_likeness_is_not_rebuilt_from_the_named_one():
+    files, how = bench.model_files({"model": "Qwen3-0.6B-class hybrid GDN model (verl example)"})
+    built = {"model": how, "gpu": "catalog b300", "version": "0.5.17 (row)"}
+    assert how.startswith("family guess")
+    assert not bench.rebuildable({"category": "attention_backend"}, built)
+    named = bench.model_files({"model": "Qwen/Qwen3-0.6B"})[1]
+    assert named.startswith(("modelzoo", "published config"))

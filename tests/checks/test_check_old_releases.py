@@ -137,3 +137,43 @@ def test_fbgemm_fp8_in_053_runs_weight_only_on_ampere(tmp_path):
     path = llama_like(tmp_path / "m", quant={"quant_method": "fbgemm_fp8", "activation_scale_ub": 1200.0})
     result = run_checks(deployment(path, cc=(8, 6), n=1, version="0.5.3", memory=80 * GIB))
     assert "SP-QUANT-001" not in codes(result) and "SP-QUANT-002" in codes(result)
+
+
+@pytest.mark.parametrize("version, status", [
+    ("0.24.0", "native"), ("0.25.0", "absent"), ("0.34.0", "absent"),
+])
+def test_architectures_vllm_retired_are_absent_from_the_release_that_dropped_them(version, status):
+    from servepilot.engines.vllm.release import architecture_status, retired_in
+
+    assert architecture_status("BaichuanForCausalLM", version)[0] == status
+    assert (retired_in("BaichuanForCausalLM", version) is not None) == (status == "absent")
+
+
+def test_a_retired_name_registered_again_is_native_again():
+    from servepilot.engines.vllm.release import architecture_status
+
+    releases = ("0.26.0", "0.27.0", "0.32.0")
+    states = [architecture_status("ExaoneMoEForCausalLM", v)[0] for v in releases]
+    assert states == ["native", "absent", "native"]
+
+
+def test_reads_after_0_18_know_new_architectures_and_keep_between_reads_unknown():
+    from servepilot.engines.vllm.release import architecture_status
+
+    assert architecture_status("DeepseekV4ForCausalLM", "0.20.0") == ("native", "0.20.0")
+    assert architecture_status("DeepseekV4ForCausalLM", "0.19.0")[0] == "absent"
+    # between two reads
+    assert architecture_status("DeepseekV4ForCausalLM", "0.19.1")[0] == "unknown"
+    assert architecture_status("NoSuchArchForCausalLM", "0.34.0")[0] == "absent"
+    # past the newest read
+    assert architecture_status("NoSuchArchForCausalLM", "0.35.0")[0] == "unknown"
+
+
+def test_check_names_the_retirement_and_offers_the_last_releases(tmp_path):
+    baichuan = llama_like(tmp_path / "b", arch="BaichuanForCausalLM", model_type="baichuan")
+    dep = deployment(baichuan, cc=(9, 0), n=1, version="0.25.0", memory=80 * GIB)
+    f = finding(run_checks(dep), "SP-ARCH-001")
+    assert f.severity == "error" and "was supported in vLLM until v0.23.0" in f.detail
+    assert f.remedies[0].args == {"upgrade": {"package": "vllm", "specifier": "<0.25.0"}}
+    older = deployment(baichuan, cc=(9, 0), n=1, version="0.24.0", memory=80 * GIB)
+    assert "SP-ARCH-001" not in codes(run_checks(older))

@@ -117,3 +117,34 @@ def test_precision_follows_the_capability_rule():
     by = {m.key: m for m in models()}
     assert by["gb10"].fp4 and by["gb10"].fp8 and by["l40"].fp8 and not by["rtx-a6000"].fp8
     assert by["quadro-rtx-4000"].memory_basis == "nominal" and by["quadro-rtx-4000"].memory_bytes == 8 * 1024 * MIB
+
+
+@pytest.mark.parametrize(
+    "name,key,cc,gib",
+    [("NVIDIA GeForce RTX 2060", "rtx-2060", (7, 5), 6),
+     ("Quadro RTX 6000", "quadro-rtx-6000", (7, 5), 24),
+     ("NVIDIA GeForce RTX 4080 SUPER", "rtx-4080-super", (8, 9), 16),
+     ("NVIDIA GeForce RTX 4070 Ti SUPER", "rtx-4070-ti-super", (8, 9), 16),
+     ("NVIDIA GeForce RTX 4070 Ti", "rtx-4070-ti", (8, 9), 12),
+     ("NVIDIA GeForce RTX 4070", "rtx-4070", (8, 9), 12),
+     ("NVIDIA RTX 5000 Ada Generation", "rtx-5000-ada", (8, 9), 32),
+     ("Tesla V100S-PCIE-32GB", "v100s-pcie-32gb", (7, 0), 32),
+     ("NVIDIA GeForce GTX 1080", "gtx-1080", (6, 1), 8),
+     ("NVIDIA GeForce GTX 1080 Ti", "gtx-1080-ti", (6, 1), 11),
+     ("NVIDIA H800", "h800-sxm", (9, 0), 80), ("NVIDIA H800 PCIe", "h800-pcie", (9, 0), 80),
+     ("NVIDIA GeForce RTX 4090 D", "rtx-4090d", (8, 9), 24),
+     ("NVIDIA GeForce RTX 3050", "rtx-3050", (8, 6), 8)],
+)
+def test_consumer_and_workstation_variants_resolve_to_their_own_entry(name, key, cc, gib):
+    """A Ti / SUPER / Ada variant is its own card (other memory), not the base name's entry."""
+    model = match_nvml_name(name)
+    gib_found = model.memory_bytes // (1024 * MIB)
+    assert (model.key, model.compute_capability, gib_found) == (key, cc, gib)
+
+
+def test_a_name_shared_by_two_memory_sizes_is_told_apart_by_memory():
+    """NVML calls both RTX 4060 Ti cards the same; the probed memory picks the entry."""
+    assert match_nvml_name("NVIDIA GeForce RTX 4060 Ti", 8 * 1024 * MIB).key == "rtx-4060-ti-8gb"
+    assert match_nvml_name("NVIDIA GeForce RTX 4060 Ti", 16 * 1024 * MIB).key == "rtx-4060-ti"
+    assert match_nvml_name("NVIDIA H20", 143073 * MIB).key == "h20-141gb"
+    assert match_nvml_name("NVIDIA H20", 97871 * MIB).key == "h20"

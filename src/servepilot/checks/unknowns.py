@@ -177,6 +177,8 @@ def _layers_understood(spec) -> bool:
 def _arch_unknown(dep, ctx) -> Unknown | None:
     """Whether the vLLM release serves the architecture, when servepilot has not read it."""
     spec = dep.spec
+    if dep.engine == "sglang" and spec.architectures:
+        return _sglang_arch_unknown(dep, ctx)
     if dep.engine != "vllm" or not spec.architectures:
         return None
     version = dep.engine_version or getattr(ctx.resolution, "engine_version", None)
@@ -196,6 +198,25 @@ def _arch_unknown(dep, ctx) -> Unknown | None:
         "(its model registry was not read by servepilot)",
         "--engine-version of a release servepilot "
         "has read, or the checkpoint's own code with --trust-remote-code",
+    )
+
+
+def _sglang_arch_unknown(dep, ctx) -> Unknown | None:
+    """Whether the SGLang release implements the architecture, when servepilot has not read it."""
+    from servepilot.engines.sglang.release import architecture_status
+
+    spec = dep.spec
+    version = dep.engine_version or getattr(ctx.resolution, "engine_version", None)
+    if version is None or spec.format == "gguf":
+        return None
+    states = [architecture_status(a, version)[0] for a in spec.architectures]
+    if "native" in states or "unknown" not in states:
+        return None
+    return Unknown(
+        "architecture support",
+        f"whether SGLang {version} implements {spec.architectures[0]} (its model registry was not "
+        "read by servepilot)",
+        "--engine-version of a SGLang release servepilot has read (0.2.15-0.5.23)",
     )
 
 

@@ -183,9 +183,12 @@ def match_nvml_name(name: str, memory_bytes: int | None = None) -> GpuModel | No
     """
     words = _words(name)
     joined = " ".join(words)
-    for m in models():
-        if any(" ".join(_words(n)) == joined for n in m.nvml_names):
-            return m
+    exact = [m for m in models() if any(" ".join(_words(n)) == joined for n in m.nvml_names)]
+    if exact:
+        # one NVML name, two memory sizes (RTX 4060 Ti 8/16 GB): the probed memory decides
+        if memory_bytes and len(exact) > 1:
+            exact.sort(key=lambda m: abs(m.memory_bytes - memory_bytes))
+        return exact[0]
     best: list[tuple[int, GpuModel]] = []
     for m in models():
         for candidate in m.nvml_names:

@@ -13,10 +13,13 @@ ARCH_KNOWLEDGE = "servepilot/engines/vllm/knowledge/architectures.yaml"
     facts=("vLLM serves the architectures in its model registry; others raise \"Model architectures [...] are not "
            "supported for now\" unless the Transformers backend can run the model.",
            "servepilot knows the registry of each release it read (0.4.3, 0.5.1, 0.5.3, 0.5.4, 0.6.4, 0.6.6, 0.7.0, "
-           "0.7.1, 0.7.3, 0.8.5, 0.9.2, and 0.10.0 to 0.18.0), and the first release that served some common "
+           "0.7.1, 0.7.3, 0.8.5, 0.9.2, and 0.10.0 to 0.34.0), and the first release that served "
+           "some common "
            "architectures (Qwen3 0.8.5, Gemma 3 0.8.0, ...); a release between two reads is unknown for an "
            "architecture that appeared in between."),
-    sources=(ARCH_KNOWLEDGE, "vllm/model_executor/models/registry.py@v0.18.0"),
+    sources=(ARCH_KNOWLEDGE,
+             "vllm/model_executor/models/registry.py@v0.18.0 ... @v0.34.0 (tables and "
+             "_PREVIOUSLY_SUPPORTED_MODELS)"),
     engines=("vllm",),
 )
 def architecture_known(dep, ctx) -> list[Finding]:
@@ -37,6 +40,11 @@ def architecture_known(dep, ctx) -> list[Finding]:
                         f"servepilot has not read vLLM {version}'s model "
                         f"registry{f' (first seen in {since})' if since else ''}.",
                         (Evidence(f"architectures = {list(spec.architectures)}", f"{spec.path}/config.json"),), ())]
+    from servepilot.engines.vllm.release import retired_in
+
+    retired = retired_in(arch, version)
+    if retired is not None:
+        return [_retired(spec, arch, version, *retired, custom=custom)]
     remedies = []
     if since:
         remedies.append(Remedy("upgrade", f"pip install 'vllm>={since}'", f"{arch} is registered natively from {since}",
@@ -53,6 +61,29 @@ def architecture_known(dep, ctx) -> list[Finding]:
                      Evidence(f"{arch}: first in vLLM {since}" if since else f"{arch}: in no release read",
                               ARCH_KNOWLEDGE)),
                     tuple(remedies))]
+
+
+def _retired(spec, arch: str, version: str, removed_in: str, last: str | None, *,
+             custom: bool) -> Finding:
+    """vLLM retired the architecture: its registry names the last release that served it (the
+    Transformers backend is tried first, so checkpoint code that runs there may still serve)."""
+    until = last or "an older release"
+    message = (f"Model architecture {arch} was supported in vLLM until v{last}, and is not "
+               "supported anymore." if last
+               else f"Model architectures ['{arch}'] are not supported for now.")
+    removed = f"{arch}: removed in vLLM {removed_in}"
+    if last:
+        removed += f", supported until {last}"
+    return Finding(
+        "SP-ARCH-001", "unsupported_arch", "warning" if custom else "error",
+        f"vLLM {version} no longer serves {arch}",
+        f"vLLM retired {arch} (its registry lacks it from {removed_in} on; last served by "
+        f"{until}). The engine will raise: {message}",
+        (Evidence(f"architectures = {list(spec.architectures)}", f"{spec.path}/config.json"),
+         Evidence(removed, ARCH_KNOWLEDGE)),
+        (Remedy("upgrade", f"pip install 'vllm<{removed_in}'",
+                f"the last releases that register {arch}; newer models and fixes are missing there",
+                {"upgrade": {"package": "vllm", "specifier": f"<{removed_in}"}}),))
 
 
 @rule(

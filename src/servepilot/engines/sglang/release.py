@@ -18,3 +18,55 @@ def release_facts(dep, res) -> ReleaseFacts:
         quant_speed=quant_speed(),
         config_types=transformers_config_types(),
     )
+
+
+def architecture_status(arch: str, version: str) -> tuple[str, str | None]:
+    """("native" | "absent" | "unknown", the first release read that registers it) for SGLang
+    `version`, from the model modules of the releases read (knowledge/architectures.yaml)."""
+    from packaging.version import Version
+
+    data = kb.load_file("sglang", "architectures")
+    reads = [Version(r) for r in data["read"]]
+    v = Version(version)
+    row = data["architectures"].get(arch)
+    if v < reads[0]:
+        return "unknown", row["since"] if row else None
+    if row is None:
+        return ("absent" if v <= reads[-1] else "unknown"), None
+    since = row["since"]
+    removed, returned = row.get("removed_in"), row.get("returned_in")
+    if removed and v >= Version(removed) and not (returned and v >= Version(returned)):
+        return "absent", since
+    if v >= Version(since):
+        return "native", since
+    if row.get("absent_in") and v <= Version(row["absent_in"]):
+        return "absent", since
+    return "unknown", since
+
+
+def transformers_fallback(version: str):
+    """The row saying this release tries the Transformers implementation of an unknown
+    architecture before it gives up, or None (it raises at once)."""
+    return kb.row_for(kb.load_file("sglang", "architectures").transformers_fallback, version)
+
+
+def hybrid_gdn_blackwell(version: str | None):
+    """(the row for `version` or None, every model_type any release read counts as hybrid GDN)."""
+    rows = kb.load_file("sglang", "attention").hybrid_gdn_blackwell
+    every = {t for r in rows for t in r.model_types}
+    return (kb.row_for(rows, version) if version else None), every
+
+
+def forced_refusals(version: str) -> list:
+    """The asserts on a named attention backend in `version` (attention.yaml forced_refusals)."""
+    return kb.rows_for(kb.load_file("sglang", "attention").forced_refusals, version)
+
+
+def pdmux_majors(version: str):
+    """The compute capability majors --enable-pdmux knows in `version`, as a row, or None."""
+    return kb.row_for(kb.load_file("sglang", "builds").pdmux_majors, version)
+
+
+def fp8_block_moe(version: str):
+    """The whole-FP8-blocks-per-rank check of the MoE layers in `version`, as a row, or None."""
+    return kb.row_for(kb.load_file("sglang", "quantization").fp8_block_moe, version)

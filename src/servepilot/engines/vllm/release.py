@@ -63,7 +63,7 @@ def architecture_status(arch: str, version: str) -> tuple[str, str | None]:
     if row is None:
         return ("absent" if v <= newest_read else "unknown"), None
     since = Version(row["since"])
-    if row.get("removed_in") and v >= Version(row["removed_in"]):
+    if retired_in(arch, version):
         return "absent", row["since"]
     if v >= since:
         return "native", row["since"]
@@ -72,6 +72,21 @@ def architecture_status(arch: str, version: str) -> tuple[str, str | None]:
     if not row.get("absent_in"):
         return "absent", row["since"]
     return "unknown", row["since"]
+
+
+def retired_in(arch: str, version: str) -> tuple[str, str | None] | None:
+    """(first release read without it, the engine's "supported until" release) when vLLM
+    `version` no longer registers `arch` after having served it; None otherwise."""
+    from packaging.version import Version
+
+    row = kb.load_file("vllm", "architectures")["architectures"].get(arch)
+    if not row or not row.get("removed_in"):
+        return None
+    v = Version(kb.release_of(version))
+    returned = row.get("returned_in")
+    if v < Version(row["removed_in"]) or (returned and v >= Version(returned)):
+        return None
+    return row["removed_in"], row.get("last_supported")
 
 
 def _old_read_status(reads: dict, arch: str, v, *, known_later: bool) -> tuple[str, str | None]:
@@ -113,3 +128,8 @@ def transformers_config_types() -> frozenset:
 def known_config_types(version: str) -> frozenset:
     row = kb.row_for(kb.load_file("vllm", "config_types").vllm_configs, version)
     return transformers_config_types() | frozenset(row.model_types if row else ())
+
+
+def fp8_block_moe(version: str):
+    """The whole-FP8-blocks-per-rank check of the MoE layers in `version`, as a row, or None."""
+    return kb.row_for(kb.load_file("vllm", "quantization").fp8_block_moe, version)

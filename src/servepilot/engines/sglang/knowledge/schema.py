@@ -14,6 +14,15 @@ SCHEMA = {
                           "error", "category")),
         "unmodelled_architectures": Rows(("values", "prefix")),
         "known_differences": Rows(("when", "servepilot_error_starts", "reason")),
+        "forced_refusals": Rows(("backend", "reads", "cc_major_not_in", "fa3_rule", "error")),
+        "hybrid_gdn_blackwell": Rows(("model_types", "blackwell_majors", "allowed", "allowed_sm120",
+                                      "checks", "error")),
+    },
+    "architectures": {
+        "read": VALUE,
+        "source": VALUE,
+        "transformers_fallback": Rows(()),
+        "architectures": VALUE,
     },
     "memory": {
         "mem_fraction_static": Rows(("kind", "parallel", "small_gpu_max_mib", "table",
@@ -27,6 +36,7 @@ SCHEMA = {
     },
     "builds": {
         "wheels": Rows(("archs",)),
+        "pdmux_majors": Rows(("majors", "error")),
     },
     "engine": {
         "oldest_known": VALUE,
@@ -39,5 +49,6 @@ SCHEMA = {
     },
     "quantization": {
         "methods": KeyedRows(("fallback", "min_cc", "native_min_cc")),
+        "fp8_block_moe": Rows(("message",)),
     },
 }

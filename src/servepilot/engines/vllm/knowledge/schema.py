@@ -59,5 +59,6 @@ SCHEMA = {
                               "native_families", "native_min_cc", "scheme_native_min_cc")),
         "marlin_overrides": Rows(("map",)),
         "speed": Rows(("fp4_over_bf16", "fp8_over_bf16")),
+        "fp8_block_moe": Rows(("message",)),
     },
 }
