@@ -247,7 +247,7 @@ def test_two_launches_racing_for_one_port(tmp_path):
     port = free_port()
     a = spawn_cli("launch", "--force", "--json", "--detach", "--", *_engine(port, "--ready-after", "0.5"))
     b = spawn_cli("launch", "--force", "--json", "--detach", "--", *_engine(port, "--ready-after", "0.5"))
-    outs = [p.communicate()[0] for p in (a, b)]
+    outs = [p.communicate(timeout=PATIENCE_S)[0] for p in (a, b)]
     payloads = [json.loads(o) for o in outs]
     rids = [p["run_id"] for p in payloads]
     try:
@@ -447,7 +447,7 @@ def test_stop_during_start_up(tmp_path):
         wait_for(lambda: pids_in(pid_file), "the engine's worker")
         stopped = json.loads(cli("stop", "--grace", "1", "--json", rid).stdout)
         assert stopped["state"] == "stopped" and stopped["survivors"] == []
-        out = sup.communicate()[0]
+        out = sup.communicate(timeout=PATIENCE_S)[0]
         assert sup.returncode == 3
         assert "stopped by `servepilot stop`" in out
     finally:
@@ -469,7 +469,7 @@ def test_signal_to_the_supervisor_during_start_up(tmp_path, sig):
         rid = _only_run()["run_id"]
         wait_for(lambda: pids_in(pid_file), "the engine's worker")
         sup.send_signal(sig)
-        sup.communicate()
+        sup.communicate(timeout=PATIENCE_S)  # a lost signal fails the test, never hangs the suite
         assert sup.returncode == 130
     finally:
         if sup.poll() is None:
