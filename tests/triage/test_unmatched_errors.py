@@ -94,3 +94,25 @@ def test_a_process_that_dies_right_after_readiness_is_blamed():
     # the same traceback with the server going on serving after it is a survived error
     serving = log + "\n".join([p + "INFO 02-09 12:47:09 [launcher.py:1] Route: /health"] * 4) + "\n"
     assert triage_text(serving, engine="vllm").root_cause is None
+
+
+@pytest.mark.parametrize("text", [
+    # one-line errors as reporters give them (sgl-project/sglang mineru-3416 report line;
+    # vllm-project/vllm#8388's title), no level, no exception class, no "error" word
+    "SGlang only supports sm 75 and above\n",
+    'assert "factor" in rope_scaling',
+])
+def test_a_one_line_text_with_no_marker_is_taken_as_the_error_as_given(text):
+    d = triage_text(text)
+    assert d.root_cause is not None and d.root_cause.line == 1
+    assert d.root_cause.basis == "sole-line" and d.root_cause.confidence < 0.3
+    assert d.root_cause.message == text.strip()
+
+
+@pytest.mark.parametrize("text", [
+    "INFO 01-01 10:00:00 [loader.py:1] Loading weights took 3.2 s\n",  # a status line
+    "SGlang only supports sm 75 and above\nand a second line\n",  # more than one line: no guess
+])
+def test_no_sole_line_guess_on_status_lines_or_longer_texts(text):
+    d = triage_text(text)
+    assert d.root_cause is None or d.root_cause.basis != "sole-line"

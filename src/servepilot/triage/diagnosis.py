@@ -52,7 +52,7 @@ from dataclasses import dataclass, replace
 from servepilot.triage.events import Assembler, ErrorEvent
 from servepilot.triage.keywords import guess_category, guess_from_frames
 from servepilot.triage.lines import parse_line
-from servepilot.triage.markers import STALL_POINTS_AT_START, phase_of, stall_phase
+from servepilot.triage.markers import STALL_POINTS_AT_START, is_healthy, phase_of, stall_phase
 from servepilot.triage.signatures import Match, Matcher, TriageRemedy
 
 _TIER_RANK = {"cause": 0, "generic": 1, None: 2, "echo": 3}
@@ -81,6 +81,7 @@ CONFIDENCE = {
     "none": 0.3,  # an unknown error, `other`
     "echo": 0.2,  # only a wrapper that points at an error the log does not show
     "stall": 0.5,  # no error: where the log stopped
+    "sole-line": 0.2,  # no error marker at all, but the text is one line: a pasted error sentence
     "phase-unknown": 0.25,  # an alternative: the phase a bare message could have come from
 }
 _COMPETED = 0.7  # the most a cause gets when another known cause of a different category competes
@@ -414,6 +415,33 @@ def _stall_cause(tail: list[tuple[int, str]], launch: int) -> tuple[Cause, tuple
     return cause, tuple(TriageRemedy(kind=k, change=c, tradeoff=t) for k, c, t in remedies)
 
 
+def _sole_line_cause(tail: list[tuple[int, str]], launch: int) -> Cause | None:
+    """A text of one line in which nothing failed by any marker is still what the user pasted
+    as the error ("SGlang only supports sm 75 and above"): it is named verbatim, as a guess."""
+    lines = [(n, parse_line(raw)) for n, raw in tail if raw.strip()]
+    if len(lines) != 1 or not lines[0][1].message:
+        return None
+    line_no, ll = lines[0]
+    if ll.level in ("DEBUG", "INFO") or is_healthy(ll.message) or phase_of(ll.message) is not None:
+        return None  # a progress or status line says nothing failed
+    guessed = guess_category(ll.message)
+    return Cause(
+        category=guessed[0] if guessed else "other",
+        signature=None,
+        line=line_no,
+        process=ll.process,
+        excerpt=ll.text,
+        explanation="the text is a single line with no error marker; it is taken as the error as given",
+        count=1,
+        processes=(ll.process,) if ll.process else (),
+        exception=None,
+        message=ll.message,
+        launch=launch,
+        confidence=CONFIDENCE["sole-line"],
+        basis="sole-line",
+    )
+
+
 def decide(
     asm: Assembler,
     matcher: Matcher,
@@ -508,6 +536,10 @@ def decide(
             if root_cause is not None:
                 alternatives = (replace(root_cause, confidence=round(root_cause.confidence * 0.6, 2)), *alternatives)
             root_cause, remedies = stalled
+    if root_cause is None and healthy_line is None and tail and lines_read == len(tail):
+        sole = _sole_line_cause(tail, last)
+        if sole is not None:
+            root_cause = sole
     return Diagnosis(
         root_cause=root_cause,
         remedies=remedies,
