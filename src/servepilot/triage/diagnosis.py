@@ -89,10 +89,10 @@ _ALTERNATIVES_SHOWN = 3
 _NORMALISE = re.compile(r"0x[0-9a-fA-F]+|\d+")
 _OTHER_ERRORS_SHOWN = 20
 # The entry function of an engine's subprocess: an exception that unwound it killed that
-# process, wherever it sits in the log (SGLang's scheduler, sglang/srt/managers/scheduler.py
-# run_scheduler_process; vLLM's engine core and workers, vllm/v1/engine/core.py
-# run_engine_core and vllm/v1/executor/multiproc_executor.py worker_main, v0.10-0.11;
-# the frames as printed in corpus/full-logs).
+# process, wherever it sits in the log (SGLang's scheduler: sglang/srt/managers/scheduler.py
+# run_scheduler_process@v0.5.2; vLLM's engine core and workers: vllm/v1/engine/core.py
+# run_engine_core and vllm/v1/executor/multiproc_executor.py worker_main@v0.18.0, checked in
+# those packages; the frames as printed in corpus/full-logs, from v0.10 on).
 _ENGINE_PROCESS_FRAME = re.compile(r", in (?:run_scheduler_process|run_engine_core|worker_main)$")
 _LAST_WORDS = 3  # an exception this close to the log's end is what the process died of
 # a frame of a process's own entry point: the exception unwound the whole process (a failed
