@@ -116,3 +116,15 @@ def test_a_one_line_text_with_no_marker_is_taken_as_the_error_as_given(text):
 def test_no_sole_line_guess_on_status_lines_or_longer_texts(text):
     d = triage_text(text)
     assert d.root_cause is None or d.root_cause.basis != "sole-line"
+
+
+def test_a_supervised_runs_lone_quiet_line_is_no_failure_but_a_users_file_is_guessed(tmp_path):
+    # the log of a run servepilot supervised is whole: "exiting with 0" alone is not an error;
+    # the same one line handed to `triage` by a user is what they call the error
+    from servepilot.triage import triage_file
+
+    log = tmp_path / "server.log"
+    log.write_text("fake engine: exiting with 0\n")
+    assert triage_file(log).root_cause is None
+    guessed = triage_file(log, guess_sole_line=True).root_cause
+    assert guessed is not None and guessed.basis == "sole-line"

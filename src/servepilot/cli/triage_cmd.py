@@ -45,7 +45,7 @@ def triage(logs, engine, since, as_json):
     log = logs[0]
     from servepilot.triage import triage_file
 
-    diagnosis = triage_file(log, engine=engine, since=since)
+    diagnosis = triage_file(log, engine=engine, since=since, guess_sole_line=True)  # the user's own file
     if as_json:
         from servepilot.cli.output import emit_json
 

@@ -51,7 +51,8 @@ def binary_share(sample: bytes) -> float:
     return bad / len(text)
 
 
-def _run(stream, size: int | None, engine: str | None, since: datetime | None, path: str | None = None) -> Diagnosis:
+def _run(stream, size: int | None, engine: str | None, since: datetime | None, path: str | None = None,
+         guess_sole_line: bool = False) -> Diagnosis:
     head = stream.read(_HEAD_BYTES)
     stream.seek(0)
     share = binary_share(head[:_BINARY_SAMPLE]) if path is not None else 0.0
@@ -73,7 +74,7 @@ def _run(stream, size: int | None, engine: str | None, since: datetime | None, p
         total_lines = stats.lines
     asm.finish()
     tail = _tail(stream, total_lines)
-    diagnosis = decide(asm, Matcher(load_signatures(), engine), total_lines, detected, tail)
+    diagnosis = decide(asm, Matcher(load_signatures(), engine), total_lines, detected, tail, guess_sole_line)
     if share > _BINARY_SHARE and diagnosis.root_cause is None and not diagnosis.healthy:
         # nothing a log would say was found in what is mostly not text: say so, not "no error"
         raise BadInput(f"not a text log: {share:.0%} of its first {min(len(head), _BINARY_SAMPLE):,} bytes are binary",
@@ -96,8 +97,12 @@ def _tail(stream, total_lines: int) -> list[tuple[int, str]]:
     return [(first + i, line) for i, line in enumerate(lines)]
 
 
-def triage_file(path: str | os.PathLike, engine: str | None = None, since: datetime | None = None) -> Diagnosis:
+def triage_file(path: str | os.PathLike, engine: str | None = None, since: datetime | None = None,
+                guess_sole_line: bool = False) -> Diagnosis:
     """Diagnose a log file of any size, streaming it in chunks.
+
+    `guess_sole_line`: the file is what a user handed over as the error (the `triage` verb), so
+    a single line with no error marker is still named, as a guess (diagnosis.decide).
 
     `engine` (vllm | sglang | llama.cpp) limits the signatures; by default the engine is
     guessed from the log's first megabyte. `since`: lines stamped earlier belong to an older
@@ -111,7 +116,7 @@ def triage_file(path: str | os.PathLike, engine: str | None = None, since: datet
             raise BadInput("not a regular file (save the log to a file first)", path=p)
         with p.open("rb") as f:
             st = os.fstat(f.fileno())
-            diagnosis = _run(f, st.st_size, engine, since, path=str(p))
+            diagnosis = _run(f, st.st_size, engine, since, path=str(p), guess_sole_line=guess_sole_line)
             return _mark_untouched_since(diagnosis, st.st_mtime, since)
     except IsADirectoryError as exc:
         raise BadInput("is a directory, not a log file", path=p) from exc
@@ -133,6 +138,6 @@ def _mark_untouched_since(diagnosis: Diagnosis, mtime: float, since: datetime | 
 
 
 def triage_text(text: str, engine: str | None = None) -> Diagnosis:
-    """Diagnose log text held in memory (an excerpt, a captured stderr)."""
+    """Diagnose log text held in memory (an excerpt a user pasted: a lone line is still named)."""
     engine = _check_engine(engine)
-    return _run(io.BytesIO(text.encode("utf-8", errors="replace")), None, engine, None)
+    return _run(io.BytesIO(text.encode("utf-8", errors="replace")), None, engine, None, guess_sole_line=True)

@@ -448,10 +448,14 @@ def decide(
     lines_read: int,
     engine: str | None,
     tail: list[tuple[int, str]] | None = None,
+    guess_sole_line: bool = False,
 ) -> Diagnosis:
     """Apply the rule of this module to an Assembler that has seen the whole log.
 
     `tail`: the log's last lines (number, raw text), read for rule 6 when nothing failed.
+    `guess_sole_line`: the text is what a user handed over as the error (an excerpt, a saved
+    message), so a single line with no error marker is still taken as the error, as a guess;
+    the log of a run servepilot supervised is whole, and a lone quiet line there is no failure.
     """
     last = asm.launch
     healthy_line = asm.healthy_launches.get(last)
@@ -536,7 +540,7 @@ def decide(
             if root_cause is not None:
                 alternatives = (replace(root_cause, confidence=round(root_cause.confidence * 0.6, 2)), *alternatives)
             root_cause, remedies = stalled
-    if root_cause is None and healthy_line is None and tail and lines_read == len(tail):
+    if guess_sole_line and root_cause is None and healthy_line is None and tail and lines_read == len(tail):
         sole = _sole_line_cause(tail, last)
         if sole is not None:
             root_cause = sole
