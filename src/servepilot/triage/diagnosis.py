@@ -482,14 +482,15 @@ def decide(
             return False
         if healthy_line is not None:
             # the launch got through start-up, so whatever it printed before was survived;
-            # only a known cause after readiness (a request that breaks it, a death) counts,
-            # or an exception the log ends on: a process that dies with its traceback as its
-            # last words did not survive it (vLLM's API server failing in init_app_state after
-            # the engine core said it was ready)
-            return g.first.line_no > healthy_line and (g.tier_rank == 0 or _ends_the_log(g))
+            # only a known cause after readiness (a request that breaks it) counts, or any
+            # exception that killed its process (vLLM's API server failing in init_app_state
+            # after the engine core said it was ready)
+            return g.first.line_no > healthy_line and (g.tier_rank == 0 or _killed_its_process(g))
         return True
 
-    def _ends_the_log(g: _Group) -> bool:
+    def _killed_its_process(g: _Group) -> bool:
+        """It unwound an engine subprocess's entry function, or a process's own entry point
+        with nothing after it (a failed request unwinds only to the web server's handler)."""
         ev = g.first
         if ev.exc_type is None:
             return False
