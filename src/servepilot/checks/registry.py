@@ -25,6 +25,9 @@ class Rule:
     sources: tuple[str, ...] = ()  # where that behaviour was read (file@tag, PR URL) or knowledge files
     engines: tuple[str, ...] = ()  # empty: every engine
     module: str = field(default="", compare=False)
+    # GPU platforms ("cuda", "rocm") whose facts the rule encodes; empty: written for CUDA and run
+    # elsewhere only when checks/platforms.py lists it as platform-neutral (fail closed)
+    platforms: tuple[str, ...] = ()
 
 
 RULES: list[Rule] = []
@@ -34,14 +37,15 @@ _loaded = False
 def rule(code: str, category: str, title: str, *, facts: tuple[str,
                                                                ...] = (), sources: tuple[str,
                                                                                          ...] = (),
-         engines: tuple[str, ...] = ()):
+         engines: tuple[str, ...] = (), platforms: tuple[str, ...] = ()):
     """Register the decorated function as a rule; the function is returned unchanged."""
     check_category(category)
 
     def register(func):
         if any(r.code == code and r.func is not func for r in RULES):
             raise ValueError(f"rule code {code} registered twice")
-        RULES.append(Rule(code, category, title, func, tuple(facts), tuple(sources), tuple(engines), func.__module__))
+        RULES.append(Rule(code, category, title, func, tuple(facts), tuple(sources), tuple(engines), func.__module__,
+                          tuple(platforms)))
         return func
 
     return register

@@ -12,6 +12,7 @@ _SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 #   1. argument parsing (SP-ARGS-001: flags and values argparse refuses; SP-KV-001: a
 #      --kv-cache-dtype value the version lacks);
 #   2. ModelConfig: reading config.json (SP-CODE), resolving the architecture (SP-ARCH), the
+#      platform's quantization list (SP-ROCM-001: ModelConfig._verify_quantization), the
 #      derived max_model_len (SP-LEN);
 #   3. VllmConfig.__post_init__: verify_with_parallel_config (SP-TP, SP-EP) runs before
 #      _get_quantization_config (SP-QUANT-001, the minimum capability), then KV/cache settings
@@ -28,7 +29,8 @@ _SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 # SP-CODE-002 as a warning (the custom code --trust-remote-code will run, all files present)
 # stops nothing and degrades nothing: a review note, so it sorts after every finding that does.
 # As an error (a file is missing) it is the config import failing, at the SP-CODE stage.
-_STAGES = ("SP-ARGS", "SP-KV-001", "SP-CODE", "SP-ARCH", "SP-LEN", "SP-TP", "SP-EP", "SP-QUANT-001", "SP-KV",
+_STAGES = ("SP-ARGS", "SP-KV-001", "SP-CODE", "SP-ARCH", "SP-ROCM-001",
+           "SP-LEN", "SP-TP", "SP-EP", "SP-QUANT-001", "SP-KV",
            "SP-CODE-003", "SP-GPU",
            "SP-CUDA", "SP-DTYPE", "SP-SHM", "SP-NCCL", "SP-ATTN", "SP-QUANT",
            "SP-CKPT", "SP-MEM-001", "SP-MEM-003",
@@ -103,6 +105,7 @@ def run_checks(dep, measured: dict | None = None) -> CheckResult:
 
     measured: figures from earlier launches for the memory plan (runs.store.measurement_for)."""
     from servepilot.checks.context import CheckContext
+    from servepilot.checks.platforms import rule_applies
     from servepilot.checks.registry import load_rules
 
     ctx = CheckContext(dep, measured=measured)
@@ -110,6 +113,8 @@ def run_checks(dep, measured: dict | None = None) -> CheckResult:
     for r in load_rules():
         if r.engines and dep.engine not in r.engines:
             continue
+        if not rule_applies(r, dep.cluster.platform):
+            continue  # a CUDA fact judged on another GPU platform: platforms.py says what is unknown
         findings.extend(r.func(dep, ctx) or ())
     findings.sort(key=lambda f: (_SEVERITY_ORDER[f.severity], finding_stage(f), f.code))
     findings = _download_before_overlay(dep, findings)
@@ -117,7 +122,9 @@ def run_checks(dep, measured: dict | None = None) -> CheckResult:
     from servepilot.checks.unknowns import unknowns_of
 
     ctx.plan  # noqa: B018 - the plan's own failure is one of the unknowns
-    unknowns = tuple(unknowns_of(dep, ctx))
+    from servepilot.checks.platforms import platform_unknowns
+
+    unknowns = tuple(unknowns_of(dep, ctx)) + tuple(platform_unknowns(dep, ctx))
     return CheckResult(
         verdict=verdict_of(findings, unknowns),
         findings=tuple(findings),

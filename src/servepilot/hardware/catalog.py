@@ -16,8 +16,9 @@ from servepilot.errors import UnknownGpu
 from servepilot.hardware.cluster import Cluster, Gpu
 
 MIB = 1024 * 1024
-# Words NVML puts in names that do not tell GPUs apart ("NVIDIA GeForce RTX 4090", "Tesla T4").
-_NOISE = {"nvidia", "geforce", "tesla", "edition", "generation"}
+# Words NVML (and AMD's tools) put in names that do not tell GPUs apart ("NVIDIA GeForce RTX
+# 4090", "Tesla T4", "AMD Instinct MI300X").
+_NOISE = {"nvidia", "geforce", "tesla", "edition", "generation", "amd", "instinct"}
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,7 @@ class GpuModel:
     name: str
     nvml_names: tuple[str, ...]
     aliases: tuple[str, ...]
-    compute_capability: tuple[int, int]
+    compute_capability: tuple[int, int] | None  # None on AMD GPUs (gfx_arch instead)
     memory_bytes: int
     memory_basis: str  # "nvidia-smi" | "nominal"
     bandwidth_gbps: float
@@ -34,6 +35,9 @@ class GpuModel:
     fp4: bool
     link: str  # "nvlink" | "pcie"
     sources: dict
+    vendor: str = "nvidia"
+    gfx_arch: str | None = None
+    fp8_formats: tuple[str, ...] = ()
 
     def gpu(self, index: int) -> Gpu:
         return Gpu(
@@ -46,6 +50,9 @@ class GpuModel:
             fp4=self.fp4,
             bandwidth_gbps=self.bandwidth_gbps,
             nvlink=self.link == "nvlink",
+            vendor=self.vendor,
+            gfx_arch=self.gfx_arch,
+            fp8_formats=self.fp8_formats,
         )
 
 
@@ -65,7 +72,7 @@ def models() -> tuple[GpuModel, ...]:
                 name=e["name"],
                 nvml_names=tuple(e["nvml_names"]),
                 aliases=tuple(e["aliases"]),
-                compute_capability=tuple(e["compute_capability"]),
+                compute_capability=tuple(e["compute_capability"]) if e.get("compute_capability") else None,
                 memory_bytes=int(e["memory_mib"]) * MIB,
                 memory_basis=e["memory_basis"],
                 bandwidth_gbps=float(e["bandwidth_gbps"]),
@@ -73,6 +80,9 @@ def models() -> tuple[GpuModel, ...]:
                 fp4=bool(e["fp4"]),
                 link=e["link"],
                 sources=e["sources"],
+                vendor=e.get("vendor", "nvidia"),
+                gfx_arch=e.get("gfx_arch"),
+                fp8_formats=tuple(e.get("fp8_formats") or ()),
             )
         )
     return tuple(out)
@@ -133,7 +143,7 @@ def lookup_alias(name: str) -> GpuModel:
     if near:
         hint = f"did you mean {', '.join(near)}?"
     else:  # nothing close (an AMD or TPU name, a typo of a family): show what the catalog has
-        hint = "NVIDIA GPUs known: " + ", ".join(m.key for m in models())
+        hint = "GPUs known: " + ", ".join(m.key for m in models())
     raise UnknownGpu(f"unknown GPU {name!r}", hint=hint)
 
 
@@ -161,12 +171,24 @@ def parse_gpu_flag(value: str) -> tuple[GpuModel, int]:
 
 
 def cluster_from_flag(value: str) -> Cluster:
-    """A Cluster of catalog GPUs for `--gpu NAME[xN]`."""
-    model, count = parse_gpu_flag(value)
+    """A Cluster of catalog GPUs for `--gpu NAME[xN]`.
+
+    A name the catalog lacks but that names another vendor's accelerator (Gaudi, Ascend, an
+    Intel Arc, an AMD gfx target) gives GPUs of unknown memory and capability: check answers
+    `unknown` for them rather than refusing the name (exit 2) or judging them as NVIDIA GPUs.
+    A name that is neither (a typo) stays an UnknownGpu with suggestions."""
+    try:
+        model, count = parse_gpu_flag(value)
+    except UnknownGpu:
+        unmodelled = unmodelled_cluster(value)
+        if unmodelled is None:
+            raise
+        return unmodelled
     notes = []
     if model.memory_basis != "nvidia-smi":
+        tool = "nvidia-smi" if model.vendor == "nvidia" else "amd-smi"
         notes.append(f"{model.name}: memory is the nominal size ({model.memory_bytes // MIB} MiB), not a measured "
-                     "nvidia-smi total")
+                     f"{tool} total")
     return Cluster(
         gpus=tuple(model.gpu(i) for i in range(count)),
         source="flag",
@@ -202,3 +224,41 @@ def match_nvml_name(name: str, memory_bytes: int | None = None) -> GpuModel | No
     if memory_bytes and len(tied) > 1:
         tied.sort(key=lambda m: abs(m.memory_bytes - memory_bytes))
     return tied[0]
+
+
+_GFX = re.compile(r"gfx(\d{3,4}[a-z]?)", re.IGNORECASE)
+
+
+def unmodelled_family(name: str) -> dict | None:
+    """The accelerator family (gpus.json `unmodelled_accelerators`) a name not in the catalog
+    belongs to: {"vendor", "platform", "served_by", "source", ...}, or None."""
+    text = "-" + _flag_form(name) + "-"
+    for family in _data().get("unmodelled_accelerators", {}).get("families", ()):
+        if any(re.search(rf"-{re.escape(w)}", text) for w in family["words"]):
+            return family
+    return None
+
+
+def unmodelled_cluster(value: str) -> Cluster | None:
+    """GPUs of a recognised vendor family that the catalog lacks: memory 0 (unknown), no compute
+    capability; an AMD name with a gfx target keeps it (`--gpu gfx1100x2`)."""
+    text = value.strip()
+    count = 1
+    for pattern in (_COUNT_SUFFIX, _COUNT_PREFIX):
+        m = pattern.match(text)
+        if m and unmodelled_family(m.group("name")) is not None:
+            text, count = m.group("name"), int(m.group("count"))
+            break
+    family = unmodelled_family(text)
+    if family is None or count < 1:
+        return None
+    gfx = _GFX.search(text)
+    arch = f"gfx{gfx.group(1).lower()}" if gfx and family["vendor"] == "amd" else None
+    gpus = tuple(
+        Gpu(index=i, name=text, key=None, memory_bytes=0, compute_capability=None,
+            vendor=family["vendor"], gfx_arch=arch)
+        for i in range(count)
+    )
+    unknown = "memory is" if arch else "memory and kernels are"
+    note = f"{text}: {family['platform']}, not in servepilot's GPU catalog: its {unknown} unknown"
+    return Cluster(gpus=gpus, source="flag", notes=(note,))

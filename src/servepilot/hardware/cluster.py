@@ -17,6 +17,18 @@ class Gpu:
     bandwidth_gbps: float | None = None
     nvlink: bool | None = None
     error: str | None = None  # a GPU that NVML could not read (shown, not dropped)
+    vendor: str = "nvidia"  # "nvidia" | "amd" | "intel" | "huawei" | "google" (catalog `vendor`)
+    gfx_arch: str | None = None  # an AMD GPU's LLVM target ("gfx942"); AMD GPUs have no compute capability
+    fp8_formats: tuple[str, ...] = ()  # torch FP8 dtypes the GPU computes in (AMD: fnuz on gfx942, OCP on gfx950)
+
+    @property
+    def platform(self) -> str:
+        """"cuda", "rocm", or "unknown" (a GPU whose engine platform servepilot has no facts for)."""
+        if self.vendor == "nvidia":
+            return "cuda"
+        if self.vendor == "amd" and self.gfx_arch:
+            return "rocm"
+        return "unknown"
 
     @property
     def cc_str(self) -> str:
@@ -59,6 +71,15 @@ class Cluster:
             if k not in seen:
                 seen.append(k)
         return tuple(seen)
+
+    @property
+    def platform(self) -> str | None:
+        """The engine platform of the GPUs: "cuda", "rocm", "unknown" (a GPU servepilot has no
+        platform facts for, or a mix), or None when there are no GPUs."""
+        kinds = {g.platform for g in self.gpus}
+        if not kinds:
+            return None
+        return kinds.pop() if len(kinds) == 1 else "unknown"
 
     @property
     def min_memory_bytes(self) -> int | None:

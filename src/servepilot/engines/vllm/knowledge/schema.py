@@ -54,6 +54,9 @@ SCHEMA = {
         "v1_fp8_kv_cache": Rows(("supported_cc_majors", "v1_default")),
         "float_kv_must_match_dtype": Rows(("values",)),
     },
+    "rocm": {
+        "quantization": Rows(("supported", "unsure", "not_on_gfx9")),
+    },
     "quantization": {
         "methods": KeyedRows(("fallback", "min_cc", "fallback_constraints", "moe_native_families",
                               "native_families", "native_min_cc", "scheme_native_min_cc")),
