@@ -153,7 +153,8 @@ def catalog_gpu(text: str):
     """The catalog entry a GPU text names (aliases as whole word runs, longest first, then NVML names)."""
     from servepilot.hardware import catalog
 
-    low = re.sub(r"(\d)\s*[x×]\s*(?=[a-z])", r"\1 x ", text.lower())  # "8xA100" -> "8 x a100"
+    # "8xA100" -> "8 x a100"; a count is one or two digits, so "7900 XTX" keeps its XTX
+    low = re.sub(r"(?<![\d.])(\d{1,2})\s*[x×]\s*(?=[a-z])", r"\1 x ", text.lower())
     words = " " + re.sub(r"[^a-z0-9.]+", " ", low) + " "
     aliases = sorted(catalog.all_aliases().items(), key=lambda kv: -len(kv[0]))
     for alias, model in aliases:
@@ -173,6 +174,9 @@ def gpu_setup(row: dict, tp: int) -> tuple[str | None, str]:
     model = catalog_gpu(text)
     if model is not None:
         return f"{model.key}x{count}", f"catalog {model.key}"
+    other = unmodelled_gpu(text, count)
+    if other is not None:
+        return other
     low = text.lower()
     mem = re.search(r"(\d+(?:\.\d+)?)\s*gi?b\b", low)
     if mem and not re.search(r"capability|\bsm", low):
@@ -185,6 +189,23 @@ def gpu_setup(row: dict, tp: int) -> tuple[str | None, str]:
         if proxy is not None:
             return f"{proxy.key}x{count}", f"proxy {proxy.key} for compute capability {cc[0]}.{cc[1]}"
     return None, f"GPU not recognised: {text!r}"
+
+
+def unmodelled_gpu(text: str, count: int) -> tuple[str, str] | None:
+    """(a --gpu string, how) for another vendor's accelerator the catalog lacks (an Ascend NPU,
+    an Intel Gaudi or Arc, an AMD GPU named only by its gfx target or not at all): check gets
+    GPUs of unknown memory and platform facts and must answer `unknown`, never borrow an NVIDIA
+    proxy's facts. CPU-backend rows ("AMD Ryzen ... (CPU backend)") name no accelerator."""
+    from servepilot.hardware import catalog
+
+    if re.search(r"\bcpu\b", text, re.IGNORECASE):
+        return None
+    family = catalog.unmodelled_family(text)
+    if family is None:
+        return None
+    gfx = re.search(r"gfx\d{3,4}[a-z]?", text, re.IGNORECASE)
+    name = gfx.group(0).lower() if gfx and family["vendor"] == "amd" else re.sub(r"[^a-z0-9]+", "-", text.lower())
+    return f"{name.strip('-')}x{count}", f"unmodelled {family['platform']}"
 
 
 def _catalog_with_cc(cc):
@@ -688,7 +709,8 @@ def main(argv: list[str]) -> int:
         right += hit
         anywhere += row["category"] in cats
         mark = "OK " if hit else ("~  " if row["category"] in cats else "-- ")
-        pred = f"{first.category} {first.code}" if first else "pass"
+        # no warning or error: the verdict itself (pass, or unknown when a fact was missing)
+        pred = f"{first.category} {first.code}" if first else result.verdict
         rest = ", ".join(dict.fromkeys(c for c in cats[1:] if c != (first.category if first else None)))
         print(f"{mark}{row['id'][:49]:49} {row['category']:20} {pred}{' | ' + rest if rest else ''}")
         if verbose or not hit:

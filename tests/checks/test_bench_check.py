@@ -169,3 +169,23 @@ def test_a_model_described_as_a_likeness_is_not_rebuilt_from_the_named_one():
     assert not bench.rebuildable({"category": "attention_backend"}, built)
     named = bench.model_files({"model": "Qwen/Qwen3-0.6B"})[1]
     assert named.startswith(("modelzoo", "published config"))
+
+
+@pytest.mark.parametrize("text, gpu, how", [
+    ("MI300X", "mi300xx1", "catalog mi300x"),
+    ("8x AMD Instinct MI300X", "mi300xx8", "catalog mi300x"),
+    ("AMD Instinct MI300X x8 (gfx942)", "mi300xx8", "catalog mi300x"),
+    ("RX 7900 XTX", "rx-7900-xtxx1", "catalog rx-7900-xtx"),
+    ("AMD Radeon RX 9070 XT (gfx1201, 16 GB), ROCm 7.2", "rx-9070-xtx1", "catalog rx-9070-xt"),
+    ("gfx1100", "gfx1100x1", "unmodelled an AMD GPU (ROCm)"),
+    ("AMD Instinct MI308X (gfx942) x8", "gfx942x8", "unmodelled an AMD GPU (ROCm)"),
+    ("Ascend NPU 64 GiB", "ascend-npu-64-gibx1", "unmodelled Huawei Ascend (NPU)"),
+    ("Intel Gaudi 3", "intel-gaudi-3x1", "unmodelled Intel Gaudi (HPU)"),
+])
+def test_amd_and_other_vendor_gpu_texts(text, gpu, how):
+    # an Ascend NPU is never proxied by the NVIDIA GPU of the nearest memory size
+    assert bench.gpu_setup({"gpu": text}, 1) == (gpu, how)
+
+
+def test_a_cpu_backend_row_names_no_accelerator():
+    assert bench.gpu_setup({"gpu": "AMD Ryzen 9 8945HS (CPU backend)"}, 1)[0] is None

@@ -19,7 +19,8 @@ def test_required_gpus_present_with_sources():
     keys = {m.key for m in models()}
     assert set(REQUIRED) <= keys
     for m in models():
-        for fact in ("compute_capability", "memory", "bandwidth", "link", "precision"):
+        arch = "compute_capability" if m.vendor == "nvidia" else "gfx_arch"  # AMD: the LLVM target
+        for fact in (arch, "memory", "bandwidth", "link", "precision"):
             assert m.sources.get(fact), (m.key, fact)
         assert m.memory_basis in ("nvidia-smi", "nominal")
 

@@ -234,7 +234,9 @@ def unmodelled_family(name: str) -> dict | None:
     belongs to: {"vendor", "platform", "served_by", "source", ...}, or None."""
     text = "-" + _flag_form(name) + "-"
     for family in _data().get("unmodelled_accelerators", {}).get("families", ()):
-        if any(re.search(rf"-{re.escape(w)}", text) for w in family["words"]):
+        # a family word starts a token and ends it or runs into a number: "gaudi3", "arc-a770",
+        # "ascend910b", but not "archer"
+        if any(re.search(rf"-{re.escape(w)}(?=[-\d])", text) for w in family["words"]):
             return family
     return None
 

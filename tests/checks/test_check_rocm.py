@@ -1,0 +1,140 @@
+"""vLLM on AMD GPUs (ROCm) and accelerators servepilot has no platform facts for (issue 13).
+
+Each rule has a launch that fails and one that does not; the CUDA-only rules stay off AMD GPUs;
+a GPU whose platform servepilot does not know answers `unknown` (exit 4), never PASS.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from checkfixtures import codes, llama_like
+
+from servepilot.checks import run_checks
+from servepilot.checks.platforms import PLATFORM_NEUTRAL, rule_applies
+from servepilot.checks.registry import find_rule, load_rules
+from servepilot.cli.main import main
+from servepilot.deployment import build_deployment
+
+AWQ = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True, "version": "gemm"}
+BNB = {"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4"}
+MODELOPT_FP8 = {"quant_method": "modelopt", "quant_algo": "FP8"}
+
+
+def _check(path, gpu: str, version: str, *flags: str):
+    dep = build_deployment(command=["vllm", "serve", str(path), *flags], gpu=gpu, engine_version=version,
+                           probe=False)
+    return run_checks(dep)
+
+
+def _facts(result) -> list[str]:
+    return [u.fact for u in result.unknowns]
+
+
+def test_a_method_rocm_does_not_offer_fails(tmp_path):
+    # ModelOpt FP8 is a CUDA method: vLLM 0.16.0's RocmPlatform.supported_quantization lacks it
+    model = llama_like(tmp_path / "m", quant=MODELOPT_FP8)
+    result = _check(model, "mi300x", "0.16.0")
+    assert result.verdict == "fail"
+    first = result.findings[0]
+    assert first.code == "SP-ROCM-001" and first.category == "quantization_support"
+    assert "modelopt quantization is currently not supported in rocm" in first.detail
+    assert any("vllm/platforms/rocm.py@v0.16.0" in e.source for e in first.evidence)
+
+
+def test_a_method_rocm_offers_does_not_fail(tmp_path):
+    model = llama_like(tmp_path / "m", quant=AWQ)
+    result = _check(model, "mi300x", "0.16.0")
+    assert "SP-ROCM-001" not in codes(result)
+    assert result.verdict == "unknown"  # the ROCm attention choice is not modelled: not a PASS
+
+
+def test_awq_before_rocm_offered_it_and_the_upgrade(tmp_path):
+    # 0.5.5 (vllm/config.py rocm_supported_quantization = gptq, squeezellm, fp8): AWQ stops there
+    model = llama_like(tmp_path / "m", quant=AWQ)
+    result = _check(model, "mi250x", "0.5.5")
+    f = next(f for f in result.findings if f.code == "SP-ROCM-001")
+    assert "currently not supported in ROCm" in f.detail
+    assert f.remedies[0].kind == "upgrade" and "vllm>=0.6.6" in f.remedies[0].change
+
+
+@pytest.mark.parametrize("gpu, refused", [("mi300x", True), ("rx-7900-xtx", False)])
+def test_bitsandbytes_is_offered_off_gfx9_only(tmp_path, gpu, refused):
+    # 0.16.0: `if not on_gfx9(): supported_quantization += ["bitsandbytes"]`
+    model = llama_like(tmp_path / "m", quant=BNB, heads=8, kv_heads=8)
+    result = _check(model, gpu, "0.16.0")
+    assert ("SP-ROCM-001" in codes(result)) is refused
+
+
+def test_explicit_quantization_flag_is_what_is_verified(tmp_path):
+    model = llama_like(tmp_path / "m")
+    assert "SP-ROCM-001" in codes(_check(model, "mi300x", "0.16.0", "--quantization", "modelopt"))
+    assert "SP-ROCM-001" not in codes(_check(model, "mi300x", "0.16.0", "--quantization", "fp8"))
+
+
+def test_a_release_between_reads_that_disagree_is_unknown(tmp_path):
+    # quark: absent at 0.6.6, listed at 0.8.5; 0.7.3 was not read
+    model = llama_like(tmp_path / "m")
+    result = _check(model, "mi300x", "0.7.3", "--quantization", "quark")
+    assert "SP-ROCM-001" not in codes(result)
+    assert "quantization on ROCm" in _facts(result) and result.verdict == "unknown"
+
+
+def test_cuda_only_rules_stay_off_amd_gpus():
+    load_rules()
+    cuda_only = [r for r in load_rules() if not r.platforms and r.code not in PLATFORM_NEUTRAL]
+    assert cuda_only, "the registry has CUDA rules"
+    assert not any(rule_applies(r, "rocm") or rule_applies(r, "unknown") for r in cuda_only)
+    assert all(rule_applies(r, "cuda") for r in cuda_only)
+    rocm = find_rule("SP-ROCM-001")
+    assert rule_applies(rocm, "rocm") and not rule_applies(rocm, "cuda")
+
+
+def test_modelopt_fp4_on_amd_is_judged_by_rocm_facts_not_compute_capability(tmp_path):
+    # on an H100 the CUDA rule speaks (SP-QUANT-00x); on an MI300X only the ROCm list does
+    model = llama_like(tmp_path / "m", quant={"quant_method": "modelopt", "quant_algo": "NVFP4"})
+    on_amd = codes(_check(model, "mi300x", "0.16.0"))
+    assert "SP-ROCM-001" in on_amd and not any(c.startswith(("SP-QUANT", "SP-ATTN", "SP-CUDA")) for c in on_amd)
+
+
+def test_memory_rules_carry_over_to_amd(tmp_path):
+    # 16 GB of weights on a 16 GiB RX 9070 XT leave no KV cache: the memory arithmetic holds on ROCm
+    model = llama_like(tmp_path / "m")
+    small = _check(model, "rx-9070-xt", "0.16.0")
+    assert small.verdict == "fail" and small.findings[0].code in ("SP-MEM-001", "SP-MEM-003")
+    assert not any(c.startswith("SP-MEM") for c in codes(_check(model, "mi300x", "0.16.0")))
+
+
+def test_sglang_on_amd_is_unknown_not_pass(tmp_path):
+    model = llama_like(tmp_path / "m")
+    dep = build_deployment(command=["python3", "-m", "sglang.launch_server", "--model-path", str(model)],
+                           gpu="mi300x", engine_version="0.5.5", probe=False)
+    result = run_checks(dep)
+    assert result.verdict == "unknown" and "kernels on ROCm" in _facts(result)
+
+
+@pytest.mark.parametrize("gpu, fact", [("gaudi3x8", "GPU platform"), ("ascend-910bx8", "GPU platform"),
+                                       ("arc-a770", "GPU platform"), ("amd-gpu", "GPU platform")])
+def test_an_accelerator_without_platform_facts_is_unknown_exit_4(tmp_path, capsys, gpu, fact):
+    model = llama_like(tmp_path / "m", heads=8, kv_heads=8)
+    rc = main(["check", "--json", "--gpu", gpu, "--engine-version", "0.16.0", "--", "vllm", "serve", str(model)])
+    obj = json.loads(capsys.readouterr().out)
+    assert rc == 4 and obj["verdict"] == "unknown"
+    unknown = next(u for u in obj["unknowns"] if u["fact"] == fact)
+    assert unknown["settle"]
+
+
+def test_the_same_command_on_an_nvidia_gpu_is_not_held_unknown(tmp_path, capsys):
+    # the guard of the test above: the unknown comes from the accelerator, not the command
+    model = llama_like(tmp_path / "m", heads=8, kv_heads=8)
+    main(["check", "--json", "--gpu", "h100", "--engine-version", "0.16.0", "--", "vllm", "serve", str(model)])
+    facts = [u["fact"] for u in json.loads(capsys.readouterr().out)["unknowns"]]
+    assert "GPU platform" not in facts and "attention backend on ROCm" not in facts
+
+
+def test_mi300x_check_exits_4_naming_the_rocm_attention_unknown(tmp_path, capsys):
+    model = llama_like(tmp_path / "m", heads=8, kv_heads=8)
+    rc = main(["check", "--gpu", "mi300x", "--engine-version", "0.16.0", "--", "vllm", "serve", str(model)])
+    out = capsys.readouterr().out
+    assert rc == 4 and "attention backend on ROCm" in out and "unknown GPU" not in out
