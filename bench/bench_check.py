@@ -204,7 +204,10 @@ def unmodelled_gpu(text: str, count: int) -> tuple[str, str] | None:
     if family is None:
         return None
     gfx = re.search(r"gfx\d{3,4}[a-z]?", text, re.IGNORECASE)
-    name = gfx.group(0).lower() if gfx and family["vendor"] == "amd" else re.sub(r"[^a-z0-9]+", "-", text.lower())
+    if gfx and family["vendor"] == "amd":
+        name = gfx.group(0).lower()
+    else:
+        name = re.sub(r"[^a-z0-9]+", "-", text.lower())
     return f"{name.strip('-')}x{count}", f"unmodelled {family['platform']}"
 
 

@@ -23,8 +23,9 @@ MODELOPT_FP8 = {"quant_method": "modelopt", "quant_algo": "FP8"}
 
 
 def _check(path, gpu: str, version: str, *flags: str):
-    dep = build_deployment(command=["vllm", "serve", str(path), *flags], gpu=gpu, engine_version=version,
-                           probe=False)
+    dep = build_deployment(
+        command=["vllm", "serve", str(path), *flags], gpu=gpu, engine_version=version, probe=False
+    )
     return run_checks(dep)
 
 
@@ -95,7 +96,9 @@ def test_modelopt_fp4_on_amd_is_judged_by_rocm_facts_not_compute_capability(tmp_
     # on an H100 the CUDA rule speaks (SP-QUANT-00x); on an MI300X only the ROCm list does
     model = llama_like(tmp_path / "m", quant={"quant_method": "modelopt", "quant_algo": "NVFP4"})
     on_amd = codes(_check(model, "mi300x", "0.16.0"))
-    assert "SP-ROCM-001" in on_amd and not any(c.startswith(("SP-QUANT", "SP-ATTN", "SP-CUDA")) for c in on_amd)
+    assert "SP-ROCM-001" in on_amd and not any(
+        c.startswith(("SP-QUANT", "SP-ATTN", "SP-CUDA")) for c in on_amd
+    )
 
 
 def test_memory_rules_carry_over_to_amd(tmp_path):
@@ -108,17 +111,41 @@ def test_memory_rules_carry_over_to_amd(tmp_path):
 
 def test_sglang_on_amd_is_unknown_not_pass(tmp_path):
     model = llama_like(tmp_path / "m")
-    dep = build_deployment(command=["python3", "-m", "sglang.launch_server", "--model-path", str(model)],
-                           gpu="mi300x", engine_version="0.5.5", probe=False)
+    dep = build_deployment(
+        command=["python3", "-m", "sglang.launch_server", "--model-path", str(model)],
+        gpu="mi300x",
+        engine_version="0.5.5",
+        probe=False,
+    )
     result = run_checks(dep)
     assert result.verdict == "unknown" and "kernels on ROCm" in _facts(result)
 
 
-@pytest.mark.parametrize("gpu, fact", [("gaudi3x8", "GPU platform"), ("ascend-910bx8", "GPU platform"),
-                                       ("arc-a770", "GPU platform"), ("amd-gpu", "GPU platform")])
+@pytest.mark.parametrize(
+    "gpu, fact",
+    [
+        ("gaudi3x8", "GPU platform"),
+        ("ascend-910bx8", "GPU platform"),
+        ("arc-a770", "GPU platform"),
+        ("amd-gpu", "GPU platform"),
+    ],
+)
 def test_an_accelerator_without_platform_facts_is_unknown_exit_4(tmp_path, capsys, gpu, fact):
     model = llama_like(tmp_path / "m", heads=8, kv_heads=8)
-    rc = main(["check", "--json", "--gpu", gpu, "--engine-version", "0.16.0", "--", "vllm", "serve", str(model)])
+    rc = main(
+        [
+            "check",
+            "--json",
+            "--gpu",
+            gpu,
+            "--engine-version",
+            "0.16.0",
+            "--",
+            "vllm",
+            "serve",
+            str(model),
+        ]
+    )
     obj = json.loads(capsys.readouterr().out)
     assert rc == 4 and obj["verdict"] == "unknown"
     unknown = next(u for u in obj["unknowns"] if u["fact"] == fact)
@@ -128,13 +155,38 @@ def test_an_accelerator_without_platform_facts_is_unknown_exit_4(tmp_path, capsy
 def test_the_same_command_on_an_nvidia_gpu_is_not_held_unknown(tmp_path, capsys):
     # the guard of the test above: the unknown comes from the accelerator, not the command
     model = llama_like(tmp_path / "m", heads=8, kv_heads=8)
-    main(["check", "--json", "--gpu", "h100", "--engine-version", "0.16.0", "--", "vllm", "serve", str(model)])
+    main(
+        [
+            "check",
+            "--json",
+            "--gpu",
+            "h100",
+            "--engine-version",
+            "0.16.0",
+            "--",
+            "vllm",
+            "serve",
+            str(model),
+        ]
+    )
     facts = [u["fact"] for u in json.loads(capsys.readouterr().out)["unknowns"]]
     assert "GPU platform" not in facts and "attention backend on ROCm" not in facts
 
 
 def test_mi300x_check_exits_4_naming_the_rocm_attention_unknown(tmp_path, capsys):
     model = llama_like(tmp_path / "m", heads=8, kv_heads=8)
-    rc = main(["check", "--gpu", "mi300x", "--engine-version", "0.16.0", "--", "vllm", "serve", str(model)])
+    rc = main(
+        [
+            "check",
+            "--gpu",
+            "mi300x",
+            "--engine-version",
+            "0.16.0",
+            "--",
+            "vllm",
+            "serve",
+            str(model),
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 4 and "attention backend on ROCm" in out and "unknown GPU" not in out

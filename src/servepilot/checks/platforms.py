@@ -18,14 +18,34 @@ from servepilot.checks.unknowns import Unknown
 
 # Rules whose facts hold on every GPU platform: argument parsing, the model's own config and
 # files, tensor/expert parallel arithmetic, memory arithmetic on the GPU's memory size, ports.
-PLATFORM_NEUTRAL = frozenset({
-    "SP-ARGS-001", "SP-ARGS-002", "SP-KV-001", "SP-KV-002",
-    "SP-ARCH-001", "SP-ARCH-002", "SP-CODE-001", "SP-CODE-002", "SP-CODE-003",
-    "SP-LEN-001", "SP-LEN-002", "SP-TMPL-001", "SP-CKPT-001",
-    "SP-TP-001", "SP-TP-002", "SP-TP-003", "SP-TP-004", "SP-EP-001",
-    "SP-MEM-001", "SP-MEM-002", "SP-MEM-003",
-    "SP-PORT-001", "SP-SHM-001", "SP-GPU-001",
-})
+PLATFORM_NEUTRAL = frozenset(
+    {
+        "SP-ARGS-001",
+        "SP-ARGS-002",
+        "SP-KV-001",
+        "SP-KV-002",
+        "SP-ARCH-001",
+        "SP-ARCH-002",
+        "SP-CODE-001",
+        "SP-CODE-002",
+        "SP-CODE-003",
+        "SP-LEN-001",
+        "SP-LEN-002",
+        "SP-TMPL-001",
+        "SP-CKPT-001",
+        "SP-TP-001",
+        "SP-TP-002",
+        "SP-TP-003",
+        "SP-TP-004",
+        "SP-EP-001",
+        "SP-MEM-001",
+        "SP-MEM-002",
+        "SP-MEM-003",
+        "SP-PORT-001",
+        "SP-SHM-001",
+        "SP-GPU-001",
+    }
+)
 
 
 def rule_applies(rule, platform: str | None) -> bool:
@@ -47,12 +67,14 @@ def platform_unknowns(dep, ctx) -> list[Unknown]:
         return [_unknown_platform(cluster)]
     if dep.engine != "vllm":
         engine = {"sglang": "SGLang", "llama.cpp": "llama.cpp (HIP)"}.get(dep.engine, dep.engine)
-        return [Unknown(
-            "kernels on ROCm",
-            f"servepilot has not read {engine}'s ROCm code (attention backends, quantization "
-            f"kernels, the gfx targets its builds carry) for {_gpu_words(cluster)}",
-            "the engine's own start-up on this GPU (servepilot launch), or a check on an NVIDIA GPU",
-        )]
+        return [
+            Unknown(
+                "kernels on ROCm",
+                f"servepilot has not read {engine}'s ROCm code (attention backends, quantization "
+                f"kernels, the gfx targets its builds carry) for {_gpu_words(cluster)}",
+                "the engine's own start-up on this GPU (servepilot launch), or a check on an NVIDIA GPU",
+            )
+        ]
     from servepilot.checks.rules.rocm_vllm import rocm_vllm_unknowns
 
     return rocm_vllm_unknowns(dep, ctx)
@@ -78,14 +100,20 @@ def _unknown_platform(cluster) -> Unknown:
     g = cluster.gpus[0]
     family = unmodelled_family(g.name)
     if family is not None and family["vendor"] == "amd":
-        why = (f"{g.name} is an AMD GPU whose gfx target servepilot does not know, so none of "
-               "its ROCm facts (FP8 formats, gfx9-only kernels) can be applied")
+        why = (
+            f"{g.name} is an AMD GPU whose gfx target servepilot does not know, so none of "
+            "its ROCm facts (FP8 formats, gfx9-only kernels) can be applied"
+        )
         settle = "--gpu with a catalog AMD GPU (e.g. mi300x) or its gfx target (e.g. gfx1100)"
     else:
         platform = family["platform"] if family else "an accelerator servepilot does not know"
         served = f", served by {family['served_by']}" if family else ""
-        why = (f"{g.name} is {platform}{served}; servepilot's attention, quantization and "
-               "kernel facts are for NVIDIA (CUDA) and AMD (ROCm) GPUs")
-        settle = ("the engine's own start-up on this hardware (servepilot launch), or a check "
-                  "on a GPU in servepilot's catalog")
+        why = (
+            f"{g.name} is {platform}{served}; servepilot's attention, quantization and "
+            "kernel facts are for NVIDIA (CUDA) and AMD (ROCm) GPUs"
+        )
+        settle = (
+            "the engine's own start-up on this hardware (servepilot launch), or a check "
+            "on a GPU in servepilot's catalog"
+        )
     return Unknown("GPU platform", why, settle)

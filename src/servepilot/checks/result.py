@@ -114,7 +114,7 @@ def run_checks(dep, measured: dict | None = None) -> CheckResult:
         if r.engines and dep.engine not in r.engines:
             continue
         if not rule_applies(r, dep.cluster.platform):
-            continue  # a CUDA fact judged on another GPU platform: platforms.py says what is unknown
+            continue  # a CUDA fact on another GPU platform: platforms.py names the unknown
         findings.extend(r.func(dep, ctx) or ())
     findings.sort(key=lambda f: (_SEVERITY_ORDER[f.severity], finding_stage(f), f.code))
     findings = _download_before_overlay(dep, findings)

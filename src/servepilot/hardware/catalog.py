@@ -72,7 +72,7 @@ def models() -> tuple[GpuModel, ...]:
                 name=e["name"],
                 nvml_names=tuple(e["nvml_names"]),
                 aliases=tuple(e["aliases"]),
-                compute_capability=tuple(e["compute_capability"]) if e.get("compute_capability") else None,
+                compute_capability=_cc(e.get("compute_capability")),
                 memory_bytes=int(e["memory_mib"]) * MIB,
                 memory_basis=e["memory_basis"],
                 bandwidth_gbps=float(e["bandwidth_gbps"]),
@@ -86,6 +86,11 @@ def models() -> tuple[GpuModel, ...]:
             )
         )
     return tuple(out)
+
+
+def _cc(value) -> tuple[int, int] | None:
+    """An entry's compute capability; null on AMD GPUs (they have a gfx_arch instead)."""
+    return tuple(value) if value else None
 
 
 def by_key(key: str) -> GpuModel | None:

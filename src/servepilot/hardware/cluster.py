@@ -18,12 +18,12 @@ class Gpu:
     nvlink: bool | None = None
     error: str | None = None  # a GPU that NVML could not read (shown, not dropped)
     vendor: str = "nvidia"  # "nvidia" | "amd" | "intel" | "huawei" | "google" (catalog `vendor`)
-    gfx_arch: str | None = None  # an AMD GPU's LLVM target ("gfx942"); AMD GPUs have no compute capability
-    fp8_formats: tuple[str, ...] = ()  # torch FP8 dtypes the GPU computes in (AMD: fnuz on gfx942, OCP on gfx950)
+    gfx_arch: str | None = None  # an AMD GPU's LLVM target ("gfx942"); no compute capability there
+    fp8_formats: tuple[str, ...] = ()  # torch FP8 dtypes it computes in (AMD: fnuz on gfx942, OCP later)
 
     @property
     def platform(self) -> str:
-        """"cuda", "rocm", or "unknown" (a GPU whose engine platform servepilot has no facts for)."""
+        """"cuda", "rocm", or "unknown" (a GPU whose platform servepilot has no facts for)."""
         if self.vendor == "nvidia":
             return "cuda"
         if self.vendor == "amd" and self.gfx_arch:

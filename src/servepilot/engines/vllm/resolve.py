@@ -41,8 +41,8 @@ def resolve(dep) -> Resolution:
     env = dict(dep.launch.shell.env or {})
     cc = _gpu_cc(dep)
     if cc is None and dep.cluster.gpus and dep.cluster.platform != "cuda":
-        notes.append("not NVIDIA GPUs (no compute capability): vLLM's CUDA attention backend and kernel "
-                     "selection does not apply")
+        notes.append("not NVIDIA GPUs (no compute capability): vLLM's CUDA attention backend "
+                     "and kernel selection does not apply")
     elif cc is None:
         notes.append("the GPU's compute capability is unknown (no GPU probed and no --gpu): attention backend and "
                      "kernels not resolved")
