@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from checkfixtures import codes, llama_like
+from checkfixtures import codes, finding, llama_like, sparse_mla
 
 from servepilot.checks import run_checks
 from servepilot.checks.platforms import PLATFORM_NEUTRAL, rule_applies
@@ -48,7 +48,7 @@ def test_a_method_rocm_offers_does_not_fail(tmp_path):
     model = llama_like(tmp_path / "m", quant=AWQ)
     result = _check(model, "mi300x", "0.16.0")
     assert "SP-ROCM-001" not in codes(result)
-    assert result.verdict == "unknown"  # the ROCm attention choice is not modelled: not a PASS
+    assert result.verdict in ("pass", "warn") and not result.unknowns
 
 
 def test_awq_before_rocm_offered_it_and_the_upgrade(tmp_path):
@@ -174,6 +174,7 @@ def test_the_same_command_on_an_nvidia_gpu_is_not_held_unknown(tmp_path, capsys)
 
 
 def test_mi300x_check_exits_4_naming_the_rocm_attention_unknown(tmp_path, capsys):
+    # 0.18 moved ROCm to the validated selection, whose per-backend ROCm facts were not read
     model = llama_like(tmp_path / "m", heads=8, kv_heads=8)
     rc = main(
         [
@@ -181,7 +182,7 @@ def test_mi300x_check_exits_4_naming_the_rocm_attention_unknown(tmp_path, capsys
             "--gpu",
             "mi300x",
             "--engine-version",
-            "0.16.0",
+            "0.18.0",
             "--",
             "vllm",
             "serve",
@@ -190,3 +191,60 @@ def test_mi300x_check_exits_4_naming_the_rocm_attention_unknown(tmp_path, capsys
     )
     out = capsys.readouterr().out
     assert rc == 4 and "attention backend on ROCm" in out and "unknown GPU" not in out
+
+
+def test_rocm_default_attention_is_resolved_with_its_source(tmp_path):
+    model = llama_like(tmp_path / "m", heads=8, kv_heads=8)
+    result = _check(model, "mi300x", "0.16.0")
+    assert "attention backend on ROCm" not in _facts(result)
+    assert any("ROCm attention: TRITON_ATTN" in n and "@v0.16.0" in n for n in result.notes)
+
+
+@pytest.mark.parametrize("backend, refused", [("FLASHINFER", True), ("TRITON_ATTN", False),
+                                              ("ROCM_ATTN", False)])
+def test_a_forced_backend_rocm_does_not_offer_fails(tmp_path, backend, refused):
+    model = llama_like(tmp_path / "m", heads=8, kv_heads=8)
+    result = _check(model, "mi300x", "0.16.0", "--attention-backend", backend)
+    assert ("SP-ROCM-002" in codes(result)) is refused
+    if refused:
+        f = result.findings[0]
+        assert f.code == "SP-ROCM-002" and f.category == "attention_backend"
+        assert f"Attention backend {backend} is not supported on ROCm" in f.detail
+
+
+@pytest.mark.parametrize("gpu, refused", [("rx-7900-xtx", True), ("mi300x", False)])
+def test_aiter_flash_attention_forced_off_gfx9_fails(tmp_path, gpu, refused):
+    model = llama_like(tmp_path / "m", heads=8, kv_heads=8)
+    result = _check(model, gpu, "0.16.0", "--attention-backend", "ROCM_AITER_FA")
+    assert ("SP-ROCM-002" in codes(result)) is refused
+
+
+@pytest.mark.parametrize("version, code", [("0.11.0", "SP-ROCM-002"), ("0.16.0", "SP-ROCM-003")])
+def test_sparse_mla_on_rocm(tmp_path, version, code):
+    # 0.11.0 refuses sparse attention on ROCm; 0.12-0.17 run it on a backend refusing fp8 KV
+    model = sparse_mla(tmp_path / "m")
+    failing = _check(model, "mi300xx8", version, "-tp", "8", "--kv-cache-dtype", "fp8")
+    assert code in codes(failing)
+    if version == "0.16.0":
+        assert finding(failing, code).category == "kv_cache_dtype"
+        passing = _check(model, "mi300xx8", version, "-tp", "8")
+        assert code not in codes(passing)
+
+
+@pytest.mark.parametrize("gpu, version, refused", [
+    ("mi100", "0.16.0", True), ("mi100", "0.6.6", False), ("mi355x", "0.10.2", True),
+    ("mi355x", "0.11.0", False), ("mi60", "0.16.0", True),
+])
+def test_rocm_image_build_targets(tmp_path, gpu, version, refused):
+    model = llama_like(tmp_path / "m", heads=8, kv_heads=8, max_pos=4096)
+    result = _check(model, gpu, version)
+    assert ("SP-ROCM-004" in codes(result)) is refused
+    if refused:
+        assert finding(result, "SP-ROCM-004").category == "cuda_driver_arch"
+
+
+def test_build_targets_between_reads_that_disagree_are_unknown(tmp_path):
+    # gfx950: absent at 0.10.2, present at 0.11.0; no release between was read
+    model = llama_like(tmp_path / "m", heads=8, kv_heads=8, max_pos=4096)
+    result = _check(model, "mi355x", "0.10.3")
+    assert "SP-ROCM-004" not in codes(result) and "ROCm build targets" in _facts(result)

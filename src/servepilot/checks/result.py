@@ -32,7 +32,8 @@ _SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 _STAGES = ("SP-ARGS", "SP-KV-001", "SP-CODE", "SP-ARCH", "SP-ROCM-001",
            "SP-LEN", "SP-TP", "SP-EP", "SP-QUANT-001", "SP-KV",
            "SP-CODE-003", "SP-GPU",
-           "SP-CUDA", "SP-DTYPE", "SP-SHM", "SP-NCCL", "SP-ATTN", "SP-QUANT",
+           "SP-CUDA", "SP-ROCM-004", "SP-DTYPE", "SP-SHM", "SP-NCCL", "SP-ATTN",
+           "SP-ROCM-002", "SP-ROCM-003", "SP-QUANT",
            "SP-CKPT", "SP-MEM-001", "SP-MEM-003",
            "SP-MEM-002", "SP-MEM", "SP-PORT", "SP-TMPL")
 _REVIEW_NOTES = ("SP-CODE-002",)

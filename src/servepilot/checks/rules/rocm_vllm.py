@@ -127,20 +127,144 @@ def rocm_quant_unsupported(dep, ctx) -> list[Finding]:
     ]
 
 
-def rocm_vllm_unknowns(dep, ctx) -> list[Unknown]:
-    """What servepilot cannot judge for vLLM on an AMD GPU (checks/platforms.py asks)."""
+def attention_on_rocm(dep, ctx):
+    """engines.vllm.rocm.RocmAttention for the launch (cached on the context: three callers)."""
+    from servepilot.engines.vllm.rocm import attention_choice
+
+    cached = getattr(ctx, "_rocm_attention", None)
+    if cached is None:
+        kv = getattr(ctx.resolution, "kv_cache_dtype", None) or dep.launch.get("kv_cache_dtype")
+        cached = attention_choice(dep, _version(dep, ctx), kv)
+        ctx._rocm_attention = cached
+    return cached
+
+
+def _attention_finding(dep, ctx, code: str, category: str) -> list[Finding]:
+    choice = attention_on_rocm(dep, ctx)
+    if choice.error is None or choice.category != category:
+        return []
     g = dep.cluster.gpus[0]
     version = _version(dep, ctx)
-    out = [
-        Unknown(
+    evidence = [Evidence(f"RocmPlatform.get_attn_backend_cls in vLLM {choice.versions}", choice.source)]
+    remedies = []
+    if choice.forced:
+        evidence.append(Evidence(f"{choice.forced_by} {choice.forced}", "command line"))
+        remedies.append(Remedy("flag", f"drop {choice.forced_by} {choice.forced} (ROCm picks TRITON_ATTN"
+                                       " / TRITON_MLA)", "the default backend's speed", None))
+    if category == "kv_cache_dtype":
+        remedies.append(Remedy("flag", "--kv-cache-dtype auto (a 16-bit KV cache)",
+                               "KV cache bytes per token double", None))
+    if not choice.forced and category == "attention_backend":
+        remedies.append(Remedy("upgrade", "pip install 'vllm>=0.12.0' (a ROCm build)",
+                               "a new engine release to install and validate", None))
+    title = f"vLLM {version} on {g.gfx_arch} refuses this attention configuration"
+    detail = f"vLLM {version} on {g.name} ({g.gfx_arch}) will stop building the model: {choice.error}"
+    return [Finding(code, category, "error", title, detail, tuple(evidence), tuple(remedies))]
+
+
+@rule(
+    "SP-ROCM-002", "attention_backend", "vLLM's ROCm attention selection refuses the configuration",
+    facts=("0.11.0: sparse MLA (DeepSeek-V3.2) raises 'Sparse Attention is not supported on ROCm.'",
+           "0.12-0.17: a forced backend ROCm does not offer raises 'Attention backend X is not "
+           "supported on ROCm'; ROCM_AITER_FA forced off gfx9 raises 'only supported on gfx9'; a "
+           "non-MLA backend forced for an MLA model raises 'is not MLA type'."),
+    sources=(KNOWLEDGE, "vllm/platforms/rocm.py@v0.16.0 (RocmPlatform.get_attn_backend_cls)"),
+    engines=("vllm",),
+    platforms=("rocm",),
+)
+def rocm_attention_refused(dep, ctx) -> list[Finding]:
+    return _attention_finding(dep, ctx, "SP-ROCM-002", "attention_backend")
+
+
+@rule(
+    "SP-ROCM-003", "kv_cache_dtype", "vLLM's ROCm sparse MLA backend refuses an FP8 KV cache",
+    facts=("0.12-0.17: sparse MLA on ROCm runs ROCM_AITER_MLA_SPARSE, which raises "
+           "'ROCMAiterMLASparseBackend doesn't support fp8 kv_cache_dtype.'",),
+    sources=(KNOWLEDGE, "vllm/platforms/rocm.py@v0.16.0 (RocmPlatform.get_attn_backend_cls)"),
+    engines=("vllm",),
+    platforms=("rocm",),
+)
+def rocm_sparse_fp8_kv(dep, ctx) -> list[Finding]:
+    return _attention_finding(dep, ctx, "SP-ROCM-003", "kv_cache_dtype")
+
+
+@rule(
+    "SP-ROCM-004", "cuda_driver_arch", "vLLM's ROCm image has no kernels for this gfx target",
+    facts=("vLLM's ROCm image compiles its kernels for the gfx targets of PYTORCH_ROCM_ARCH in "
+           "docker/Dockerfile.rocm_base (0.6.6: gfx908, gfx90a, gfx942, gfx1100; 0.8.5: gfx90a, "
+           "gfx942, gfx1100-gfx1201; gfx950 from 0.11.0; gfx1150/gfx1151 by 0.14.1).",
+           "On another target the first kernel fails: 'HIP error: invalid device function'."),
+    sources=(KNOWLEDGE,),
+    engines=("vllm",),
+    platforms=("rocm",),
+)
+def rocm_build_targets(dep, ctx) -> list[Finding]:
+    from servepilot.engines.vllm.rocm import build_status
+
+    version = _version(dep, ctx)
+    g = dep.cluster.gpus[0]
+    b = build_status(version, g.gfx_arch) if version else None
+    if b is None or b.status != "missing":
+        return []
+    later = _first_build_with(g.gfx_arch, version)
+    remedies = [Remedy("env", f"build vLLM from source with PYTORCH_ROCM_ARCH={g.gfx_arch}",
+                       "a source build of vLLM and its ROCm kernels (hours)", None)]
+    if later:
+        remedies.insert(0, Remedy("upgrade", f"the vLLM ROCm image of {later} or later",
+                                  "a new engine release to install and validate", None))
+    remedies.append(Remedy("hardware", f"an AMD GPU the image targets ({', '.join(b.gfx)})",
+                           "different hardware", None))
+    return [Finding(
+        "SP-ROCM-004", "cuda_driver_arch", "error",
+        f"vLLM {version}'s ROCm build has no kernels for {g.gfx_arch} ({g.name})",
+        f"vLLM {version}'s ROCm image compiles its kernels for {', '.join(b.gfx)}; {g.name} is "
+        f"{g.gfx_arch}. The first kernel launch fails with 'HIP error: invalid device function'. "
+        f"A build from source with PYTORCH_ROCM_ARCH={g.gfx_arch} would differ.",
+        (Evidence(f"PYTORCH_ROCM_ARCH in vLLM {b.versions}: {';'.join(b.gfx)}", b.source),
+         Evidence(f"{g.name}: {g.gfx_arch}", "servepilot/hardware/data/gpus.json")),
+        tuple(remedies),
+    )]
+
+
+def _first_build_with(gfx: str, after: str) -> str | None:
+    from servepilot.engines import knowledge as kb
+    from servepilot.engines.vllm.rocm import build_status
+
+    for release in ("0.6.6", "0.8.5", "0.10.2", "0.11.0", "0.14.1", "0.19.0", "0.34.0"):
+        if kb.release_version(release) > kb.release_version(after):
+            if build_status(release, gfx).status == "covered":
+                return release
+    return None
+
+
+def rocm_vllm_unknowns(dep, ctx) -> list[Unknown]:
+    """What servepilot cannot judge for vLLM on an AMD GPU (checks/platforms.py asks)."""
+    from servepilot.engines.vllm.rocm import build_status
+
+    g = dep.cluster.gpus[0]
+    version = _version(dep, ctx)
+    out = []
+    choice = attention_on_rocm(dep, ctx)
+    if choice.error is None and choice.unknown:
+        out.append(Unknown(
             "attention backend on ROCm",
-            f"servepilot does not model vLLM {version}'s ROCm attention selection (Triton, ROCm and "
-            f"AITER backends, which KV cache dtypes and head sizes each accepts on {g.gfx_arch}), nor "
-            "the gfx targets the ROCm build carries",
-            "the engine's own start-up on this GPU (servepilot launch), or `vllm serve` with "
-            "VLLM_ATTENTION_BACKEND=TRITON_ATTN and --kv-cache-dtype auto",
-        )
-    ]
+            f"{choice.unknown} (vLLM {version} on {g.gfx_arch})",
+            "the engine's own start-up on this GPU (servepilot launch), or --engine-version of a "
+            "release whose ROCm selection servepilot read (0.11.0, 0.12.0-0.17.0)",
+        ))
+    elif choice.backend:
+        ctx.notes.append(f"ROCm attention: {choice.backend} ({choice.source})"
+                         + (f"; {choice.note}" if choice.note else ""))
+    build = build_status(version, g.gfx_arch)
+    if build.status in ("unsure", "unread"):
+        why = (f"whether vLLM {version}'s ROCm image carries kernels for {g.gfx_arch}: "
+               + ("the releases read around it disagree" if build.status == "unsure"
+                  else "its build targets were not read"))
+        out.append(Unknown(
+            "ROCm build targets", why,
+            "PYTORCH_ROCM_ARCH of the build you run (a source build's own list), or --engine-version "
+            "of a release servepilot read (0.6.6, 0.8.5, 0.10.2, 0.11.0, 0.14.1, 0.19.0, 0.34.0)",
+        ))
     q = quant_status(dep, ctx)
     if q is not None and q.status == "unsure":
         out.append(

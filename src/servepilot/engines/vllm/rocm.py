@@ -54,3 +54,107 @@ def first_release_offering(method: str, after: str) -> str | None:
         ):
             return release
     return None
+
+
+@dataclass(frozen=True)
+class RocmAttention:
+    """What RocmPlatform.get_attn_backend_cls does for a launch: a backend, an error, or unknown."""
+
+    backend: str | None = None
+    error: str | None = None  # the engine's message when it refuses
+    category: str = "attention_backend"  # of the error: kv_cache_dtype when only the KV dtype is refused
+    unknown: str | None = None  # why servepilot cannot tell
+    forced: str | None = None  # the backend name the operator forced, and how
+    forced_by: str | None = None
+    note: str | None = None
+    versions: str = ""
+    source: str = ""
+
+
+def _truthy(value) -> bool:
+    return str(value or "").strip().lower() in ("1", "true", "yes")
+
+
+def attention_choice(dep, version: str, kv_cache_dtype: str | None) -> RocmAttention:
+    """vLLM's ROCm attention choice for `dep` on its first GPU (knowledge/rocm.yaml `attention`)."""
+    from servepilot.engines.vllm.resolve import _forced_backend
+
+    row = kb.row_for(kb.load_file("vllm", "rocm").attention, version)
+    if row is None:
+        return RocmAttention(unknown=f"vLLM {version}'s ROCm attention selection was not read "
+                                     "(servepilot read 0.11.0 and 0.12.0-0.17.0)")
+    where = {"versions": row.versions, "source": row.source}
+    spec = dep.spec
+    env = dep.launch.shell.env or {}
+    arch = dep.cluster.gpus[0].gfx_arch
+    kv = str(kv_cache_dtype or "auto")
+    if spec is None or spec.attention is None:
+        return RocmAttention(unknown="the model's attention geometry is unknown", **where)
+    use_mla = bool(spec.is_mla) and not _truthy(env.get("VLLM_MLA_DISABLE"))
+    use_sparse = use_mla and bool(spec.attention.sparse)
+    forced, forced_by = _forced_backend(dep, version)
+    aiter = _truthy(env.get("VLLM_ROCM_USE_AITER"))
+    if use_sparse:
+        if row.sparse == "refused":
+            return RocmAttention(error=row.sparse_message, **where)
+        if kv.startswith("fp8") and row.sparse_fp8_kv_message:
+            return RocmAttention(error=row.sparse_fp8_kv_message, category="kv_cache_dtype", **where)
+        return RocmAttention(unknown=f"sparse MLA takes {row.sparse}, which asserts block size 1; "
+                                     "servepilot does not know the block size ROCm gives it", **where)
+    if forced:
+        honoured = row.forced_mla if use_mla else row.forced_mha
+        if forced in (honoured or ()):
+            if forced in (row.gfx9_only or ()) and arch not in GFX9:
+                return RocmAttention(error=row.gfx9_message.format(name=forced), forced=forced,
+                                     forced_by=forced_by, **where)
+            return _with_kv(RocmAttention(backend=forced, forced=forced, forced_by=forced_by, **where),
+                            kv, arch)
+        if use_mla:
+            return RocmAttention(error=row.mla_other_message.format(name=forced), forced=forced,
+                                 forced_by=forced_by, **where)
+        if row.forced_others == "refused":
+            return RocmAttention(error=row.forced_other_message.format(name=forced), forced=forced,
+                                 forced_by=forced_by, **where)
+        note = f"{forced_by} {forced} is ignored on ROCm in vLLM {version}: the default runs"
+        return _with_kv(RocmAttention(backend=row.default_mha, note=note, **where), kv, arch)
+    if aiter:
+        return RocmAttention(unknown="VLLM_ROCM_USE_AITER=1 routes attention (and more) through AITER "
+                                     "kernels, whose per-gfx support servepilot has not read", **where)
+    if not use_mla and (env.get("VLLM_V1_USE_PREFILL_DECODE_ATTENTION") or env.get("VLLM_USE_V1") == "0"):
+        return RocmAttention(unknown="a ROCm attention environment switch servepilot does not model "
+                                     "(VLLM_V1_USE_PREFILL_DECODE_ATTENTION / VLLM_USE_V1=0)", **where)
+    backend = row.default_mla if use_mla else row.default_mha
+    return _with_kv(RocmAttention(backend=backend, **where), kv, arch)
+
+
+def _with_kv(choice: RocmAttention, kv: str, arch: str | None) -> RocmAttention:
+    """An fp8 KV cache on the chosen backend: not read for ROCm, so unknown (the choice is kept)."""
+    if not kv.startswith("fp8"):
+        return choice
+    from dataclasses import replace
+
+    return replace(choice, unknown=f"whether {choice.backend} stores a {kv} KV cache on {arch} "
+                                   "(its ROCm kernels' FP8 support was not read)")
+
+
+@dataclass(frozen=True)
+class RocmBuild:
+    status: str  # "covered" | "missing" | "unsure" | "unread"
+    gfx: tuple[str, ...] = ()
+    versions: str = ""
+    source: str = ""
+
+
+def build_status(version: str, gfx_arch: str | None) -> RocmBuild:
+    """Whether vLLM's ROCm image for `version` compiles its kernels for `gfx_arch`."""
+    row = kb.row_for(kb.load_file("vllm", "rocm").builds, version)
+    if row is None or not gfx_arch:
+        return RocmBuild("unread")
+    gfx = tuple(row.gfx or ())
+    if gfx_arch in gfx:
+        status = "covered"
+    elif gfx_arch in (row.unsure or ()):
+        status = "unsure"
+    else:
+        status = "missing"
+    return RocmBuild(status, gfx, row.versions, row.source)

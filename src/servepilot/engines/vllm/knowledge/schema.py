@@ -56,6 +56,10 @@ SCHEMA = {
     },
     "rocm": {
         "quantization": Rows(("supported", "unsure", "not_on_gfx9")),
+        "attention": Rows(("sparse", "sparse_message", "sparse_fp8_kv_message", "forced_mha", "forced_mla",
+                           "gfx9_only", "gfx9_message", "forced_others", "forced_other_message",
+                           "mla_other_message", "default_mha", "default_mla")),
+        "builds": Rows(("gfx", "unsure")),
     },
     "quantization": {
         "methods": KeyedRows(("fallback", "min_cc", "fallback_constraints", "moe_native_families",
