@@ -199,11 +199,11 @@ def rocm_sparse_fp8_kv(dep, ctx) -> list[Finding]:
     platforms=("rocm",),
 )
 def rocm_build_targets(dep, ctx) -> list[Finding]:
-    from servepilot.engines.vllm.rocm import build_status
+    from servepilot.engines.vllm.rocm import build_for
 
     version = _version(dep, ctx)
     g = dep.cluster.gpus[0]
-    b = build_status(version, g.gfx_arch) if version else None
+    b = build_for(dep, version) if version else None
     if b is None or b.status != "missing":
         return []
     later = _first_build_with(g.gfx_arch, version)
@@ -239,7 +239,7 @@ def _first_build_with(gfx: str, after: str) -> str | None:
 
 def rocm_vllm_unknowns(dep, ctx) -> list[Unknown]:
     """What servepilot cannot judge for vLLM on an AMD GPU (checks/platforms.py asks)."""
-    from servepilot.engines.vllm.rocm import build_status
+    from servepilot.engines.vllm.rocm import build_for
 
     g = dep.cluster.gpus[0]
     version = _version(dep, ctx)
@@ -255,11 +255,14 @@ def rocm_vllm_unknowns(dep, ctx) -> list[Unknown]:
     elif choice.backend:
         ctx.notes.append(f"ROCm attention: {choice.backend} ({choice.source})"
                          + (f"; {choice.note}" if choice.note else ""))
-    build = build_status(version, g.gfx_arch)
+    build = build_for(dep, version)
     if build.status in ("unsure", "unread"):
-        why = (f"whether vLLM {version}'s ROCm image carries kernels for {g.gfx_arch}: "
-               + ("the releases read around it disagree" if build.status == "unsure"
-                  else "its build targets were not read"))
+        if build.source.startswith("image "):
+            why = f"whether {build.source} carries kernels for {g.gfx_arch}: not vLLM's own image"
+        else:
+            why = (f"whether vLLM {version}'s ROCm image carries kernels for {g.gfx_arch}: "
+                   + ("the releases read around it disagree" if build.status == "unsure"
+                      else "its build targets were not read"))
         out.append(Unknown(
             "ROCm build targets", why,
             "PYTORCH_ROCM_ARCH of the build you run (a source build's own list), or --engine-version "

@@ -158,3 +158,27 @@ def build_status(version: str, gfx_arch: str | None) -> RocmBuild:
     else:
         status = "missing"
     return RocmBuild(status, gfx, row.versions, row.source)
+
+
+# vLLM's own ROCm image (engines/images.yaml); another image (AMD's rocm/vllm, a fork built for
+# gfx906) compiles for targets servepilot has not read
+OFFICIAL_IMAGES = ("vllm/vllm-openai-rocm", "docker.io/vllm/vllm-openai-rocm")
+
+
+def build_for(dep, version: str) -> RocmBuild:
+    """build_status for the build this launch runs: PYTORCH_ROCM_ARCH in its environment (a
+    build from source for those targets) covers what it names; an image other than vLLM's own
+    is "unread"; otherwise vLLM's image (and its documented source-build default)."""
+    gfx_arch = dep.cluster.gpus[0].gfx_arch
+    env = dep.launch.shell.env or {}
+    own = [a.strip() for a in str(env.get("PYTORCH_ROCM_ARCH", "")).replace(",", ";").split(";")]
+    if gfx_arch and gfx_arch in own:
+        return RocmBuild("covered", tuple(a for a in own if a), "", "PYTORCH_ROCM_ARCH in the command")
+    container = getattr(dep.launch.shell, "container", None)
+    image = getattr(container, "image", None)
+    if image:
+        from servepilot.engines.containers import split_image
+
+        if split_image(image)[0] not in OFFICIAL_IMAGES:
+            return RocmBuild("unread", source=f"image {image}")
+    return build_status(version, gfx_arch)
