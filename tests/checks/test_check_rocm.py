@@ -174,7 +174,7 @@ def test_the_same_command_on_an_nvidia_gpu_is_not_held_unknown(tmp_path, capsys)
 
 
 def test_mi300x_check_exits_4_naming_the_rocm_attention_unknown(tmp_path, capsys):
-    # 0.18 moved ROCm to the validated selection, whose per-backend ROCm facts were not read
+    # 0.19 lets an installed AITER add its backend to the default list: not read
     model = llama_like(tmp_path / "m", heads=8, kv_heads=8)
     rc = main(
         [
@@ -182,7 +182,7 @@ def test_mi300x_check_exits_4_naming_the_rocm_attention_unknown(tmp_path, capsys
             "--gpu",
             "mi300x",
             "--engine-version",
-            "0.18.0",
+            "0.19.0",
             "--",
             "vllm",
             "serve",
@@ -265,3 +265,22 @@ def test_an_image_other_than_vllms_own_has_unknown_build_targets(tmp_path):
                                     str(model)], gpu="mi50", engine_version="0.16.0", probe=False)
     result = run_checks(dep)
     assert "SP-ROCM-004" not in codes(result) and "ROCm build targets" in _facts(result)
+
+
+def test_018_default_path_is_resolved_and_a_small_head_size_fails(tmp_path):
+    model = llama_like(tmp_path / "m", heads=8, kv_heads=8)
+    ok = _check(model, "mi300x", "0.18.0")
+    assert "attention backend on ROCm" not in _facts(ok) and "SP-ROCM-002" not in codes(ok)
+    config = json.loads((model / "config.json").read_text())
+    config["head_dim"] = 16  # TritonAttentionBackend.supports_head_size: head_size >= 32
+    (model / "config.json").write_text(json.dumps(config))
+    small = _check(model, "mi300x", "0.18.0")
+    f = finding(small, "SP-ROCM-002")
+    assert "No valid attention backend found for rocm" in f.detail and "head_size 16" in f.detail
+    assert "SP-ROCM-002" not in codes(_check(model, "mi300x", "0.16.0"))  # 0.16: no validation
+
+
+def test_018_forced_backend_is_unknown_not_judged(tmp_path):
+    model = llama_like(tmp_path / "m", heads=8, kv_heads=8)
+    result = _check(model, "mi300x", "0.18.0", "--attention-backend", "FLASHINFER")
+    assert "SP-ROCM-002" not in codes(result) and "attention backend on ROCm" in _facts(result)

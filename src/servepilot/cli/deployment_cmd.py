@@ -66,9 +66,12 @@ def _gpu_lines(cluster) -> list[str]:
         return ["none"]
     groups: dict[tuple, list[int]] = {}
     for g in cluster.gpus:
-        label = f"{g.name} · CC {g.cc_str} · {human_bytes(g.memory_bytes)}"
+        arch = g.gfx_arch if g.gfx_arch else f"CC {g.cc_str}"  # AMD GPUs: the LLVM target
+        label = f"{g.name} · {arch} · {human_bytes(g.memory_bytes)}"
         if g.fp8 is not None:
             label += f" · FP8 {'yes' if g.fp8 else 'no'} · FP4 {'yes' if g.fp4 else 'no'}"
+        if g.fp8_formats:
+            label += f" ({', '.join(g.fp8_formats)})"
         if g.error:
             label += f" · ERROR {g.error}"
         groups.setdefault((label,), []).append(g.index)

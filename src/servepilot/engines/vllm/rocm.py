@@ -82,7 +82,7 @@ def attention_choice(dep, version: str, kv_cache_dtype: str | None) -> RocmAtten
     row = kb.row_for(kb.load_file("vllm", "rocm").attention, version)
     if row is None:
         return RocmAttention(unknown=f"vLLM {version}'s ROCm attention selection was not read "
-                                     "(servepilot read 0.11.0 and 0.12.0-0.17.0)")
+                                     "(servepilot read 0.11.0-0.18.0)")
     where = {"versions": row.versions, "source": row.source}
     spec = dep.spec
     env = dep.launch.shell.env or {}
@@ -94,6 +94,9 @@ def attention_choice(dep, version: str, kv_cache_dtype: str | None) -> RocmAtten
     use_sparse = use_mla and bool(spec.attention.sparse)
     forced, forced_by = _forced_backend(dep, version)
     aiter = _truthy(env.get("VLLM_ROCM_USE_AITER"))
+    if row.mode == "validated":
+        return _validated_default(row, where, use_mla, use_sparse, forced, forced_by, aiter, kv, arch,
+                                  dep)
     if use_sparse:
         if row.sparse == "refused":
             return RocmAttention(error=row.sparse_message, **where)
@@ -124,6 +127,30 @@ def attention_choice(dep, version: str, kv_cache_dtype: str | None) -> RocmAtten
         return RocmAttention(unknown="a ROCm attention environment switch servepilot does not model "
                                      "(VLLM_V1_USE_PREFILL_DECODE_ATTENTION / VLLM_USE_V1=0)", **where)
     backend = row.default_mla if use_mla else row.default_mha
+    return _with_kv(RocmAttention(backend=backend, **where), kv, arch)
+
+
+def _validated_default(row, where, use_mla, use_sparse, forced, forced_by, aiter, kv, arch, dep):
+    """0.18: the default path of the validated selection (TRITON_ATTN / TRITON_MLA alone)."""
+    if forced or use_sparse or aiter or dep.launch.options.get("attention_config"):
+        what = (f"{forced_by} {forced}" if forced else "sparse MLA" if use_sparse
+                else "VLLM_ROCM_USE_AITER=1" if aiter else "--attention-config")
+        return RocmAttention(unknown=f"{what}: vLLM's validated ROCm selection beyond its default "
+                                     "path (per-backend ROCm facts) was not read", **where)
+    from servepilot.engines.vllm.resolve import _head_size, _model_dtype
+
+    backend = row.default_mla if use_mla else row.default_mha
+    dtypes = row.mla_dtypes if use_mla else row.mha_dtypes
+    dtype = _model_dtype(dep.spec, dep.launch.options)
+    head = _head_size(dep.spec, use_mla)
+    reasons = []
+    if dtype and dtypes and dtype not in dtypes:
+        reasons.append(f"dtype {dtype} not supported")
+    if not use_mla and head is not None and row.min_head_size and head < row.min_head_size:
+        reasons.append(f"head_size {head} not supported")
+    if reasons:
+        return RocmAttention(error=(f"ValueError: No valid attention backend found for rocm ... Reasons: "
+                                    f"{{{backend}: [{', '.join(reasons)}]}}."), **where)
     return _with_kv(RocmAttention(backend=backend, **where), kv, arch)
 
 

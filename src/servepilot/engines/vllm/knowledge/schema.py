@@ -58,7 +58,8 @@ SCHEMA = {
         "quantization": Rows(("supported", "unsure", "not_on_gfx9")),
         "attention": Rows(("sparse", "sparse_message", "sparse_fp8_kv_message", "forced_mha", "forced_mla",
                            "gfx9_only", "gfx9_message", "forced_others", "forced_other_message",
-                           "mla_other_message", "default_mha", "default_mla")),
+                           "mla_other_message", "default_mha", "default_mla", "mode",
+                           "min_head_size", "mha_dtypes", "mla_dtypes")),
         "builds": Rows(("gfx", "unsure")),
     },
     "quantization": {
