@@ -233,7 +233,7 @@ def test_sparse_mla_on_rocm(tmp_path, version, code):
 
 @pytest.mark.parametrize("gpu, version, refused", [
     ("mi100", "0.16.0", True), ("mi100", "0.6.6", False), ("mi355x", "0.10.2", True),
-    ("mi355x", "0.11.0", False), ("mi60", "0.16.0", True),
+    ("mi355x", "0.11.0", False), ("mi60", "0.16.0", True), ("mi50-16gb", "0.16.0", True),
 ])
 def test_rocm_image_build_targets(tmp_path, gpu, version, refused):
     model = llama_like(tmp_path / "m", heads=8, kv_heads=8, max_pos=4096)
@@ -254,15 +254,15 @@ def test_a_source_build_for_the_gpu_is_not_held_to_the_image_targets(tmp_path):
     # PYTORCH_ROCM_ARCH=gfx906 in the command: a build for the MI50's own target
     model = llama_like(tmp_path / "m", heads=8, kv_heads=8, max_pos=4096)
     dep = build_deployment(command=["env", "PYTORCH_ROCM_ARCH=gfx906", "vllm", "serve", str(model)],
-                           gpu="mi50", engine_version="0.16.0", probe=False)
+                           gpu="mi50-32gb", engine_version="0.16.0", probe=False)
     assert "SP-ROCM-004" not in codes(run_checks(dep))
-    assert "SP-ROCM-004" in codes(_check(model, "mi50", "0.16.0"))
+    assert "SP-ROCM-004" in codes(_check(model, "mi50-32gb", "0.16.0"))
 
 
 def test_an_image_other_than_vllms_own_has_unknown_build_targets(tmp_path):
     model = llama_like(tmp_path / "m", heads=8, kv_heads=8, max_pos=4096)
     dep = build_deployment(command=["docker", "run", "--ipc=host", "example/vllm-gfx906:v0.16.0", "vllm", "serve",
-                                    str(model)], gpu="mi50", engine_version="0.16.0", probe=False)
+                                    str(model)], gpu="mi50-32gb", engine_version="0.16.0", probe=False)
     result = run_checks(dep)
     assert "SP-ROCM-004" not in codes(result) and "ROCm build targets" in _facts(result)
 

@@ -141,7 +141,9 @@ def lookup_alias(name: str) -> GpuModel:
     seen: set[str] = set()
     import difflib  # lazy: only an unknown --gpu needs suggestions
 
-    for alias in difflib.get_close_matches(wanted, list(aliases), n=12, cutoff=0.5):
+    # "mi50" names a card sold in two sizes (mi50-16gb, mi50-32gb): those first
+    sized = [a for a in aliases if a.startswith(wanted + "-")]
+    for alias in sized + difflib.get_close_matches(wanted, list(aliases), n=12, cutoff=0.5):
         if aliases[alias].key not in seen and len(near) < 3:
             seen.add(aliases[alias].key)
             near.append(alias)
