@@ -138,7 +138,8 @@ def gpu_count(text: str) -> int | None:
     """The GPU count a report writes: 'x8', '8x H100', 'TP=8', '8 GPUs', 'two GPUs'."""
     low = text.lower()
     patterns = (r"(?<![\w.])(\d{1,2})\s*[x×*]\s*(?=[a-z])", r"(?<=[a-z0-9)\]])\s*[x×*]\s*(\d{1,2})\b",
-                r"\btp\s*=\s*(\d+)", r"tensor_parallel_size\D{0,3}(\d+)", r"\b(\d{1,2})\s+(?:\w+\s+)?gpus?\b")
+                r"\btp\s*=\s*(\d+)", r"tensor_parallel_size\D{0,3}(\d+)",
+                r"(?<![\d.])\b(\d{1,2})\s+(?!gi?b\b)(?:\w+\s+)?gpus?\b")
     for p in patterns:
         m = re.search(p, low)
         if m:
@@ -499,7 +500,7 @@ def _env_words(text: str) -> list[str]:
     return [e for e in env if not e.startswith(("PATH=", "CUDA_VISIBLE_DEVICES="))]
 
 
-def command_for(row: dict, model: Path) -> tuple[list[list[str]], str]:
+def command_for(row: dict, model: Path, model_known: bool = True) -> tuple[list[list[str]], str]:
     """Candidate argvs, most complete first, and which form the row's flags had."""
     engine = row["engine"]
     text = row.get("flags") or ""
@@ -531,8 +532,17 @@ def command_for(row: dict, model: Path) -> tuple[list[list[str]], str]:
             opts += [o for o in kw if o.split("=")[0] not in opts]
             form = "python kwargs" if form == "no flags" else form + " + kwargs"
     tp = re.search(r"\btp\s*=\s*(\d+)", (row.get("gpu") or "").lower())
-    if tp and not any(o in opts for o in ("--tensor-parallel-size", "-tp", "--tp", "--tp-size")):
+    has_tp = any(o.split("=")[0] in ("--tensor-parallel-size", "-tp", "--tp", "--tp-size") for o in opts)
+    if tp and not has_tp:
         opts += ["--tensor-parallel-size" if engine == "vllm" else "--tp-size", tp.group(1)]
+    elif not has_tp and engine != "llama.cpp" and model_known and _split_over_all_gpus(text, form):
+        # No engine command at all, or "tensor parallel" without a size: the report's GPUs are
+        # the ones the model was split over, so their count is the tensor-parallel size. (Not
+        # for the placeholder model: its head count is not the real model's.)
+        count = gpu_count(row.get("gpu") or "")
+        if count and count > 1:
+            opts += ["--tensor-parallel-size" if engine == "vllm" else "--tp-size", str(count)]
+            form += f", TP {count} = the row's GPU count"
     base = {
         "vllm": ["vllm", "serve", str(model)],
         "sglang": ["python3", "-m", "sglang.launch_server", "--model-path", str(model)],
@@ -543,6 +553,13 @@ def command_for(row: dict, model: Path) -> tuple[list[list[str]], str]:
     keep_tp = _only_parallel(opts)
     candidates = [env + base + opts, env + base + keep_tp, base + keep_tp, base]
     return [c for i, c in enumerate(candidates) if c not in candidates[:i]], form
+
+
+def _split_over_all_gpus(text: str, form: str) -> bool:
+    """Whether the row's text leaves the tensor-parallel size to its GPU count."""
+    if re.search(r"tensor[ _-]parallel(?:[ _-]size)?\s*[=:]?\s*\d", text, re.I):
+        return False  # the size is written ("tensor parallel size 1")
+    return form == "no flags" or bool(re.search(r"tensor[ _-]parallel|\(tp\)", text, re.I))
 
 
 def _clean_options(words: list[str], engine: str) -> list[str]:
@@ -641,7 +658,7 @@ def build_row(row: dict, tmp: Path):
         path = write_model(tmp, row["id"], files, engine)
     except RowNotBuildable as exc:
         return None, {"skipped": f"not buildable: {exc}"}
-    argvs, form = command_for(row, path)
+    argvs, form = command_for(row, path, model_known=not model_how.startswith("placeholder"))
     gpu, gpu_how = gpu_setup(row, _tp_of(argvs))
     version, version_how = engine_version(row)
     how = {"model": model_how, "gpu": gpu_how, "version": f"{version or 'default'} ({version_how})", "flags": form}

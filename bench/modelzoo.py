@@ -389,8 +389,20 @@ def config_for(model_id_or_name: str) -> dict | None:
     if family is None:
         return None
     if isinstance(family.config, str):
-        return _example_config(family.config)
+        cfg = _example_config(family.config)
+        return _with_named_quantization(cfg, model_id_or_name) if _requantized(family, model_id_or_name) else cfg
     cfg = json.loads(json.dumps(family.config))  # deep copy: callers may edit theirs
+    return _with_named_quantization(cfg, model_id_or_name)
+
+
+def _requantized(family: Family, model_id_or_name: str) -> bool:
+    """A name stating another quantization than the example checkpoint's own name does."""
+    return quantization_for(model_id_or_name) != quantization_for(family.config)
+
+
+def _with_named_quantization(cfg: dict, model_id_or_name: str) -> dict:
+    """The quantization the name states replaces the family's own: a re-quantized upload
+    ("gpt-oss-20b-unsloth-bnb-4bit") is not stored the way the original (mxfp4) is."""
     quant = quantization_for(model_id_or_name)
     if quant:
         cfg["quantization_config"] = quant
@@ -421,9 +433,12 @@ def write_checkpoint(directory: str | Path, model_id: str) -> Path:
     if isinstance(family.config, str) and family.config not in DERIVED:
         for src in (EXAMPLES / family.config).iterdir():
             shutil.copyfile(src, root / src.name)
+        if _requantized(family, model_id):  # the example's index and sizes are not this upload's
+            (root / "model.safetensors.index.json").unlink(missing_ok=True)
+            (root / "config.json").write_text(json.dumps(config_for(model_id), indent=1))
         return root
     if isinstance(family.config, str):  # a derived variant: its config.json only (no index: sizes differ)
-        (root / "config.json").write_text(json.dumps(_example_config(family.config), indent=1))
+        (root / "config.json").write_text(json.dumps(config_for(model_id), indent=1))
         return root
     cfg = config_for(model_id)
     (root / "config.json").write_text(json.dumps(cfg, indent=1))

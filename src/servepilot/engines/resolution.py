@@ -70,6 +70,7 @@ class ReleaseFacts:
     quant_speed: object = None  # native low-precision GEMM speed-ups over 16-bit (hardware ratios)
     architecture: tuple | None = None  # (status, first release) of the model's first architecture
     config_types: frozenset = frozenset()  # model_types the engine and transformers have configs for
+    bnb_prequant_tp: object = None  # a pre-quantized bitsandbytes checkpoint refused with tensor parallel
 
 
 @dataclass(frozen=True)

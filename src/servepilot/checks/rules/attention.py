@@ -77,12 +77,16 @@ def attention_backend_fails(dep, ctx) -> list[Finding]:
     if res.forced_backend and res.forced_by not in (None, "vLLM's SM100 default (check_and_update_config)"):
         remedies = [_unforce_remedy(res)] + remedies
     category = "kv_cache_dtype" if _kv_dtype_is_the_cause(dep, ctx, res) else "attention_backend"
+    quantized_kv = str(res.kv_cache_dtype or "auto") not in ("auto", "bfloat16", "float16")
     return [
         Finding(
             code="SP-ATTN-001",
             category=category,
             severity="error",
-            title=f"{res.attention_backend} cannot use the {res.kv_cache_dtype} KV cache on compute capability {cc}"
+            # a backend the engine picked itself and whose kernels refuse the model, not its KV cache
+            title=f"{res.attention_backend} cannot serve this model's attention on compute capability {cc}"
+            if res.attention_backend and not res.forced_backend and not quantized_kv
+            else f"{res.attention_backend} cannot use the {res.kv_cache_dtype} KV cache on compute capability {cc}"
             if res.attention_backend and not res.forced_backend
             else f"No attention backend for {res.kv_cache_dtype} KV cache on compute capability {cc}"
             if not res.forced_backend

@@ -34,6 +34,7 @@ def release_facts(dep, res) -> ReleaseFacts:
         quant_speed=quant_speed(),
         architecture=architecture,
         config_types=known_config_types(res.engine_version or "0.18.0"),
+        bnb_prequant_tp=kb.row_for(kb.load_file("vllm", "quantization").bnb_prequant_tp, version) if version else None,
     )
 
 

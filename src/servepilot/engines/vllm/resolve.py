@@ -334,6 +334,7 @@ def _select_backend(dep, version: str, cc: tuple[int, int], res: Resolution) -> 
         "block_size": block_size if mode_row.validates_block_size in (True, "when_given") else None,
         "use_mla": res.use_mla, "sink": res.has_sink, "sparse": res.use_sparse, "cc": cc,
         "qk_nope_head_dim": qk_nope, "trtllm_cubins": trtllm_cubins(dep, version),
+        "sliding_window": _sliding_window(dep.spec),
     }
     out = {"selection_mode": mode_row.mode, "block_size": block_size, "forced_backend": forced, "forced_by": forced_by,
            "facts": facts}
@@ -555,6 +556,8 @@ def _impl_error(row, ctx) -> str | None:
     kv = str(ctx["kv"])
     if kv.startswith("fp8") and row.impl_rejects_fp8:
         return row.impl_rejects_fp8
+    if ctx.get("sliding_window") and row.impl_rejects_sliding_window:
+        return row.impl_rejects_sliding_window
     cc_int = ctx["cc"][0] * 10 + ctx["cc"][1]
     if kv.startswith("fp8") and row.fp8_min_cc and cc_int < row.fp8_min_cc:
         return f"ValueError: native FP8 (fp8e4nv) requires SM{row['fp8_min_cc']}+ (this GPU is SM{cc_int})"
@@ -778,6 +781,12 @@ def _head_size(spec, use_mla: bool) -> int | None:
         a = spec.attention
         return (a.qk_rope_head_dim or 0) + (a.qk_nope_head_dim or 0) or a.head_dim
     return spec.attention.head_dim
+
+
+def _sliding_window(spec) -> int | None:
+    """The model's sliding window, when any of its attention layers uses one."""
+    attention = spec.attention if spec is not None else None
+    return attention.sliding_window if attention is not None else None
 
 
 def _has_sink(spec) -> bool:

@@ -22,7 +22,7 @@ SCHEMA = {
         "backends": KeyedRows(("block_sizes", "combination", "compute_capability", "kv_cache_dtypes", "mla",
                                "sparse", "dtypes", "fp8_e4m3_min_cc", "fp8_min_cc", "fp8_kv_families", "head_size_rule",
                                "head_sizes", "impl_rejects_fp8", "sink_families", "sinks_need_trtllm_cubins",
-                               "fp8_kv_values")),
+                               "fp8_kv_values", "impl_rejects_sliding_window")),
         "logits_soft_cap": Rows(("message", "needs_backend", "fa2_min_cc")),
         "flashinfer_cubin_dependency": Rows(("wheel_requires_flashinfer_cubin",)),
         "known_differences": Rows(("aspect", "when", "reason")),
@@ -68,5 +68,6 @@ SCHEMA = {
         "marlin_overrides": Rows(("map",)),
         "speed": Rows(("fp4_over_bf16", "fp8_over_bf16")),
         "fp8_block_moe": Rows(("message",)),
+        "bnb_prequant_tp": Rows(("message",)),
     },
 }
