@@ -679,6 +679,9 @@ def build_row(row: dict, tmp: Path):
     return None, {"skipped": f"not buildable: {last.one_line() if last else 'no command'}", **how}
 
 
+_FLAG_ABSENT = ("SP-CODE-001", "SP-CODE-003")  # the config / tokenizer needs --trust-remote-code
+
+
 def _without_reconstruction_artifacts(result, how):
     """Drop SP-ARGS-001 where the bench, not the operator, wrote the command line.
 
@@ -691,7 +694,11 @@ def _without_reconstruction_artifacts(result, how):
         return result
     import dataclasses
 
-    kept = tuple(f for f in result.findings if f.code != "SP-ARGS-001")
+    # A row without any engine command line does not say whether --trust-remote-code was
+    # given: "needs --trust-remote-code" would judge a flag the bench left out, not the user.
+    no_command = str(how.get("flags", "")).startswith("no flags")
+    dropped = ("SP-ARGS-001",) + (_FLAG_ABSENT if no_command else ())
+    kept = tuple(f for f in result.findings if f.code not in dropped)
     return dataclasses.replace(result, findings=kept) if len(kept) != len(result.findings) else result
 
 
