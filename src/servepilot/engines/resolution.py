@@ -71,6 +71,7 @@ class ReleaseFacts:
     architecture: tuple | None = None  # (status, first release) of the model's first architecture
     config_types: frozenset = frozenset()  # model_types the engine and transformers have configs for
     bnb_prequant_tp: object = None  # a pre-quantized bitsandbytes checkpoint refused with tensor parallel
+    flashinfer_v0_fa2: object = None  # the V0 FlashInfer backend's profiling pass runs FlashAttention-2
 
 
 @dataclass(frozen=True)

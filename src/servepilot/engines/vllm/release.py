@@ -34,6 +34,8 @@ def release_facts(dep, res) -> ReleaseFacts:
         quant_speed=quant_speed(),
         architecture=architecture,
         config_types=known_config_types(res.engine_version or "0.18.0"),
+        flashinfer_v0_fa2=kb.row_for(kb.load_file("vllm", "attention").flashinfer_v0_profile_fa2, given)
+        if given else None,
         bnb_prequant_tp=kb.row_for(kb.load_file("vllm", "quantization").bnb_prequant_tp, version) if version else None,
     )
 
