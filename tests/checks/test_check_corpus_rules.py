@@ -1,0 +1,94 @@
+"""Rules added from launch failures of the corpus, each an engine fact with its release range:
+a pre-quantized bitsandbytes checkpoint with tensor parallel (SP-QUANT-005), FlexAttention's
+sliding-window refusal on vLLM 0.10.2 (SP-ATTN-001), forced FlashInfer on the V0 engine below
+compute capability 8.0 (SP-ATTN-008)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+from checkfixtures import GIB, codes, deployment, finding, llama_like
+
+from servepilot.checks import run_checks
+
+BNB = {"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4"}
+
+
+@pytest.mark.parametrize("version, tp, refused", [
+    ("0.7.3", 8, True),
+    ("0.11.0", 2, True),
+    ("0.27.0", 2, True),
+    ("0.7.3", 1, False),  # one GPU: the loader keeps whole tensors
+    ("0.7.2", 8, False),  # before the first release read: no claim
+    ("0.28.0", 2, False),  # no bitsandbytes loader left to refuse
+])
+def test_prequantized_bitsandbytes_refuses_tensor_parallel(tmp_path, version, tp, refused):
+    path = llama_like(tmp_path / "m", quant=BNB)
+    result = run_checks(deployment(path, cc=(8, 9), n=tp, version=version, memory=24 * GIB))
+    assert ("SP-QUANT-005" in codes(result)) is refused
+    if refused:
+        f = finding(result, "SP-QUANT-005")
+        assert f.category == "quantization_support" and f.severity == "error"
+        assert "Prequant BitsAndBytes models with tensor parallelism is not supported" in f.detail
+        assert f.remedies[0].args["set"] == {"tensor_parallel_size": 1, "pipeline_parallel_size": tp}
+
+
+def test_a_16_bit_checkpoint_quantized_while_loading_splits_over_tensor_parallel(tmp_path):
+    path = llama_like(tmp_path / "m")
+    dep = deployment(path, cc=(8, 9), n=2, version="0.7.3", memory=24 * GIB,
+                     options={"quantization": "bitsandbytes", "load_format": "bitsandbytes"})
+    assert "SP-QUANT-005" not in codes(run_checks(dep))
+
+
+def test_pipeline_parallel_clears_the_bitsandbytes_refusal(tmp_path):
+    dep = deployment(llama_like(tmp_path / "m", quant=BNB), cc=(8, 9), n=4, version="0.7.3", memory=24 * GIB)
+    f = finding(run_checks(dep), "SP-QUANT-005")
+    opts = {**dep.launch.options, **f.remedies[0].args["set"]}
+    fixed = dataclasses.replace(dep, launch=dataclasses.replace(dep.launch, options=opts))
+    assert "SP-QUANT-005" not in codes(run_checks(fixed))
+
+
+def _windowed(tmp_path, window: int | None):
+    path = llama_like(tmp_path / "m", arch="MistralForCausalLM", model_type="mistral", dtype="float16")
+    cfg = json.loads((path / "config.json").read_text())
+    cfg["sliding_window"] = window
+    (path / "config.json").write_text(json.dumps(cfg))
+    return path
+
+
+@pytest.mark.parametrize("version, cc, window, refused", [
+    ("0.10.2", (7, 5), 4096, True),  # FlexAttention is the V1 default below 8.0 and refuses windows
+    ("0.10.2", (7, 5), None, False),  # no window: FlexAttention serves it
+    ("0.10.2", (8, 6), 4096, False),  # FlashAttention on Ampere takes windows
+    ("0.11.0", (7, 5), 4096, False),  # 0.11's FlexAttention has no such raise
+])
+def test_flex_attention_refuses_sliding_window_in_0102(tmp_path, version, cc, window, refused):
+    result = run_checks(deployment(_windowed(tmp_path, window), cc=cc, n=1, version=version, memory=24 * GIB))
+    found = [f for f in result.findings if f.code == "SP-ATTN-001"]
+    assert bool(found) is refused
+    if refused:
+        assert found[0].category == "attention_backend"
+        assert "FlexAttention does not support sliding window yet." in found[0].detail
+        assert found[0].title.startswith("FLEX_ATTENTION cannot serve this model's attention")
+
+
+@pytest.mark.parametrize("version, cc, env, refused", [
+    ("0.7.2", (7, 5), {"VLLM_ATTENTION_BACKEND": "FLASHINFER"}, True),  # Turing: FA2 raises in profiling
+    ("0.5.3", (7, 0), {"VLLM_ATTENTION_BACKEND": "FLASHINFER"}, True),
+    ("0.10.1", (7, 5), {"VLLM_ATTENTION_BACKEND": "FLASHINFER"}, True),  # V1 falls back to V0 below 8.0
+    ("0.7.2", (8, 6), {"VLLM_ATTENTION_BACKEND": "FLASHINFER"}, False),  # Ampere runs FA2
+    ("0.7.2", (7, 5), {}, False),  # vLLM's own choice (XFormers)
+    ("0.7.2", (7, 5), {"VLLM_ATTENTION_BACKEND": "FLASHINFER", "VLLM_USE_V1": "1"}, False),
+    ("0.8.5", (7, 5), {"VLLM_ATTENTION_BACKEND": "FLASHINFER"}, False),  # not read: no claim
+    ("0.10.2", (7, 5), {"VLLM_ATTENTION_BACKEND": "FLASHINFER"}, False),  # no V0 FlashInfer left
+])
+def test_forced_flashinfer_on_v0_needs_flash_attention_2(tmp_path, version, cc, env, refused):
+    path = llama_like(tmp_path / "m", dtype="float16")
+    result = run_checks(deployment(path, cc=cc, n=1, version=version, env=env, memory=24 * GIB))
+    assert ("SP-ATTN-008" in codes(result)) is refused
+    if refused:
+        f = finding(result, "SP-ATTN-008")
+        assert "FlashAttention only supports Ampere GPUs or newer." in f.detail
+        assert f.remedies[0].args["env"]["unset"] == ["VLLM_ATTENTION_BACKEND"]
