@@ -67,6 +67,7 @@ class CheckResult:
     memory_plan: object = field(default=None, metadata={"json": False})  # the typed MemoryPlan
     unknowns: tuple = ()  # checks/unknowns.Unknown: facts a rule needed and could not have
     model_summary: dict = field(default_factory=dict)  # checkpoint/summary.py, as inspect prints it
+    unchecked: tuple = ()  # checks/unchecked.py: facts only a start of the engine settles
 
     JSON_SCHEMA = "servepilot.check/1"
 
@@ -82,6 +83,7 @@ class CheckResult:
             "notes": list(self.notes),
             "unknowns": [{"fact": u.fact, "why": u.why, "settle": u.settle} for u in self.unknowns],
             "model_summary": self.model_summary,
+            "unchecked": [{"fact": u.fact, "why": u.why, "settle": u.settle} for u in self.unchecked],
         })
 
     @property
@@ -121,6 +123,7 @@ def run_checks(dep, measured: dict | None = None) -> CheckResult:
     findings.sort(key=lambda f: (_SEVERITY_ORDER[f.severity], finding_stage(f), f.code))
     findings = _download_before_overlay(dep, findings)
     resolution = ctx.resolution
+    from servepilot.checks.unchecked import unchecked_of
     from servepilot.checks.unknowns import unknowns_of
 
     ctx.plan  # noqa: B018 - the plan's own failure is one of the unknowns
@@ -137,6 +140,7 @@ def run_checks(dep, measured: dict | None = None) -> CheckResult:
         memory_plan=ctx.plan,
         unknowns=unknowns,
         model_summary=_summary(dep.spec),
+        unchecked=tuple(unchecked_of(dep)),
     )
 
 

@@ -89,6 +89,11 @@ def render(result) -> None:
         echo("")
         echo(click.style(f"[unknown] {u.fact}: {u.why}", fg="magenta", bold=True))
         echo(f"    settle: {u.settle}")
+    if result.verdict in ("pass", "warn"):  # a failure needs no caveat about what was not seen
+        for u in result.unchecked:
+            echo("")
+            echo(click.style(f"[not checked before launch] {u.fact}: {u.why}", fg="cyan"))
+            echo(f"    settled by: {u.settle}")
     echo("")
     for line in resolved_lines(result.resolved):
         echo(line)

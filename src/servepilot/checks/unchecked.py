@@ -1,0 +1,50 @@
+"""What no pre-launch rule can see: facts first settled when the engine's processes start.
+
+A PASS or WARN judges the files, flags, GPUs and release facts check can read. Some launches
+also depend on what only happens at start-up (GPUs connecting to each other, ranks placed on
+other nodes); their failures (NCCL / custom all-reduce set-up, Ray placement) are real and
+common, and no file here decides them. They are listed so a PASS does not read as covering
+them: the verdict stays what the readable facts say (exit 0), since every multi-GPU launch
+has them and they are not a gap in what check was given.
+"""
+
+from __future__ import annotations
+
+from servepilot.checks import sizes
+from servepilot.checks.unknowns import Unknown
+
+_START = "a start of the engine on these GPUs (`servepilot launch`); `servepilot triage` reads a failed start's log"
+
+
+def unchecked_of(dep) -> list[Unknown]:
+    launch = dep.launch
+    ranks = sizes.tp(launch) * sizes.pp(launch) * sizes.dp(launch)
+    out: list[Unknown] = []
+    if ranks > 1:
+        out.append(Unknown(
+            "inter-GPU communication",
+            f"{ranks} ranks connect at start-up (NCCL, the engine's custom all-reduce and its CUDA IPC "
+            "handles, the transport NCCL picks); whether that succeeds is decided by the driver, the "
+            "interconnect and the allocator settings at run time, not by anything check reads",
+            _START,
+        ))
+    if _nodes(dep, ranks) > 1:
+        out.append(Unknown(
+            "node agreement",
+            "ranks are placed on other nodes at start-up (Ray's view of each node's address, NCCL and "
+            "gloo sockets between nodes); this host sees only its own GPUs",
+            "`servepilot preflight` over the nodes (their addresses, interfaces, GPUs and versions "
+            "against the plan), then a start across them",
+        ))
+    return out
+
+
+def _nodes(dep, ranks: int) -> int:
+    """Nodes the launch spans: --nnodes, or more ranks than this machine has GPUs."""
+    try:
+        declared = int(dep.launch.get("nnodes") or 1)
+    except (TypeError, ValueError):
+        declared = 1
+    gpus = dep.cluster.count
+    spread = 2 if gpus and ranks > gpus else 1
+    return max(declared, spread)
