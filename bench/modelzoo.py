@@ -423,6 +423,25 @@ def total_size_for(model_id_or_name: str) -> int | None:
     return TOTAL_SIZES.get(base_name(model_id_or_name))
 
 
+def _write_modelopt_file(root: Path, model_id: str, cfg: dict) -> None:
+    """modelopt exports ship hf_quant_config.json; vLLM reads the algorithm from it. NVIDIA's
+    own exports quantize the KV cache to FP8 too (kv_cache_quant_algo "FP8" in all five
+    nvidia/* hf_quant_config.json files of shared/reference/configs) and, four times in five,
+    leave config.json without a quantization_config; others': not known."""
+    quant = cfg.get("quantization_config") or {}
+    if quant.get("quant_method") != "modelopt":
+        return
+    nvidia = model_id.strip().lower().startswith("nvidia/")
+    kv_algo = "FP8" if nvidia else None
+    if nvidia:
+        plain = {k: v for k, v in cfg.items() if k != "quantization_config"}
+        (root / "config.json").write_text(json.dumps(plain, indent=1))
+    (root / "hf_quant_config.json").write_text(json.dumps({
+        "producer": {"name": "modelopt"},
+        "quantization": {"quant_algo": quant["quant_algo"], "kv_cache_quant_algo": kv_algo, "group_size": 16,
+                         "exclude_modules": ["lm_head"]}}, indent=1))
+
+
 def write_checkpoint(directory: str | Path, model_id: str) -> Path:
     """Write model_id's skeleton into directory; KeyError when the model is unknown."""
     root = Path(directory)
@@ -435,22 +454,20 @@ def write_checkpoint(directory: str | Path, model_id: str) -> Path:
             shutil.copyfile(src, root / src.name)
         if _requantized(family, model_id):  # the example's index and sizes are not this upload's
             (root / "model.safetensors.index.json").unlink(missing_ok=True)
-            (root / "config.json").write_text(json.dumps(config_for(model_id), indent=1))
+            cfg = config_for(model_id)
+            (root / "config.json").write_text(json.dumps(cfg, indent=1))
+            _write_modelopt_file(root, model_id, cfg)
         return root
     if isinstance(family.config, str):  # a derived variant: its config.json only (no index: sizes differ)
-        (root / "config.json").write_text(json.dumps(config_for(model_id), indent=1))
+        cfg = config_for(model_id)
+        (root / "config.json").write_text(json.dumps(cfg, indent=1))
+        _write_modelopt_file(root, model_id, cfg)
         return root
     cfg = config_for(model_id)
     (root / "config.json").write_text(json.dumps(cfg, indent=1))
     for name, content in family.files.items():
         (root / name).write_text(json.dumps(content, indent=1))
-    quant = cfg.get("quantization_config") or {}
-    if quant.get("quant_method") == "modelopt":
-        # modelopt exports ship hf_quant_config.json; vLLM reads the algorithm from it.
-        (root / "hf_quant_config.json").write_text(json.dumps({
-            "producer": {"name": "modelopt"},
-            "quantization": {"quant_algo": quant["quant_algo"], "kv_cache_quant_algo": None, "group_size": 16,
-                             "exclude_modules": ["lm_head"]}}, indent=1))
+    _write_modelopt_file(root, model_id, cfg)
     total = total_size_for(model_id)
     if total is not None:
         (root / "model.safetensors.index.json").write_text(json.dumps({
