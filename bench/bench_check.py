@@ -531,6 +531,7 @@ def command_for(row: dict, model: Path, model_known: bool = True) -> tuple[list[
         if kw:
             opts += [o for o in kw if o.split("=")[0] not in opts]
             form = "python kwargs" if form == "no flags" else form + " + kwargs"
+    opts += _expert_parallel(row.get("gpu") or "", opts, engine)
     tp = re.search(r"\btp\s*=\s*(\d+)", (row.get("gpu") or "").lower())
     has_tp = any(o.split("=")[0] in ("--tensor-parallel-size", "-tp", "--tp", "--tp-size") for o in opts)
     if tp and not has_tp:
@@ -553,6 +554,18 @@ def command_for(row: dict, model: Path, model_known: bool = True) -> tuple[list[
     keep_tp = _only_parallel(opts)
     candidates = [env + base + opts, env + base + keep_tp, base + keep_tp, base]
     return [c for i, c in enumerate(candidates) if c not in candidates[:i]], form
+
+
+def _expert_parallel(gpu_text: str, opts: list[str], engine: str) -> list[str]:
+    """Expert parallelism the row's GPU text states ("TP=8, EP=8", "TP=8 + EP") as engine flags."""
+    m = re.search(r"\bep\b(?:\s*=\s*(\d+))?", gpu_text.lower())
+    if not m or any(o.split("=")[0] in ("--enable-expert-parallel", "--ep-size", "--ep") for o in opts):
+        return []
+    if engine == "vllm":
+        return ["--enable-expert-parallel"]
+    if engine == "sglang" and m.group(1):
+        return ["--ep-size", m.group(1)]
+    return []
 
 
 def _split_over_all_gpus(text: str, form: str) -> bool:
@@ -630,11 +643,16 @@ def _only_parallel(opts: list[str]) -> list[str]:
     return out
 
 
-def _tp_of(argvs: list[list[str]]) -> int:
-    argv = argvs[0]
+def _ranks_of(argvs: list[list[str]]) -> int:
+    """GPUs the command's parallel sizes need: tensor parallel times pipeline stages."""
+    return _size_of(argvs[0], ("--tensor-parallel-size", "-tp", "--tp", "--tp-size")) * _size_of(
+        argvs[0], ("--pipeline-parallel-size", "-pp", "--pp-size"))
+
+
+def _size_of(argv: list[str], names: tuple[str, ...]) -> int:
     for i, w in enumerate(argv):
         name, _, inline = w.partition("=")
-        if name in ("--tensor-parallel-size", "-tp", "--tp", "--tp-size"):
+        if name in names:
             value = inline or (argv[i + 1] if i + 1 < len(argv) else "")
             if value.isdigit():
                 return int(value)
@@ -659,7 +677,7 @@ def build_row(row: dict, tmp: Path):
     except RowNotBuildable as exc:
         return None, {"skipped": f"not buildable: {exc}"}
     argvs, form = command_for(row, path, model_known=not model_how.startswith("placeholder"))
-    gpu, gpu_how = gpu_setup(row, _tp_of(argvs))
+    gpu, gpu_how = gpu_setup(row, _ranks_of(argvs))
     version, version_how = engine_version(row)
     how = {"model": model_how, "gpu": gpu_how, "version": f"{version or 'default'} ({version_how})", "flags": form}
     last = None
