@@ -92,3 +92,32 @@ def test_forced_flashinfer_on_v0_needs_flash_attention_2(tmp_path, version, cc, 
         f = finding(result, "SP-ATTN-008")
         assert "FlashAttention only supports Ampere GPUs or newer." in f.detail
         assert f.remedies[0].args["env"]["unset"] == ["VLLM_ATTENTION_BACKEND"]
+
+
+def _sglang_mla(tmp_path, version, **options):
+    from checkfixtures import MLA_TEXT, _write
+
+    root = tmp_path / "mla"
+    root.mkdir(parents=True, exist_ok=True)
+    _write(root, "config.json", MLA_TEXT)
+    return deployment(root, cc=(9, 0), n=8, version=version, engine="sglang", memory=80 * GIB,
+                      options={"tp_size": 8, **options})
+
+
+def _weights_per_gpu(dep) -> int:
+    return run_checks(dep).plan["weights_per_gpu_bytes"]
+
+
+def test_sglang_043_dp_attention_holds_the_mla_attention_whole_on_every_rank(tmp_path):
+    plain = _weights_per_gpu(_sglang_mla(tmp_path, "0.4.3"))
+    dp = run_checks(_sglang_mla(tmp_path, "0.4.3", enable_dp_attention=True))
+    # 61 layers of 64-head MLA projections (~6.2 B parameters, ~12 GiB in bf16) and the
+    # embedding now whole on every rank instead of an eighth: about 7/8 of that more per GPU
+    assert 9 * GIB < dp.plan["weights_per_gpu_bytes"] - plain < 13 * GIB
+    assert any("dp_size = tp_size" in n for n in dp.memory_plan.notes)
+    assert any("deepseek_v2.py@v0.4.3" in s for s in dp.memory_plan.sources)
+
+
+def test_dp_attention_where_the_layout_was_not_read_splits_as_before(tmp_path):
+    plain = _weights_per_gpu(_sglang_mla(tmp_path, "0.5.2"))
+    assert _weights_per_gpu(_sglang_mla(tmp_path, "0.5.2", enable_dp_attention=True, dp_size=8)) == plain

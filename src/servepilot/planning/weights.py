@@ -81,8 +81,12 @@ def classify(name: str) -> str:
 
 def split_weights(spec: ModelSpec, *, tp: int = 1, pp: int = 1, dp: int = 1,
                   expert_parallel: bool = False, vocab_padding: int = 64, run_dtype: str | None = None,
-                  expert_padding: tuple[int, int] | None = None) -> WeightsSplit:
+                  expert_padding: tuple[int, int] | None = None, attention_tp: int | None = None,
+                  embedding_replicated: bool = False) -> WeightsSplit:
     """Per-GPU weight bytes for each pipeline stage.
+
+    attention_tp: the ranks the attention weights are split over when that differs from tp
+    (SGLang's DP attention); embedding_replicated: the input embedding held whole per rank.
 
     run_dtype: the dtype the engine runs the model in. A float32 checkpoint run in 16 bits
     (vLLM's "auto" casts float32 down: config.py _get_and_verify_dtype) loads its float32
@@ -126,7 +130,12 @@ def split_weights(spec: ModelSpec, *, tp: int = 1, pp: int = 1, dp: int = 1,
             skipped_mtp += t.nbytes
             continue
         loaded_total += t.nbytes
-        share = _share(kind, t, tp=tp, kv_heads=kv_heads, num_experts=num_experts, ep=ep,
+        t_tp = tp
+        if attention_tp is not None and ".self_attn." in t.name:
+            t_tp = attention_tp
+        elif embedding_replicated and kind == "vocab" and not _LM_HEAD.search(t.name):
+            t_tp = 1
+        share = _share(kind, t, tp=t_tp, kv_heads=kv_heads, num_experts=num_experts, ep=ep,
                        expert_parallel=expert_parallel, vocab=vocab, vocab_padding=vocab_padding)
         if kind == "expert":
             share *= pad
