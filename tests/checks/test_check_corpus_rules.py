@@ -118,6 +118,13 @@ def test_sglang_043_dp_attention_holds_the_mla_attention_whole_on_every_rank(tmp
     assert any("deepseek_v2.py@v0.4.3" in s for s in dp.memory_plan.sources)
 
 
-def test_dp_attention_where_the_layout_was_not_read_splits_as_before(tmp_path):
+def test_later_dp_attention_splits_the_attention_over_tp_over_dp(tmp_path):
     plain = _weights_per_gpu(_sglang_mla(tmp_path, "0.5.2"))
-    assert _weights_per_gpu(_sglang_mla(tmp_path, "0.5.2", enable_dp_attention=True, dp_size=8)) == plain
+    whole = _weights_per_gpu(_sglang_mla(tmp_path, "0.5.2", enable_dp_attention=True, dp_size=8))
+    halves = _weights_per_gpu(_sglang_mla(tmp_path, "0.5.2", enable_dp_attention=True, dp_size=4))
+    assert plain < halves < whole
+
+
+def test_dp_attention_where_the_layout_was_not_read_splits_as_before(tmp_path):
+    plain = _weights_per_gpu(_sglang_mla(tmp_path, "0.5.13"))
+    assert _weights_per_gpu(_sglang_mla(tmp_path, "0.5.13", enable_dp_attention=True, dp_size=8)) == plain

@@ -56,8 +56,8 @@ def plan_sglang(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: lis
     ctx = fact("sglang", "cuda_context_bytes", version)
     reserved = fact("vllm", "driver_reserved_bytes", "0")  # one value for every version
     cuda_total = gpu.memory_bytes - int(reserved.value)
-    split = split_weights(spec, tp=tp, pp=pp, dp=dp, expert_parallel=ep, **_dp_attention_split(launch, spec, tp,
-                                                                                            version, notes, sources))
+    split = split_weights(spec, tp=tp, pp=pp, dp=dp, expert_parallel=ep,
+                          **_dp_attention_split(launch, spec, tp, dp, version, notes, sources))
     notes.extend(split.notes)
     w = weights_override if weights_override is not None else split.max_per_gpu
     available = int(cuda_total * mfs) - w - int(ctx.value)
@@ -125,7 +125,7 @@ def _mamba_pool(launch, spec: ModelSpec, tp: int, available: int, version: str, 
     return available - mamba
 
 
-def _dp_attention_split(launch, spec, tp: int, version: str, notes: list[str], sources: list[str]) -> dict:
+def _dp_attention_split(launch, spec, tp: int, dp: int, version: str, notes: list[str], sources: list[str]) -> dict:
     """split_weights arguments for --enable-dp-attention where SGLang's layout was read."""
     if not option(launch, "enable_dp_attention") or not spec.is_mla or tp <= 1:
         return {}
@@ -133,9 +133,13 @@ def _dp_attention_split(launch, spec, tp: int, version: str, notes: list[str], s
         row = fact("sglang", "dp_attention_weights", version)
     except KeyError:
         return {}  # a release whose DP-attention layout was not read: weights split as without it
-    if not row.get("dp_forced_to_tp"):
-        return {}
+    dp = tp if row.get("dp_forced_to_tp") else dp
+    if dp <= 1 or tp % dp:
+        return {}  # SGLang itself refuses these (dp-size > 1 dividing tp-size is asserted)
+    attention_tp = tp // dp
     sources.append(row.source)
-    notes.append(f"--enable-dp-attention: SGLang {version} sets dp_size = tp_size, so every rank holds the MLA "
-                 "attention weights" + (" and the embedding" if row.get("embedding_replicated") else "") + " whole")
-    return {"attention_tp": 1, "embedding_replicated": bool(row.get("embedding_replicated"))}
+    forced = "sets dp_size = tp_size, so " if row.get("dp_forced_to_tp") else ""
+    notes.append(f"--enable-dp-attention: SGLang {version} {forced}splits the MLA attention weights over "
+                 f"tp / dp = {attention_tp} rank(s)" + (", and keeps the embedding whole on every rank"
+                                                      if row.get("embedding_replicated") else ""))
+    return {"attention_tp": attention_tp, "embedding_replicated": bool(row.get("embedding_replicated"))}
