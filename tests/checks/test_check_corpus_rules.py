@@ -128,3 +128,18 @@ def test_later_dp_attention_splits_the_attention_over_tp_over_dp(tmp_path):
 def test_dp_attention_where_the_layout_was_not_read_splits_as_before(tmp_path):
     plain = _weights_per_gpu(_sglang_mla(tmp_path, "0.5.13"))
     assert _weights_per_gpu(_sglang_mla(tmp_path, "0.5.13", enable_dp_attention=True, dp_size=8)) == plain
+
+
+@pytest.mark.parametrize("version, cc, refused", [
+    ("0.4.9.post2", (12, 0), True),  # pins torch 2.7.1, PyPI's CUDA 12.6 build: no Blackwell
+    ("0.4.5.post3", (10, 0), True),  # torch 2.6.0, CUDA 12.4
+    ("0.4.9.post2", (9, 0), False),
+    ("0.5.1.post3", (12, 0), False),  # torch 2.8.0, CUDA 12.8
+])
+def test_sglang_before_05_default_install_has_no_blackwell_kernels(tmp_path, version, cc, refused):
+    dep = deployment(llama_like(tmp_path / "m"), cc=cc, n=1, version=version, engine="sglang", memory=32 * GIB,
+                     options={"tp_size": 1})
+    found = [f for f in run_checks(dep).findings if f.code == "SP-CUDA-003" and f.severity == "error"]
+    assert bool(found) is refused
+    if refused:
+        assert "pinned torch" in found[0].title and found[0].category == "cuda_driver_arch"

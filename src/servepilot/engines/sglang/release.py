@@ -13,7 +13,8 @@ def release_facts(dep, res) -> ReleaseFacts:
     wheel = kb.row_for(kb.load_file("sglang", "builds").wheels, version) if version else None
     return ReleaseFacts(
         version=version,
-        build_archs=(tuple(wheel.archs), wheel.source, f"SGLang {version}'s sgl-kernel") if wheel else None,
+        build_archs=(tuple(wheel.archs), wheel.source,
+                     f"SGLang {version}'s default install (sgl-kernel, pinned torch)") if wheel else None,
         wheel=wheel,
         quant_speed=quant_speed(),
         config_types=transformers_config_types(),
