@@ -359,6 +359,11 @@ def quantization_for(model: str) -> dict | None:
             "targets": ["Linear"], "weights": {"num_bits": 4, "type": "int", "group_size": 128}}}}
     if "fp8" in name:
         org = model.strip().split(" (")[0].split("/")[0].lower() if "/" in model else None
+        if org == "meta-llama" and "llama-3.1" in name:
+            # Meta's own Llama 3.1 FP8 release is fbgemm_fp8 and, as the Llama 3 paper (sec. 6.2)
+            # says, leaves self-attention and the first and last layers in 16 bits (the module
+            # list needs the layer count: _meta_fp8_unquantized fills it in)
+            return {"quant_method": "fbgemm_fp8", "activation_scale_ub": 1200.0, "modules_to_not_convert": []}
         if name.startswith("qwen3") and name.endswith("-fp8") and org in (None, "qwen"):
             # Qwen's own Qwen3 FP8 releases are "fine-grained fp8 quantization with block size of
             # 128" (their model cards; e.g. Qwen/Qwen3-235B-A22B-FP8's config.json)
@@ -406,7 +411,17 @@ def _with_named_quantization(cfg: dict, model_id_or_name: str) -> dict:
     quant = quantization_for(model_id_or_name)
     if quant:
         cfg["quantization_config"] = quant
+        if quant["quant_method"] == "fbgemm_fp8":
+            quant["modules_to_not_convert"] = _meta_fp8_unquantized(int(cfg["num_hidden_layers"]))
     return cfg
+
+
+def _meta_fp8_unquantized(layers: int) -> list[str]:
+    """Modules Meta's FP8 Llama 3.1 keeps in 16 bits: every self-attention projection, the MLP
+    of the first and last layers, and lm_head (Llama 3 paper, arXiv 2407.21783, sec. 6.2)."""
+    attention = [f"model.layers.{i}.self_attn.{p}_proj" for i in range(layers) for p in "qkvo"]
+    edges = [f"model.layers.{i}.mlp.{p}_proj" for i in (0, layers - 1) for p in ("gate", "up", "down")]
+    return attention + edges + ["lm_head"]
 
 
 def _example_config(name: str) -> dict:

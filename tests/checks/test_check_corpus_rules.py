@@ -143,3 +143,20 @@ def test_sglang_before_05_default_install_has_no_blackwell_kernels(tmp_path, ver
     assert bool(found) is refused
     if refused:
         assert "pinned torch" in found[0].title and found[0].category == "cuda_driver_arch"
+
+
+def test_fbgemm_fp8_keeps_the_modules_it_does_not_convert_in_16_bits(tmp_path):
+    from servepilot.checkpoint.inspect import inspect_path
+
+    def spec(name, skipped):
+        quant = {"quant_method": "fbgemm_fp8", "activation_scale_ub": 1200.0, "modules_to_not_convert": skipped}
+        path = llama_like(tmp_path / name, quant=quant)
+        (path / "model.safetensors.index.json").unlink()  # sizes from the architecture, per module
+        return inspect_path(path)
+
+    attention = [f"model.layers.{i}.self_attn.{p}_proj" for i in range(32) for p in "qkvo"]
+    all_fp8, kept = spec("a", ["lm_head"]), spec("b", attention + ["lm_head"])
+    assert kept.quant.method == "fbgemm_fp8" and len(kept.quant.ignore) == 129
+    # 32 layers of 4096x(4096+1024+1024+4096) attention: one more byte per parameter in 16 bits
+    extra = kept.weights.total_bytes - all_fp8.weights.total_bytes
+    assert abs(extra - 32 * 4096 * 10240) < 0.01 * extra

@@ -154,6 +154,11 @@ def read_declaration(cfg: dict, where: str, kv_where: str) -> tuple[QuantDeclara
             weight_block_size=block,
             ignore=_strs(cfg.get("modules_to_not_convert")) or _strs(cfg.get("ignored_layers")),
         )
+    elif method_raw == "fbgemm_fp8":
+        # Meta's FP8 releases: per-channel FP8 weights, modules_to_not_convert kept in 16 bits
+        # (vllm/model_executor/layers/quantization/fbgemm_fp8.py@v0.5.3 and @v0.16.0 from_config)
+        method = "fbgemm_fp8"
+        fields.update(quant_algo="FP8", bits=8, ignore=_strs(cfg.get("modules_to_not_convert")))
     elif method_raw == "mxfp4":
         method = "mxfp4"
         fields.update(quant_algo="MXFP4", bits=4, group_size=MX_BLOCK, ignore=_strs(cfg.get("modules_to_not_convert")))
