@@ -160,3 +160,23 @@ def test_fbgemm_fp8_keeps_the_modules_it_does_not_convert_in_16_bits(tmp_path):
     # 32 layers of 4096x(4096+1024+1024+4096) attention: one more byte per parameter in 16 bits
     extra = kept.weights.total_bytes - all_fp8.weights.total_bytes
     assert abs(extra - 32 * 4096 * 10240) < 0.01 * extra
+
+
+@pytest.mark.parametrize("version, kv, refused", [
+    ("0.10.1", "fp8", True),  # FlashMLA's V1 Impl refuses a quantized KV cache
+    ("0.10.0", "fp8", True),
+    ("0.10.1", "auto", False),
+    ("0.10.2", "fp8", False),  # the raise is gone
+])
+def test_flashmla_v1_refuses_an_fp8_kv_cache_before_0102(tmp_path, version, kv, refused):
+    from checkfixtures import MLA_TEXT, _write
+
+    root = tmp_path / "mla"
+    root.mkdir()
+    _write(root, "config.json", MLA_TEXT)
+    dep = deployment(root, cc=(9, 0), n=8, version=version, memory=141 * GIB, options={"kv_cache_dtype": kv})
+    found = [f for f in run_checks(dep).findings if f.code == "SP-ATTN-001"]
+    assert bool(found) is refused
+    if refused:
+        assert found[0].category == "kv_cache_dtype"
+        assert "FlashMLA V1 with FP8 KV cache not yet supported" in found[0].detail
