@@ -17,6 +17,11 @@ engine_version, model, gpu, flags; never the error text), a deployment that `che
            contemporary with the report (ERAS, by issue number).
   command  the row's own command line (docker run of the vLLM image, env assignments,
            python kwargs such as tensor_parallel_size=8 and bare --flags are understood).
+           A row with no engine command (or "tensor parallel" without a size) splits the
+           model over all the GPUs it names (TP = their count; not for the placeholder
+           model); "EP=8" / "+ EP" in the GPU text becomes expert parallelism. Findings about a
+           flag's absence (SP-ARGS-001, and "needs --trust-remote-code" on a row without any
+           command) are the bench's own making and are dropped.
 
 It runs build_deployment + run_checks and compares the category of the first finding (errors
 first) with the row's. Each row prints built or skipped (why), how it was built, the predicted
