@@ -722,7 +722,12 @@ def _without_reconstruction_artifacts(result, how):
     no_command = str(how.get("flags", "")).startswith("no flags")
     dropped = ("SP-ARGS-001",) + (_FLAG_ABSENT if no_command else ())
     kept = tuple(f for f in result.findings if f.code not in dropped)
-    return dataclasses.replace(result, findings=kept) if len(kept) != len(result.findings) else result
+    if len(kept) == len(result.findings):
+        return result
+    from servepilot.checks.result import verdict_of
+
+    # the verdict follows the findings kept: a dropped error no longer fails the launch
+    return dataclasses.replace(result, findings=kept, verdict=verdict_of(kept, result.unknowns))
 
 
 def main(argv: list[str]) -> int:
