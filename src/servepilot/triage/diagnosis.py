@@ -49,6 +49,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
+from servepilot.triage.engine_source import match_engine_message
 from servepilot.triage.events import Assembler, ErrorEvent
 from servepilot.triage.keywords import guess_category, guess_from_frames
 from servepilot.triage.lines import parse_line
@@ -76,6 +77,7 @@ CONFIDENCE = {
     "warning-explains": 0.7,  # a known cause printed as a warning, before a vague fatal error
     "warning": 0.55,  # a known cause printed only as a warning
     "generic": 0.5,  # a true but vague known error ("NCCL error", a worker that died)
+    "engine-source": 0.6,  # no signature, but the engine's own message template (engine_source.py)
     "frames": 0.45,  # an unknown exception, category from where it was raised
     "words": 0.35,  # an unknown error, category from its words
     "none": 0.3,  # an unknown error, `other`
@@ -269,7 +271,15 @@ def _cause(group: _Group, basis: str | None = None) -> Cause:
         explanation = f"{what}{where} that no servepilot signature knows; the excerpt is the engine's own words."
         by_frames = guess_from_frames(ev.lines)
         by_words = guess_category(_words_of(ev))
-        if by_frames is not None:
+        by_source = match_engine_message(ev.message)
+        if by_source is not None:
+            # the engine's own refusal, read from its source: surer than where or how it is worded
+            category, basis = by_source.category, "engine-source"
+            explanation += (
+                f" Its message is one {by_source.engine} raises in {by_source.source} (seen in "
+                f"releases {by_source.versions}): a {category} refusal."
+            )
+        elif by_frames is not None:
             category, basis = by_frames[0], "frames"
             explanation += (
                 f" It was raised in {by_frames[1]!r}, a {category} part of the engine, so it is filed under "
@@ -425,13 +435,18 @@ def _sole_line_cause(tail: list[tuple[int, str]], launch: int) -> Cause | None:
     if ll.level in ("DEBUG", "INFO") or is_healthy(ll.message) or phase_of(ll.message) is not None:
         return None  # a progress or status line says nothing failed
     guessed = guess_category(ll.message)
+    explanation = "the text is a single line with no error marker; it is taken as the error as given"
+    by_source = match_engine_message(ll.message)
+    if by_source is not None:  # the sentence is one an engine prints: its module says what it means
+        guessed = (by_source.category, by_source.template)
+        explanation += f"; {by_source.engine} prints it in {by_source.source} (releases {by_source.versions})"
     return Cause(
         category=guessed[0] if guessed else "other",
         signature=None,
         line=line_no,
         process=ll.process,
         excerpt=ll.text,
-        explanation="the text is a single line with no error marker; it is taken as the error as given",
+        explanation=explanation,
         count=1,
         processes=(ll.process,) if ll.process else (),
         exception=None,

@@ -1,0 +1,454 @@
+"""Harvest the engines' own refusal messages from their unpacked sdists into triage data.
+
+Run offline, by hand, over source trees given as paths (never in CI):
+
+    python scripts/harvest_engine_messages.py \\
+        vllm=0.11.0=/tmp/src/vllm-0.11.0 sglang=0.5.9=/tmp/src/sglang-0.5.9 \\
+        llama.cpp=0.3.36=/tmp/src/llama_cpp_python-0.3.36/vendor/llama.cpp=llama.cpp@0c1e57098 \\
+        --out src/servepilot/triage/engine_messages.json
+
+Each SPEC is ENGINE=VERSION=PATH[=TAG]. PATH is the tree that holds the package (`vllm/`,
+`sglang/`) or llama.cpp's `src/`, `ggml/`, `tools/`. TAG names the release in sources
+(default `vVERSION`). llama.cpp has no PyPI release of its own: it is read from the copy that
+llama-cpp-python vendors, so its VERSION is the llama-cpp-python release and TAG names the
+llama.cpp commit that release vendors (llama-cpp-python's CHANGELOG says which).
+
+What it reads: the modules named in MODULES below. What it takes from them: Python `raise
+X(<message>)`, `assert ..., <message>` and `logger.error/critical/fatal/exception(<message>)`;
+C/C++ `throw std::...(<message>)` (bare, through `format(...)` or `std::string(...)`),
+LLAMA_LOG_ERROR, GGML_LOG_ERROR, LOG_ERR, SRV_ERR and GGML_ABORT. Each message becomes a
+template (servepilot/triage/engine_source.py): literal text with `{}` where a value is
+interpolated (f-string fields, `%s`-style and `.format` fields, concatenated expressions).
+A template with too few literal words says nothing about a failure ("Unsupported dtype {}")
+and is dropped (MIN_WORDS); so is one that two modules of different categories both raise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import re
+import sys
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from packaging.version import Version
+
+from servepilot.categories import check_category
+from servepilot.triage.engine_source import literal_words, template_regex
+
+# --------------------------------------------------------------------------- what means what
+# Which modules are read, and the category of a refusal raised there. First match wins. A row
+# whose category is None mixes kinds (a config module refuses lengths, sizes, dtypes, ...):
+# its messages are sorted by KEYWORDS and dropped when no keyword family names them.
+MODULES: list[tuple[str, str, str | None]] = [
+    # Kernel code (Triton/CUDA ops, linear-attention kernels) checks its own arguments: a
+    # failure there is an engine bug, not a refusal of the launch. Not read.
+    ("vllm", r"/ops/|/kernels?/|/triton_ops/|/fla/", "skip"),
+    ("sglang", r"/ops/|/kernels?/|/triton_ops/|/fla/|/triton_backend_ops/", "skip"),
+    # vLLM
+    ("vllm", r"vllm/model_executor/models/registry\.py$", "unsupported_arch"),  # the model registry
+    ("vllm", r"vllm/model_executor/models/(?:interfaces|interfaces_base)\.py$", "unsupported_arch"),
+    ("vllm", r"vllm/model_executor/model_loader/(?:utils|base_loader|default_loader)\.py$", None),
+    ("vllm", r"vllm/model_executor/model_loader/(?:bitsandbytes|gguf)_loader\.py$", "quantization_support"),
+    ("vllm", r"vllm/model_executor/layers/quantization/", "quantization_support"),  # quant methods
+    ("vllm", r"vllm/attention/(?:selector|layer)\.py$|vllm/attention/backends/", "attention_backend"),
+    ("vllm", r"vllm/v1/attention/", "attention_backend"),
+    ("vllm", r"vllm/platforms/", "cuda_driver_arch"),  # device checks: CUDA, ROCm, XPU, TPU, CPU
+    # process groups and communicators; not the KV/EC/weight transfer connectors, expert
+    # balancing or elastic EP, whose messages are about those features, not the ranks' links
+    ("vllm", r"vllm/distributed/(?:parallel_state|utils|communication_op)\.py$", "nccl_distributed"),
+    ("vllm", r"vllm/distributed/device_communicators/(?!all2all|shm_object)", "nccl_distributed"),
+    ("vllm", r"vllm/executor/ray_utils\.py$|vllm/v1/executor/ray_utils\.py$", "nccl_distributed"),
+    ("vllm", r"vllm/transformers_utils/tokenizers?\b|vllm/tokenizers/", "tokenizer_template"),
+    ("vllm", r"vllm/entrypoints/chat_utils\.py$", "tokenizer_template"),
+    ("vllm", r"vllm/transformers_utils/config\.py$", None),  # config.json: arch, remote code, rope
+    ("vllm", r"vllm/config\.py$|vllm/config/", None),  # engine config: every kind
+    ("vllm", r"vllm/engine/arg_utils\.py$", None),
+    ("vllm", r"vllm/worker/(?:worker|cache_engine|model_runner)\.py$", None),
+    ("vllm", r"vllm/v1/core/kv_cache_utils\.py$", None),  # KV budget vs max_model_len
+    ("vllm", r"vllm/v1/worker/gpu_(?:worker|model_runner)\.py$", None),
+    # SGLang
+    ("sglang", r"sglang/srt/models/registry\.py$", "unsupported_arch"),
+    ("sglang", r"sglang/srt/layers/quantization/", "quantization_support"),
+    ("sglang", r"sglang/srt/layers/attention/", "attention_backend"),
+    ("sglang", r"sglang/srt/platforms/|sglang/srt/hardware_backend/", "cuda_driver_arch"),
+    ("sglang", r"sglang/srt/distributed/(?:parallel_state|utils|communication_op)\.py$", "nccl_distributed"),
+    ("sglang", r"sglang/srt/distributed/device_communicators/", "nccl_distributed"),
+    ("sglang", r"sglang/srt/model_executor/cuda_graph_runner\.py$", "cuda_graph"),
+    ("sglang", r"sglang/srt/(?:utils/)?hf_transformers_utils\.py$", None),  # tokenizer and config
+    ("sglang", r"sglang/srt/configs/model_config\.py$", None),
+    ("sglang", r"sglang/srt/server_args\.py$", None),  # the asserts that refuse flag combinations
+    ("sglang", r"sglang/srt/model_executor/model_runner\.py$", None),
+    ("sglang", r"sglang/srt/model_loader/", None),
+    ("sglang", r"sglang/srt/mem_cache/memory_pool\.py$", None),
+    # llama.cpp (the tree llama-cpp-python vendors)
+    ("llama.cpp", r"^src/llama-(?:arch|model)\.cpp$", None),  # architecture tables and loading
+    ("llama.cpp", r"^src/llama-model-loader\.cpp$", None),
+    ("llama.cpp", r"^src/llama-(?:vocab|chat)\.cpp$", "tokenizer_template"),
+    ("llama.cpp", r"^src/llama-(?:context|kv-cache)\.cpp$", None),
+    ("llama.cpp", r"vulkan-shaders/", "skip"),  # a build-time shader generator
+    ("llama.cpp", r"^ggml/src/ggml-(?:cuda|vulkan|metal|sycl|cann|hip|musa|opencl)/", "cuda_driver_arch"),
+    ("llama.cpp", r"^ggml/src/ggml-backend(?:-reg)?\.cpp$", None),
+    ("llama.cpp", r"^tools/server/server(?:-http)?\.cpp$|^examples/server/server\.cpp$", None),
+]
+
+# Keyword families for the mixed modules, narrowest first: (category, regex over the template).
+# These sort refusals a module raises about different parts of a launch; they are not a guess
+# about a log line, since the text they read is the engine's own template.
+KEYWORDS: list[tuple[str, str]] = [
+    ("remote_code", r"trust[_ ]remote[_ ]code"),
+    ("kv_cache_dtype", r"kv[_ ]cache[_ ]dtype|kv cache dtype|fp8 kv|kv_cache_quant|quantized (?:kv|v) cache"),
+    ("max_model_len", r"max_model_len|max[_ ]seq[_ ]len|context length|context_length|max_position|"
+                      r"n_ctx_train|context size|rope[_ ]scaling"),
+    ("oom_kv_cache", r"cache blocks|kv cache|kv_cache|num_gpu_blocks|memory pool|token_to_kv_pool"),
+    ("tp_divisibility", r"divisible|tensor[_ ]parallel[_ ]size|tp[_ ]size|must divide"),
+    ("cuda_graph", r"cuda ?graph|cudagraph"),
+    ("quantization_support", r"quantiz|\bquant\b|gptq|\bawq\b|fp8|bitsandbytes|\bgguf type|marlin"),
+    ("attention_backend", r"attention backend|attention_backend|flashinfer|flash[_ ]?attn|"
+                          r"flash attention"),
+    ("tokenizer_template", r"tokeniz|chat template|chat_template|vocab"),
+    ("unsupported_arch", r"architecture|model type|model_type|not supported model|unknown model|"
+                         r"(?:not|only) supported (?:for|by) (?:this|the following) model"),
+    ("cuda_driver_arch", r"compute capability|\bdriver\b|\bdevice\b|\bgpu\b|\bcuda\b|\brocm\b|"
+                         r"\bhip\b|backend .*not available"),
+    ("port_in_use", r"\bbind\b|address already in use|\bport\b"),
+    ("oom_weights", r"out of memory|failed to allocate|not enough memory|insufficient memory"),
+]
+
+# Read in every module, before the module's own category: some refusals name their kind in
+# words whatever module raises them. An attention backend or platform check refusing a KV
+# cache dtype is a KV dtype problem (the dtype is what to change); a refusal naming the
+# model's maximum length is about that length; memory for the KV cache (or for the pool SGLang
+# sizes by --mem-fraction-static) is the KV side; a device backend that cannot allocate memory
+# refuses for want of memory, not for a driver fault (ggml-cuda's "cudaMalloc failed"); a
+# platform module that says "attention backend" is the backend selector.
+OVERRIDES: list[tuple[str, str]] = [
+    ("kv_cache_dtype", r"quantized (?:kv|v) cache|v cache quantization|kv[-_ ]cache[-_ ]dtype|"
+                       r"fp8 kv[-_ ]cache|fp8 kv\b"),
+    # the model's length set against the KV budget: the length is the setting to change
+    ("max_model_len", r"max(?:imum)?[-_ ](?:model|seq)[-_ ]len"),
+    # llama.cpp sizes its compute buffers by the context and micro-batch (-c, -ub): the KV side
+    ("oom_kv_cache", r"failed to allocate compute (?:pp |tg )?buffers|"
+                     r"(?:allocate|memory)\b.{0,40}\b(?:kv[-_ ]cache|cache blocks)|"
+                     r"(?:kv[-_ ]cache|cache blocks)\b.{0,40}\b(?:allocate|memory)|"
+                     r"increase\W+(?:the\W+)?(?:--)?mem[-_]fraction[-_]static"),
+    ("oom_weights", r"out of memory|malloc failed|failed to allocate (?:\{\} )?(?:buffer|\{\} ?mib|memory)|"
+                    r"can't allocate|cannot allocate|not enough memory|free memory"),
+    ("attention_backend", r"attention backend"),
+]
+
+MIN_WORDS = 4  # content words a template needs to be evidence (3 will do when they are long)
+MIN_LETTERS_OF_THREE = 22
+
+# --------------------------------------------------------------------------- Python sources
+_LOG_METHODS = {"error", "critical", "fatal", "exception"}
+_LOGGERS = re.compile(r"^_?(?:logger|log|LOGGER)$")
+_PERCENT_SPEC = re.compile(r"%%|%(?:\([^)]*\))?[-+ #0]*(?:\d+|\*)?(?:\.\d+)?[a-zA-Z]")
+_FORMAT_FIELD = re.compile(r"\{\{|\}\}|\{[^{}]*\}")
+_PLACEHOLDERS = re.compile(r"(?:\{\})+")
+
+
+def _escape(text: str) -> str:
+    return text.replace("{", "{{").replace("}", "}}")
+
+
+def _percent(text: str) -> str:
+    """A %-format string to a template."""
+    out, pos = [], 0
+    for m in _PERCENT_SPEC.finditer(text):
+        out.append(_escape(text[pos:m.start()]))
+        out.append("%" if m.group(0) == "%%" else "{}")
+        pos = m.end()
+    out.append(_escape(text[pos:]))
+    return "".join(out)
+
+
+def _dot_format(text: str) -> str:
+    """A str.format string to a template."""
+    out, pos = [], 0
+    for m in _FORMAT_FIELD.finditer(text):
+        out.append(_escape(text[pos:m.start()]))
+        out.append({"{{": "{{", "}}": "}}"}.get(m.group(0), "{}"))
+        pos = m.end()
+    out.append(_escape(text[pos:]))
+    return "".join(out)
+
+
+def expr_template(node: ast.expr, percent: bool = False) -> str:
+    """The template of a message expression; `{}` wherever a value is computed."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return _percent(node.value) if percent else _escape(node.value)
+    if isinstance(node, ast.JoinedStr):
+        return "".join(
+            _escape(v.value) if isinstance(v, ast.Constant) else "{}" for v in node.values
+        )
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return expr_template(node.left, percent) + expr_template(node.right, percent)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
+        if isinstance(node.left, ast.Constant) and isinstance(node.left.value, str):
+            return _percent(node.left.value)
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "format" and isinstance(node.func.value, ast.Constant)
+            and isinstance(node.func.value.value, str)):
+        return _dot_format(node.func.value.value)
+    return "{}"
+
+
+def python_templates(source: str) -> list[tuple[int, str, str]]:
+    """(line, kind, template) of every message raised, asserted or logged as an error in a module;
+    kind is raise, assert or log."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    found = []
+    for node in ast.walk(tree):
+        message, percent = None, False
+        if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args:
+            message = node.exc.args[0]
+        elif isinstance(node, ast.Assert) and node.msg is not None:
+            message = node.msg
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr in _LOG_METHODS and isinstance(node.func.value, ast.Name)
+              and _LOGGERS.match(node.func.value.id) and node.args):
+            message, percent = node.args[0], len(node.args) > 1
+        if message is not None:
+            kind = "assert" if isinstance(node, ast.Assert) else "raise" if isinstance(node, ast.Raise) else "log"
+            found.append((node.lineno, kind, _PLACEHOLDERS.sub("{}", expr_template(message, percent))))
+    return found
+
+
+# --------------------------------------------------------------------------- C/C++ sources
+_C_CALL = re.compile(
+    r"\b(?:LLAMA_LOG_ERROR|GGML_LOG_ERROR|LOG_ERR|SRV_ERR|GGML_ABORT)\s*\("
+    r"|\bthrow\s+std::\w+\s*\(\s*(?:(?:string_)?format\s*\(|std::string\s*\()?"
+)
+_C_STRING = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
+_C_MACRO = re.compile(r"[A-Za-z_]\w*")
+_C_ESCAPES = {"n": "\n", "t": "\t", '"': '"', "\\": "\\", "'": "'"}
+_C_SPEC = re.compile(r"%%|%[-+ #0]*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|z|j|t|L)?[diouxXeEfgGcspa]"
+                     r"|%[-+ #0]*(?:\d+|\*)?\s*$")
+
+
+def _c_unescape(text: str) -> str:
+    return re.sub(r"\\(.)", lambda m: _C_ESCAPES.get(m.group(1), ""), text)
+
+
+def c_templates(source: str) -> list[tuple[int, str, str]]:
+    """(line, kind, template) of every error message thrown, logged as an error or aborted with;
+    kind is raise (a throw), log or abort."""
+    found = []
+    for call in _C_CALL.finditer(source):
+        pos, pieces = call.end(), []
+        while True:  # the first argument: string literals, maybe split by format macros
+            while pos < len(source) and source[pos] in " \t\r\n":
+                pos += 1
+            lit = _C_STRING.match(source, pos)
+            if lit:
+                pieces.append(_c_unescape(lit.group(1)))
+                pos = lit.end()
+                continue
+            macro = _C_MACRO.match(source, pos)
+            if macro and pieces and pieces[-1].rstrip().endswith("%") or (macro and macro.group(0).startswith("PRI")):
+                pieces.append("d")  # "%" PRId64 "..." : the macro finishes a format spec
+                pos = macro.end()
+                continue
+            break
+        if not pieces:
+            continue
+        text = "".join(pieces)
+        out, last = [], 0
+        for m in _C_SPEC.finditer(text):
+            out.append(_escape(text[last:m.start()]))
+            out.append("%" if m.group(0) == "%%" else "{}")
+            last = m.end()
+        out.append(_escape(text[last:]))
+        template = _PLACEHOLDERS.sub("{}", "".join(out)).strip()
+        head = call.group(0)
+        kind = "abort" if head.startswith("GGML_ABORT") else "raise" if head.startswith("throw") else "log"
+        found.append((source.count("\n", 0, call.start()) + 1, kind, template))
+    return found
+
+
+# --------------------------------------------------------------------------- categories
+def module_category(engine: str, path: str) -> tuple[bool, str | None]:
+    """(read it?, its category or None for a mixed module) for a module path in an sdist."""
+    for row_engine, pattern, category in MODULES:
+        if row_engine == engine and re.search(pattern, path):
+            return category != "skip", None if category == "skip" else category
+    return False, None
+
+
+def keyword_category(template: str) -> str | None:
+    text = " ".join(literal_words(template)).lower().replace("_", " ")
+    raw = template.lower()
+    for category, pattern in OVERRIDES + KEYWORDS:
+        if re.search(pattern, raw) or re.search(pattern, text):
+            return category
+    return None
+
+
+# Words that say nothing about what failed ("module {} has no attribute {}" is Python's own
+# AttributeError retold: it would match any such error).
+_STOP_WORDS = frozenset(
+    "the and for not has have had are was were but with this that these those from into its you your "
+    "can cannot could should would will may might got get set use used using than then there here "
+    "which when what where who all any one two only also been being does did done".split()
+)
+
+
+def content_words(template: str) -> list[str]:
+    """The literal words of three letters or more that are not function words."""
+    return [w for w in literal_words(template) if len(w) >= 3 and w.lower() not in _STOP_WORDS]
+
+
+def is_evidence(template: str) -> bool:
+    """Whether a template says enough in its own words to name a failure."""
+    words = content_words(template)
+    if len(words) >= MIN_WORDS:
+        return True
+    return len(words) == 3 and sum(len(w) for w in words) >= MIN_LETTERS_OF_THREE
+
+
+def categorise(engine: str, path: str, template: str, kind: str = "raise") -> str | None:
+    """The category a message of a module stands for, or None when it is no evidence.
+
+    Asserts and aborts are read only where they are how a module refuses a configuration (the
+    mixed modules: SGLang's server_args asserts are its flag checks); inside a kernel or backend
+    module they guard the code's own invariants, and a log that shows one shows an engine bug.
+    """
+    read, category = module_category(engine, path)
+    if not read or not is_evidence(template):
+        return None
+    if kind in ("assert", "abort") and category is not None:
+        return None
+    for override, pattern in OVERRIDES:
+        if re.search(pattern, template, re.IGNORECASE):
+            return override
+    return category if category is not None else keyword_category(template)
+
+
+# --------------------------------------------------------------------------- harvesting
+@dataclass
+class Seen:
+    engine: str
+    template: str
+    categories: set[str | None] = field(default_factory=set)
+    versions: dict[Version, str] = field(default_factory=dict)  # version -> path@tag
+
+
+@dataclass(frozen=True)
+class Tree:
+    engine: str
+    version: Version
+    root: Path
+    tag: str
+
+
+def parse_spec(spec: str) -> Tree:
+    parts = spec.split("=")
+    if len(parts) not in (3, 4):
+        raise SystemExit(f"bad spec {spec!r}: expected ENGINE=VERSION=PATH[=TAG]")
+    engine, version, root = parts[:3]
+    tag = parts[3] if len(parts) == 4 else f"v{version}"
+    path = Path(root)
+    if not path.is_dir():
+        raise SystemExit(f"{root}: not a directory")
+    return Tree(engine, Version(version), path, tag)
+
+
+def harvest_tree(tree: Tree, seen: dict[tuple[str, str], Seen]) -> int:
+    count = 0
+    for file in sorted(tree.root.rglob("*")):
+        if file.suffix not in (".py", ".cpp", ".cu", ".cuh", ".c", ".h", ".m", ".mm") or not file.is_file():
+            continue
+        rel = file.relative_to(tree.root).as_posix()
+        if not module_category(tree.engine, rel)[0]:
+            continue
+        text = file.read_text(encoding="utf-8", errors="replace")
+        pairs = python_templates(text) if file.suffix == ".py" else c_templates(text)
+        for _line, kind, template in pairs:
+            if not is_evidence(template) or not template_regex(template):
+                continue
+            # a template a read module raises without a category (a mixed module's message no
+            # keyword names) is kept as None: the same words raised elsewhere are then no
+            # evidence of that other module's kind either
+            category = categorise(tree.engine, rel, template, kind)
+            entry = seen.setdefault((tree.engine, template), Seen(tree.engine, template))
+            entry.categories.add(category)
+            entry.versions.setdefault(tree.version, f"{rel}@{tree.tag}")
+            count += 1
+    return count
+
+
+def version_range(found: list[Version], harvested: list[Version]) -> str:
+    """From the first release harvested that holds it to before the first later one that does not
+    (a template that left and came back is given its whole span)."""
+    first, last = min(found), max(found)
+    later = [v for v in harvested if v > last]
+    return f">={first},<{min(later)}" if later else f">={first}"
+
+
+def build(trees: list[Tree]) -> dict:
+    seen: dict[tuple[str, str], Seen] = {}
+    for tree in trees:
+        n = harvest_tree(tree, seen)
+        print(f"{tree.engine} {tree.version}: {n} messages", file=sys.stderr)
+    harvested = defaultdict(list)
+    for tree in trees:
+        harvested[tree.engine].append(tree.version)
+    entries = []
+    for (engine, template), entry in sorted(seen.items()):
+        if len(entry.categories) != 1 or None in entry.categories:
+            continue  # raised by modules of different kinds: not evidence of either
+        category = next(iter(entry.categories))
+        check_category(category)
+        newest = max(entry.versions)
+        entries.append({
+            "engine": engine,
+            "category": category,
+            "template": template,
+            "source": entry.versions[newest],
+            "versions": version_range(list(entry.versions), harvested[engine]),
+        })
+    return {
+        "schema": "servepilot.engine-messages/1",
+        "generated_by": "scripts/harvest_engine_messages.py",
+        "harvested": {
+            engine: [next(t.tag for t in trees if t.engine == engine and t.version == v) for v in sorted(vs)]
+            for engine, vs in harvested.items()
+        },
+        "note": "versions: the releases harvested that hold the template (llama.cpp: the llama-cpp-python "
+                "release that vendors it; source names the llama.cpp commit). A template missing from "
+                "a release between two that hold it is given the whole span.",
+        "entries": entries,
+    }
+
+
+def render(data: dict) -> str:
+    """JSON with one entry a line: compact, and a new release's harvest diffs line by line."""
+    head = {k: v for k, v in data.items() if k != "entries"}
+    lines = [json.dumps(e, ensure_ascii=False, separators=(",", ":")) for e in data["entries"]]
+    return json.dumps(head, ensure_ascii=False)[:-1] + ', "entries": [\n' + ",\n".join(lines) + "\n]}\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("specs", nargs="+", help="ENGINE=VERSION=PATH[=TAG]")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    data = build([parse_spec(s) for s in args.specs])
+    args.out.write_text(render(data), encoding="utf-8")
+    by = defaultdict(int)
+    for e in data["entries"]:
+        by[(e["engine"], e["category"])] += 1
+    for key, n in sorted(by.items()):
+        print(f"  {key[0]:10} {key[1]:22} {n}", file=sys.stderr)
+    print(f"{len(data['entries'])} templates -> {args.out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
