@@ -137,7 +137,7 @@ OVERRIDES: list[tuple[str, str]] = [
                      r"increase\W+(?:the\W+)?(?:--)?mem[-_]fraction[-_]static"),
     ("oom_weights", r"out of memory|malloc failed|failed to allocate (?:\{\} )?(?:buffer|\{\} ?mib|memory)|"
                     r"can't allocate|cannot allocate|not enough memory|free memory"),
-    ("attention_backend", r"attention backend"),
+    ("attention_backend", r"(?:attention|selected) backend"),
 ]
 
 MIN_WORDS = 4  # content words a template needs to be evidence (3 will do when they are long)

@@ -277,7 +277,7 @@ def _cause(group: _Group, basis: str | None = None) -> Cause:
             category, basis = by_source.category, "engine-source"
             explanation += (
                 f" Its message is one {by_source.engine} raises in {by_source.source} (seen in "
-                f"releases {by_source.versions}): a {category} refusal."
+                f"releases {by_source.versions}), a {category} part of it, so it is filed under {category}."
             )
         elif by_frames is not None:
             category, basis = by_frames[0], "frames"
@@ -290,11 +290,11 @@ def _cause(group: _Group, basis: str | None = None) -> Cause:
             explanation += (
                 f" Its message names {by_words[1]!r}, so it is filed under {category} (a guess from its words)."
             )
-            if category == "oom_weights" and ev.phase in _OOM_BY_PHASE:
-                # what a memory failure means depends on where the start-up was, for messages
-                # no signature knows as much as for CUDA's own OOM (signatures' by_phase)
-                category = _OOM_BY_PHASE[ev.phase]
-                explanation += f" It came while the start-up was in {ev.phase}, so it is {category}."
+        if category == "oom_weights" and basis in ("words", "engine-source") and ev.phase in _OOM_BY_PHASE:
+            # what a memory failure means depends on where the start-up was, for messages
+            # no signature knows as much as for CUDA's own OOM (signatures' by_phase)
+            category = _OOM_BY_PHASE[ev.phase]
+            explanation += f" It came while the start-up was in {ev.phase}, so it is {category}."
     return Cause(
         category=category,
         signature=signature,
