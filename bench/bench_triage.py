@@ -45,6 +45,8 @@ WORKERS = 8
 
 def load_rows(path: Path) -> list[dict]:
     """Corpus rows: `log` (or the older `error_excerpt`), `category`, and `split` (dev | blind)."""
+    from servepilot.triage.api import decode_log_bytes
+
     rows = []
     for raw in path.read_text(encoding="utf-8").splitlines():
         if raw.strip():
@@ -53,7 +55,8 @@ def load_rows(path: Path) -> list[dict]:
             row.setdefault("split", "dev")
             if row.get("log_file"):  # full logs live beside the index, one file each
                 # bytes, not read_text: universal newlines would turn a progress bar's \r into lines
-                row["log"] = (path.parent / row["log_file"]).read_bytes().decode("utf-8", errors="replace")
+                # (and decoded as triage_file decodes it: a UTF-16 log saved by PowerShell too)
+                row["log"] = decode_log_bytes((path.parent / row["log_file"]).read_bytes())
             rows.append(row)
     return rows
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import stat
@@ -116,12 +117,48 @@ def triage_file(path: str | os.PathLike, engine: str | None = None, since: datet
             raise BadInput("not a regular file (save the log to a file first)", path=p)
         with p.open("rb") as f:
             st = os.fstat(f.fileno())
+            if f.read(2) in _UTF16_BOMS:
+                # PowerShell's `>` saves a log as UTF-16: scanned as its UTF-8 text (no path: the
+                # parallel scanner and the binary test read the file's own bytes)
+                with _utf16_as_utf8(f) as (text, size):
+                    diagnosis = _run(text, size, engine, since, guess_sole_line=guess_sole_line)
+                return _mark_untouched_since(diagnosis, st.st_mtime, since)
+            f.seek(0)
             diagnosis = _run(f, st.st_size, engine, since, path=str(p), guess_sole_line=guess_sole_line)
             return _mark_untouched_since(diagnosis, st.st_mtime, since)
     except IsADirectoryError as exc:
         raise BadInput("is a directory, not a log file", path=p) from exc
     except OSError as exc:
         raise BadInput(f"cannot read log: {exc.strerror or exc}", path=p) from exc
+
+
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+
+
+@contextlib.contextmanager
+def _utf16_as_utf8(f):
+    """(stream, size) of a UTF-16 file's text as UTF-8, decoded in chunks (spooled to disk past
+    64 MiB, so a big log is not held in memory twice)."""
+    import codecs
+    import tempfile
+
+    decoder = codecs.getincrementaldecoder("utf-16")(errors="replace")  # the BOM says the order
+    f.seek(0)
+    with tempfile.SpooledTemporaryFile(max_size=64 << 20) as out:
+        while chunk := f.read(1 << 20):
+            out.write(decoder.decode(chunk).encode("utf-8"))
+        out.write(decoder.decode(b"", final=True).encode("utf-8"))
+        size = out.tell()
+        out.seek(0)
+        yield out, size
+
+
+def decode_log_bytes(data: bytes) -> str:
+    """A whole log's text as triage_file reads it: UTF-16 when it starts with a UTF-16 BOM, else
+    UTF-8 with undecodable bytes replaced."""
+    if data[:2] in _UTF16_BOMS:
+        return data.decode("utf-16", errors="replace")
+    return data.decode("utf-8", errors="replace")
 
 
 def _mark_untouched_since(diagnosis: Diagnosis, mtime: float, since: datetime | None) -> Diagnosis:
