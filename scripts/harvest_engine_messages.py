@@ -127,7 +127,10 @@ KEYWORDS: list[tuple[str, str]] = [
 # platform module that says "attention backend" is the backend selector.
 OVERRIDES: list[tuple[str, str]] = [
     ("kv_cache_dtype", r"quantized (?:kv|v) cache|v cache quantization|kv[-_ ]cache[-_ ]dtype|"
-                       r"fp8 kv[-_ ]cache|fp8 kv\b"),
+                       r"fp8\w* kv[-_ ]cache|fp8 kv\b"),
+    # a weight shard that does not split evenly: the tensor-parallel size is what to change
+    ("tp_divisibility", r"(?:partition|output[_ ]size|input[_ ]size|shard)\w*.{0,60}(?:divisible|aligned)|"
+                        r"(?:divisible|aligned).{0,60}(?:partition|tensor[_ ]parallel|tp[_ ]size)"),
     # the model's length set against the KV budget: the length is the setting to change
     ("max_model_len", r"max(?:imum)?[-_ ](?:model|seq)[-_ ]len"),
     # llama.cpp sizes its compute buffers by the context and micro-batch (-c, -ub): the KV side
@@ -313,6 +316,18 @@ def is_evidence(template: str) -> bool:
     return len(words) == 3 and sum(len(w) for w in words) >= MIN_LETTERS_OF_THREE
 
 
+_TRAILING_VALUES = re.compile(r"(?:\s|\{\})+$")
+_FAILED_CLAUSE = re.compile(r"(?:fail\w*|error|exception|could not|unable to)\b[^.!?:]*:$", re.IGNORECASE)
+
+
+def is_wrapper(template: str) -> bool:
+    """A message that ends by quoting another error ("Capture cuda graph failed: {}"): what
+    failed is the quoted error, which may be of any kind; the wrapper is not evidence of one.
+    ("Unsupported model type: {}" quotes a name, not an error, and is kept.)"""
+    stripped = _TRAILING_VALUES.sub("", template)
+    return stripped != template.rstrip() and bool(_FAILED_CLAUSE.search(stripped))
+
+
 def categorise(engine: str, path: str, template: str, kind: str = "raise") -> str | None:
     """The category a message of a module stands for, or None when it is no evidence.
 
@@ -321,7 +336,7 @@ def categorise(engine: str, path: str, template: str, kind: str = "raise") -> st
     module they guard the code's own invariants, and a log that shows one shows an engine bug.
     """
     read, category = module_category(engine, path)
-    if not read or not is_evidence(template):
+    if not read or not is_evidence(template) or is_wrapper(template):
         return None
     if kind in ("assert", "abort") and category is not None:
         return None

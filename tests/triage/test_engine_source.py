@@ -105,7 +105,7 @@ def test_c_messages_become_templates(harvest):
 @pytest.mark.parametrize("engine, path, template, category", [
     ("vllm", "vllm/model_executor/models/registry.py", "Model architectures {} are not supported for now.",
      "unsupported_arch"),
-    ("vllm", "vllm/model_executor/layers/quantization/awq.py", "The input size is not aligned with the weights",
+    ("vllm", "vllm/model_executor/layers/quantization/awq.py", "Marlin does not support this weight group size",
      "quantization_support"),
     ("vllm", "vllm/platforms/rocm.py", "GCN arch {} has too few digits to derive a capability",
      "cuda_driver_arch"),
@@ -114,10 +114,13 @@ def test_c_messages_become_templates(harvest):
     ("vllm", "vllm/config/model.py", "User-specified max_model_len ({}) is greater than the derived length",
      "max_model_len"),
     # overrides in any module: a device backend's allocation failure is memory, not a driver fault
-    ("llama.cpp", "ggml/src/ggml-cuda/ggml-cuda.cu", "{}: allocating {} MiB on device {}: cudaMalloc failed: {}",
+    ("llama.cpp", "ggml/src/ggml-metal/ggml-metal-device.m", "{}: error: failed to allocate buffer, size = {} MiB",
      "oom_weights"),
     ("vllm", "vllm/v1/attention/backends/mla/triton_mla.py", "TritonMLA V1 with FP8 KV cache not yet supported",
      "kv_cache_dtype"),
+    # a quantized weight shard that does not split evenly: the TP size is what to change
+    ("vllm", "vllm/model_executor/layers/quantization/utils/marlin_utils.py",
+     "Weight input_size_per_partition = {} is not divisible by min_thread_k = {}.", "tp_divisibility"),
 ])
 def test_module_and_keywords_decide_the_category(harvest, engine, path, template, category):
     assert harvest.categorise(engine, path, template) == category
@@ -135,6 +138,14 @@ def test_what_is_not_evidence_gets_no_category(harvest):
                               "weight scales have the wrong shape for this layer", kind="assert") is None
     # a mixed module's message no keyword names
     assert harvest.categorise("vllm", "vllm/config/model.py", "Seed must be set before the engine starts") is None
+    # a wrapper that quotes another error: the quoted error says what failed, not the wrapper
+    assert harvest.categorise("sglang", "sglang/srt/model_executor/cuda_graph_runner.py",
+                              "Capture cuda graph failed: {}\n{}") is None
+    assert harvest.categorise("llama.cpp", "ggml/src/ggml-cuda/ggml-cuda.cu",
+                              "{}: allocating {} MiB on device {}: cudaMalloc failed: {}") is None
+    assert harvest.categorise("vllm", "vllm/model_executor/models/registry.py",
+                              "Model architectures {} are not supported for now. Supported architectures: {}") \
+        == "unsupported_arch"
 
 
 def test_harvest_of_two_releases_gives_ranges_and_drops_ambiguous_templates(harvest, tmp_path):
