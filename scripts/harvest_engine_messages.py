@@ -51,7 +51,7 @@ MODULES: list[tuple[str, str, str | None]] = [
     # vLLM
     ("vllm", r"vllm/model_executor/models/registry\.py$", "unsupported_arch"),  # the model registry
     ("vllm", r"vllm/model_executor/models/(?:interfaces|interfaces_base)\.py$", "unsupported_arch"),
-    ("vllm", r"vllm/model_executor/model_loader/(?:utils|base_loader|default_loader)\.py$", None),
+    ("vllm", r"vllm/model_executor/model_loader/(?:utils|base_loader|default_loader|loader)\.py$", None),
     ("vllm", r"vllm/model_executor/model_loader/(?:bitsandbytes|gguf)_loader\.py$", "quantization_support"),
     ("vllm", r"vllm/model_executor/layers/quantization/", "quantization_support"),  # quant methods
     ("vllm", r"vllm/attention/(?:selector|layer)\.py$|vllm/attention/backends/", "attention_backend"),

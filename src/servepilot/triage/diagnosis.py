@@ -241,7 +241,7 @@ def _basis(group: _Group) -> str:
     return "signature"
 
 
-def _cause(group: _Group, basis: str | None = None) -> Cause:
+def _cause(group: _Group, basis: str | None = None, engine: str | None = None) -> Cause:
     ev, m = group.first, group.match
     processes = tuple(sorted({p for p, _ in group.keys if p}))
     count = len(group.keys) if processes else group.occurrences
@@ -271,7 +271,7 @@ def _cause(group: _Group, basis: str | None = None) -> Cause:
         explanation = f"{what}{where} that no servepilot signature knows; the excerpt is the engine's own words."
         by_frames = guess_from_frames(ev.lines)
         by_words = guess_category(_words_of(ev))
-        by_source = match_engine_message(ev.message)
+        by_source = match_engine_message(ev.message, engine)
         if by_source is not None:
             # the engine's own refusal, read from its source: surer than where or how it is worded
             category, basis = by_source.category, "engine-source"
@@ -543,7 +543,7 @@ def decide(
             f"{asm.old_lines} lines (first at line {asm.first_old_line}) are older than the run's start; they were "
             f"ignored"
         )
-    root_cause = _cause(root, root_basis) if root else None
+    root_cause = _cause(root, root_basis, engine) if root else None
     alternatives = _alternatives(root, root_cause, candidates) if root else ()
     if root_cause is not None and any(a.basis in ("signature", "warning-explains") for a in alternatives):
         root_cause = replace(root_cause, confidence=min(root_cause.confidence, _COMPETED))
