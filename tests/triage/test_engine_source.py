@@ -1,5 +1,5 @@
 """The engine-source tier: templates harvested from the engines' sdists name what an error is
-when no signature knows it (triage/engine_source.py, scripts/harvest_engine_messages.py).
+when no signature knows it (triage/engine_source.py, tools/harvest_engine_messages.py).
 
 Generator tests run the harvester's own functions on small inline sources. Tier tests use
 lines printed from templates that are in the packaged data file (each case names the entry's
@@ -31,7 +31,7 @@ from servepilot.triage.engine_source import (
 )
 from servepilot.triage.signatures import Matcher, load_signatures
 
-_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "harvest_engine_messages.py"
+_SCRIPT = Path(__file__).resolve().parents[2] / "tools" / "harvest_engine_messages.py"
 
 
 @pytest.fixture(scope="module")

@@ -276,8 +276,8 @@ def _cause(group: _Group, basis: str | None = None, engine: str | None = None) -
             # the engine's own refusal, read from its source: surer than where or how it is worded
             category, basis = by_source.category, "engine-source"
             explanation += (
-                f" Its message is one {by_source.engine} raises in {by_source.source} (seen in "
-                f"releases {by_source.versions}), a {category} part of it, so it is filed under {category}."
+                f" The engine raises this message itself: {by_source.engine} {by_source.source} (in releases "
+                f"{by_source.versions}), a module whose refusals are {category}, so it is filed under {category}."
             )
         elif by_frames is not None:
             category, basis = by_frames[0], "frames"

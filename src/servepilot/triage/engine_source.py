@@ -5,7 +5,7 @@ raise many more refusals than that ("... is not supported on ...", "Pipeline par
 not supported for this model ..."), and a refusal nobody here has met yet is still the
 engine's own words about what it would not do. engine_messages.json lists those words: message
 templates harvested from the raise and error-log calls of chosen modules of each engine's
-sdist (scripts/harvest_engine_messages.py), each with the category of the module it lives in,
+sdist (tools/harvest_engine_messages.py), each with the category of the module it lives in,
 the file@version it was read from and the PEP 440 range of releases it was seen in.
 
 diagnosis.py asks this module only about an error no signature knows; a match decides that

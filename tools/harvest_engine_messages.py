@@ -1,11 +1,23 @@
-"""Harvest the engines' own refusal messages from their unpacked sdists into triage data.
+#!/usr/bin/env python3
+"""Maintainers' tool: harvest the engines' own refusal messages from their sdists into triage data.
 
-Run offline, by hand, over source trees given as paths (never in CI):
+Run offline, by hand, over unpacked source trees given as paths (never in CI). The packaged
+src/servepilot/triage/engine_messages.json was made from the PyPI sdists of vllm 0.5.5, 0.6.6,
+0.8.5, 0.10.2, 0.11.0, 0.14.1, 0.19.0, 0.34.0, sglang 0.3.6, 0.4.1.post7, 0.4.5.post3,
+0.4.10.post2, 0.5.5.post3, 0.5.9 (0.5.23: its wheel, the release has no sdist) and
+llama-cpp-python 0.3.2 and 0.3.36 (which vendor llama.cpp 74d73dc85 and 0c1e57098, as their
+CHANGELOG says), each unpacked under S:
 
-    python scripts/harvest_engine_messages.py \\
-        vllm=0.11.0=/tmp/src/vllm-0.11.0 sglang=0.5.9=/tmp/src/sglang-0.5.9 \\
-        llama.cpp=0.3.36=/tmp/src/llama_cpp_python-0.3.36/vendor/llama.cpp=llama.cpp@0c1e57098 \\
+    python tools/harvest_engine_messages.py \
+        vllm=0.5.5=S/vllm-0.5.5 ... vllm=0.34.0=S/vllm-0.34.0 \
+        sglang=0.3.6=S/sglang-0.3.6 ... sglang=0.5.23=S/sglang-0.5.23 \
+        llama.cpp=0.3.2=S/llama_cpp_python-0.3.2/vendor/llama.cpp=74d73dc85 \
+        llama.cpp=0.3.36=S/llama_cpp_python-0.3.36/vendor/llama.cpp=0c1e57098 \
         --out src/servepilot/triage/engine_messages.json
+
+(`pip download --no-deps --no-binary :all: vllm==V` fetches an sdist; vLLM's build step needs
+torch, so where pip stops there, fetch the sdist file pip names.) Listing releases in
+ascending order is not needed: ranges are computed from the versions.
 
 Each SPEC is ENGINE=VERSION=PATH[=TAG]. PATH is the tree that holds the package (`vllm/`,
 `sglang/`) or llama.cpp's `src/`, `ggml/`, `tools/`. TAG names the release in sources
@@ -431,7 +443,7 @@ def build(trees: list[Tree]) -> dict:
         })
     return {
         "schema": "servepilot.engine-messages/1",
-        "generated_by": "scripts/harvest_engine_messages.py",
+        "generated_by": "tools/harvest_engine_messages.py",
         "harvested": {
             engine: [next(t.tag for t in trees if t.engine == engine and t.version == v) for v in sorted(vs)]
             for engine, vs in harvested.items()
