@@ -51,7 +51,7 @@ def harvest():
 
 def test_template_regex_escapes_literals_and_makes_values_lazy_wildcards():
     regex = template_regex("Model architectures {} are not supported for now (see {}).")
-    assert regex == r"Model\s+architectures.*?are\s+not\s+supported\s+for\s+now\s+\(see.*?\)\."
+    assert regex == r"Model\s+architectures(?>.*?are\s+not\s+supported\s+for\s+now\s+\(see)(?>.*?\)\.)"
     pattern = re.compile(regex)
     assert pattern.search("ValueError: Model architectures ['FooForCausalLM'] are not supported for now (see docs).")
     assert not pattern.search("Model architectures ['Foo'] are supported for now (see docs).")
@@ -272,3 +272,20 @@ def test_the_data_is_not_loaded_until_an_unknown_error_needs_it():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "0"
+
+
+def test_a_line_that_repeats_a_templates_pieces_without_its_end_is_answered():
+    # Every piece of the template but its last, forty times over: lazy wildcards that backtrack
+    # would try each combination of places (seconds per line); the atomic ones take the first.
+    template = "Backend {} already exists in {}. Use register_backend({}.{}, '{}') to override."
+    entry = next((m for m in load_messages() if m.template == template), None)
+    messages = (entry,) if entry is not None else parse_messages({"entries": [
+        {"engine": "sglang", "category": "attention_backend", "template": template, "source": "x.py@v1",
+         "versions": ">=1"}]})
+    pieces = [p.strip() for p in template_parts(template) if p.strip()]
+    line = ((" ".join(pieces[:-1]) + " ") * 40)[:2000]
+    assert "(?>" in messages[0].pattern.pattern
+    assert match_engine_message(line, messages=messages) is None
+    assert match_engine_message(line + " " + pieces[-1], messages=messages) is None  # beyond the searched part
+    short = " ".join(pieces)
+    assert match_engine_message(short, messages=messages) is messages[0]

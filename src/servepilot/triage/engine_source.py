@@ -14,8 +14,9 @@ than a signature, which also carries an explanation and remedies). The data is l
 first such question, never at import: most triage runs meet no unknown error.
 
 A template is the message with each interpolated value written `{}` (and a literal brace
-doubled, as in str.format). Its regex is the literal parts, escaped, joined by lazy wildcards;
-runs of spaces match any whitespace (a reporter's paste rewraps lines).
+doubled, as in str.format). Its regex is the literal parts, escaped, joined by lazy wildcards
+(atomic, so a hostile line cannot make it backtrack); runs of spaces match any whitespace (a
+reporter's paste rewraps lines).
 """
 
 from __future__ import annotations
@@ -57,7 +58,13 @@ def template_regex(template: str) -> str:
     pieces = [p.strip() for p in template_parts(template)]
     pieces = [p for p in pieces if p]
     escaped = [r"\s+".join(re.escape(word) for word in _SPACES.split(p)) for p in pieces]
-    return ".*?".join(escaped)
+    if not escaped:
+        return ""
+    # Each wildcard and the piece after it form an atomic group: the first place the piece
+    # appears is taken and never revisited. Plain lazy wildcards would try every combination
+    # of places when the last piece is missing (seconds per line on a hostile log); taking the
+    # first place each time finds the pieces in order whenever they are there at all.
+    return escaped[0] + "".join(f"(?>.*?{piece})" for piece in escaped[1:])
 
 
 def literal_words(template: str) -> list[str]:
