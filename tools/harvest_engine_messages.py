@@ -86,6 +86,9 @@ MODULES: list[tuple[str, str, str | None]] = [
     ("sglang", r"sglang/srt/models/registry\.py$", "unsupported_arch"),
     ("sglang", r"sglang/srt/layers/quantization/", "quantization_support"),
     ("sglang", r"sglang/srt/layers/attention/", "attention_backend"),
+    # a device backend's own quantization and attention modules are those parts, not the device
+    ("sglang", r"sglang/srt/hardware_backend/\w+/quantization/", "quantization_support"),
+    ("sglang", r"sglang/srt/hardware_backend/\w+/attention/", "attention_backend"),
     ("sglang", r"sglang/srt/platforms/|sglang/srt/hardware_backend/", "cuda_driver_arch"),
     ("sglang", r"sglang/srt/distributed/(?:parallel_state|utils|communication_op)\.py$", "nccl_distributed"),
     ("sglang", r"sglang/srt/distributed/device_communicators/", "nccl_distributed"),
@@ -153,7 +156,13 @@ OVERRIDES: list[tuple[str, str]] = [
     ("oom_weights", r"out of memory|malloc failed|failed to allocate (?:\{\} )?(?:buffer|\{\} ?mib|memory)|"
                     r"can't allocate|cannot allocate|not enough memory|free memory"),
     ("attention_backend", r"(?:attention|selected) backend"),
+    # a platform or model refusing a quantization method: the method (or the checkpoint that
+    # declares it) is what to change (not an attention backend's fused-output quantization)
+    ("quantization_support", r"quantization (?:method )?(?:is )?(?:currently |yet )?not supported|"
+                             r"not supported for quantization|does not support .{0,30}quantization"),
 ]
+# overrides that do not apply in modules of these categories
+OVERRIDE_EXCEPT = {"quantization_support": {"attention_backend"}}
 
 MIN_WORDS = 4  # content words a template needs to be evidence (3 will do when they are long)
 MIN_LETTERS_OF_THREE = 22
@@ -353,6 +362,8 @@ def categorise(engine: str, path: str, template: str, kind: str = "raise") -> st
     if kind in ("assert", "abort") and category is not None:
         return None
     for override, pattern in OVERRIDES:
+        if category in OVERRIDE_EXCEPT.get(override, ()):
+            continue
         if re.search(pattern, template, re.IGNORECASE):
             return override
     return category if category is not None else keyword_category(template)

@@ -118,6 +118,14 @@ def test_c_messages_become_templates(harvest):
      "oom_weights"),
     ("vllm", "vllm/v1/attention/backends/mla/triton_mla.py", "TritonMLA V1 with FP8 KV cache not yet supported",
      "kv_cache_dtype"),
+    # a platform refusing a quantization method; a device backend's own quantization module
+    ("vllm", "vllm/platforms/interface.py", "{} quantization is currently not supported in {}.",
+     "quantization_support"),
+    ("sglang", "sglang/srt/hardware_backend/gpu/quantization/gptq_kernels.py",
+     "GPTQ CUDA kernels are unavailable on the current platform.", "quantization_support"),
+    # but an attention backend's fused-output quantization stays the backend's
+    ("vllm", "vllm/v1/attention/backends/triton_attn.py",
+     "fused output quantization is not supported for TritonAttentionImpl", "attention_backend"),
     # a quantized weight shard that does not split evenly: the TP size is what to change
     ("vllm", "vllm/model_executor/layers/quantization/utils/marlin_utils.py",
      "Weight input_size_per_partition = {} is not divisible by min_thread_k = {}.", "tp_divisibility"),
