@@ -32,7 +32,8 @@ LLAMA_LOG_ERROR, GGML_LOG_ERROR, LOG_ERR, SRV_ERR and GGML_ABORT. Each message b
 template (servepilot/triage/engine_source.py): literal text with `{}` where a value is
 interpolated (f-string fields, `%s`-style and `.format` fields, concatenated expressions).
 A template with too few literal words says nothing about a failure ("Unsupported dtype {}")
-and is dropped (MIN_WORDS); so is one that two modules of different categories both raise.
+and is dropped (engine_source.is_evidence); so is one that two modules of different
+categories both raise.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ from pathlib import Path
 from packaging.version import Version
 
 from servepilot.categories import check_category
-from servepilot.triage.engine_source import literal_words, template_regex
+from servepilot.triage.engine_source import is_evidence, literal_words, template_regex
 
 # --------------------------------------------------------------------------- what means what
 # Which modules are read, and the category of a refusal raised there. First match wins. A row
@@ -126,7 +127,8 @@ KEYWORDS: list[tuple[str, str]] = [
                           r"flash attention"),
     ("tokenizer_template", r"tokeniz|chat template|chat_template|vocab"),
     ("unsupported_arch", r"architecture|model type|model_type|not supported model|unknown model|"
-                         r"(?:not|only) supported (?:for|by) (?:this|the following) model"),
+                         r"(?:not|only) supported (?:for|by) (?:this|the following) model|"
+                         r"model .{0,40}does not support (?:lora|pipeline)"),
     ("cuda_driver_arch", r"compute capability|\bdriver\b|\bdevice\b|\bgpu\b|\bcuda\b|\brocm\b|"
                          r"\bhip\b|backend .*not available"),
     ("port_in_use", r"\bbind\b|address already in use|\bport\b"),
@@ -164,8 +166,6 @@ OVERRIDES: list[tuple[str, str]] = [
 # overrides that do not apply in modules of these categories
 OVERRIDE_EXCEPT = {"quantization_support": {"attention_backend"}}
 
-MIN_WORDS = 4  # content words a template needs to be evidence (3 will do when they are long)
-MIN_LETTERS_OF_THREE = 22
 
 # --------------------------------------------------------------------------- Python sources
 _LOG_METHODS = {"error", "critical", "fatal", "exception"}
@@ -313,28 +313,6 @@ def keyword_category(template: str) -> str | None:
         if re.search(pattern, raw) or re.search(pattern, text):
             return category
     return None
-
-
-# Words that say nothing about what failed ("module {} has no attribute {}" is Python's own
-# AttributeError retold: it would match any such error).
-_STOP_WORDS = frozenset(
-    "the and for not has have had are was were but with this that these those from into its you your "
-    "can cannot could should would will may might got get set use used using than then there here "
-    "which when what where who all any one two only also been being does did done".split()
-)
-
-
-def content_words(template: str) -> list[str]:
-    """The literal words of three letters or more that are not function words."""
-    return [w for w in literal_words(template) if len(w) >= 3 and w.lower() not in _STOP_WORDS]
-
-
-def is_evidence(template: str) -> bool:
-    """Whether a template says enough in its own words to name a failure."""
-    words = content_words(template)
-    if len(words) >= MIN_WORDS:
-        return True
-    return len(words) == 3 and sum(len(w) for w in words) >= MIN_LETTERS_OF_THREE
 
 
 _TRAILING_VALUES = re.compile(r"(?:\s|\{\})+$")

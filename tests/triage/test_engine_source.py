@@ -26,6 +26,7 @@ from servepilot.triage.engine_source import (
     load_messages,
     match_engine_message,
     parse_messages,
+    template_head,
     template_parts,
     template_regex,
 )
@@ -60,6 +61,16 @@ def test_template_regex_escapes_literals_and_makes_values_lazy_wildcards():
 def test_doubled_braces_are_literal_and_outer_values_are_dropped():
     assert template_parts("{}: dict {{a}} got {}") == ["", ": dict {a} got ", ""]
     assert template_regex("{}: dict {{a}} got {}") == r":\s+dict\s+\{a\}\s+got"
+
+
+def test_a_templates_first_sentence_stands_for_it_when_the_paste_is_cut():
+    template = "Model architectures {} are not supported for now. Supported architectures: {}"
+    assert template_head(template) == "Model architectures {} are not supported for now."
+    assert template_head("Unsupported dtype {}. Use another.") is None  # too few words alone
+    assert template_head("Model architectures {} are not supported for now.") is None  # nothing follows
+    # vllm/model_executor/models/registry.py@v0.34.0, the line as a reporter pasted it
+    found = match_engine_message("ValueError: Model architectures ['EagleFooForCausalLM'] are not supported for now.")
+    assert found is not None and found.template == template and found.category == "unsupported_arch"
 
 
 def test_python_messages_become_templates(harvest):

@@ -72,6 +72,47 @@ def literal_words(template: str) -> list[str]:
     return _WORD.findall(" ".join(template_parts(template)))
 
 
+# Words that say nothing about what failed ("module {} has no attribute {}" is Python's own
+# AttributeError retold: it would match any such error).
+_STOP_WORDS = frozenset(
+    "the and for not has have had are was were but with this that these those from into its you your "
+    "can cannot could should would will may might got get set use used using than then there here "
+    "which when what where who all any one two only also been being does did done".split()
+)
+MIN_WORDS = 4  # content words a template needs to be evidence (3 will do when they are long)
+MIN_LETTERS_OF_THREE = 22
+
+
+def content_words(template: str) -> list[str]:
+    """The literal words of three letters or more that are not function words."""
+    return [w for w in literal_words(template) if len(w) >= 3 and w.lower() not in _STOP_WORDS]
+
+
+def is_evidence(template: str) -> bool:
+    """Whether a template says enough in its own words to name a failure."""
+    words = content_words(template)
+    if len(words) >= MIN_WORDS:
+        return True
+    return len(words) == 3 and sum(len(w) for w in words) >= MIN_LETTERS_OF_THREE
+
+
+_SENTENCE_END = re.compile(r"[.!?](?=\s)")
+
+
+def template_head(template: str) -> str | None:
+    """The template's first sentence, when more follows and that sentence is evidence alone.
+
+    Reporters paste the line an engine printed, often cut short ("Model architectures
+    ['X'] are not supported for now." without the list of supported ones that follows): the
+    first sentence of an engine's message says what it refused.
+    """
+    m = _SENTENCE_END.search(template)
+    if m is None or not template[m.end():].strip():
+        return None
+    head = template[:m.end()]
+    return head if is_evidence(head) else None
+
+
 @dataclass(frozen=True)
 class EngineMessage:
     """One harvested template: what it says, what it means, where it was read."""
@@ -89,6 +130,13 @@ class EngineMessage:
         message's needle rules out all but a handful."""
         return _compile(template_regex(self.template))
 
+    def matches(self, message: str) -> bool:
+        """The message was printed from this template: all of it, or its first sentence."""
+        if self.pattern.search(message):
+            return True
+        head = template_head(self.template)
+        return head is not None and _compile(template_regex(head)).search(message) is not None
+
 
 @functools.lru_cache(maxsize=4096)
 def _compile(regex: str) -> re.Pattern[str]:
@@ -96,7 +144,10 @@ def _compile(regex: str) -> re.Pattern[str]:
 
 
 def _needle(template: str) -> str:
-    return max((p.strip().lower() for p in template_parts(template)), key=len)
+    """The longest literal piece of the template's first sentence (or of all of it): a message
+    that holds the template, or only its first sentence, holds this."""
+    head = template_head(template) or template
+    return max((p.strip().lower() for p in template_parts(head)), key=len)
 
 
 def parse_messages(data: dict) -> tuple[EngineMessage, ...]:
@@ -139,7 +190,7 @@ def match_engine_message(message: str, engine: str | None = None,
     lowered = text.lower()
     found = [
         m for m in (messages if messages is not None else load_messages())
-        if m.needle in lowered and m.pattern.search(text)
+        if m.needle in lowered and m.matches(text)
     ]
     if not found:
         return None
