@@ -64,15 +64,31 @@ MODULES: list[tuple[str, str, str | None]] = [
     # vLLM
     ("vllm", r"vllm/model_executor/models/registry\.py$", "unsupported_arch"),  # the model registry
     ("vllm", r"vllm/model_executor/models/(?:interfaces|interfaces_base)\.py$", "unsupported_arch"),
-    ("vllm", r"vllm/model_executor/model_loader/(?:utils|base_loader|default_loader|loader)\.py$", None),
-    ("vllm", r"vllm/model_executor/model_loader/(?:bitsandbytes|gguf)_loader\.py$", "quantization_support"),
+    (
+        "vllm",
+        r"vllm/model_executor/model_loader/(?:utils|base_loader|default_loader|loader)\.py$",
+        None,
+    ),
+    (
+        "vllm",
+        r"vllm/model_executor/model_loader/(?:bitsandbytes|gguf)_loader\.py$",
+        "quantization_support",
+    ),
     ("vllm", r"vllm/model_executor/layers/quantization/", "quantization_support"),  # quant methods
-    ("vllm", r"vllm/attention/(?:selector|layer)\.py$|vllm/attention/backends/", "attention_backend"),
+    (
+        "vllm",
+        r"vllm/attention/(?:selector|layer)\.py$|vllm/attention/backends/",
+        "attention_backend",
+    ),
     ("vllm", r"vllm/v1/attention/", "attention_backend"),
     ("vllm", r"vllm/platforms/", "cuda_driver_arch"),  # device checks: CUDA, ROCm, XPU, TPU, CPU
     # process groups and communicators; not the KV/EC/weight transfer connectors, expert
     # balancing or elastic EP, whose messages are about those features, not the ranks' links
-    ("vllm", r"vllm/distributed/(?:parallel_state|utils|communication_op)\.py$", "nccl_distributed"),
+    (
+        "vllm",
+        r"vllm/distributed/(?:parallel_state|utils|communication_op)\.py$",
+        "nccl_distributed",
+    ),
     ("vllm", r"vllm/distributed/device_communicators/(?!all2all|shm_object)", "nccl_distributed"),
     ("vllm", r"vllm/executor/ray_utils\.py$|vllm/v1/executor/ray_utils\.py$", "nccl_distributed"),
     ("vllm", r"vllm/transformers_utils/tokenizers?\b|vllm/tokenizers/", "tokenizer_template"),
@@ -91,7 +107,11 @@ MODULES: list[tuple[str, str, str | None]] = [
     ("sglang", r"sglang/srt/hardware_backend/\w+/quantization/", "quantization_support"),
     ("sglang", r"sglang/srt/hardware_backend/\w+/attention/", "attention_backend"),
     ("sglang", r"sglang/srt/platforms/|sglang/srt/hardware_backend/", "cuda_driver_arch"),
-    ("sglang", r"sglang/srt/distributed/(?:parallel_state|utils|communication_op)\.py$", "nccl_distributed"),
+    (
+        "sglang",
+        r"sglang/srt/distributed/(?:parallel_state|utils|communication_op)\.py$",
+        "nccl_distributed",
+    ),
     ("sglang", r"sglang/srt/distributed/device_communicators/", "nccl_distributed"),
     ("sglang", r"sglang/srt/model_executor/cuda_graph_runner\.py$", "cuda_graph"),
     ("sglang", r"sglang/srt/(?:utils/)?hf_transformers_utils\.py$", None),  # tokenizer and config
@@ -106,7 +126,11 @@ MODULES: list[tuple[str, str, str | None]] = [
     ("llama.cpp", r"^src/llama-(?:vocab|chat)\.cpp$", "tokenizer_template"),
     ("llama.cpp", r"^src/llama-(?:context|kv-cache)\.cpp$", None),
     ("llama.cpp", r"vulkan-shaders/", "skip"),  # a build-time shader generator
-    ("llama.cpp", r"^ggml/src/ggml-(?:cuda|vulkan|metal|sycl|cann|hip|musa|opencl)/", "cuda_driver_arch"),
+    (
+        "llama.cpp",
+        r"^ggml/src/ggml-(?:cuda|vulkan|metal|sycl|cann|hip|musa|opencl)/",
+        "cuda_driver_arch",
+    ),
     ("llama.cpp", r"^ggml/src/ggml-backend(?:-reg)?\.cpp$", None),
     ("llama.cpp", r"^tools/server/server(?:-http)?\.cpp$|^examples/server/server\.cpp$", None),
 ]
@@ -116,21 +140,36 @@ MODULES: list[tuple[str, str, str | None]] = [
 # about a log line, since the text they read is the engine's own template.
 KEYWORDS: list[tuple[str, str]] = [
     ("remote_code", r"trust[_ ]remote[_ ]code"),
-    ("kv_cache_dtype", r"kv[_ ]cache[_ ]dtype|kv cache dtype|fp8 kv|kv_cache_quant|quantized (?:kv|v) cache"),
-    ("max_model_len", r"max_model_len|max[_ ]seq[_ ]len|context length|context_length|max_position|"
-                      r"n_ctx_train|context size|rope[_ ]scaling"),
+    (
+        "kv_cache_dtype",
+        r"kv[_ ]cache[_ ]dtype|kv cache dtype|fp8 kv|kv_cache_quant|quantized (?:kv|v) cache",
+    ),
+    (
+        "max_model_len",
+        r"max_model_len|max[_ ]seq[_ ]len|context length|context_length|max_position|"
+        r"n_ctx_train|context size|rope[_ ]scaling",
+    ),
     ("oom_kv_cache", r"cache blocks|kv cache|kv_cache|num_gpu_blocks|memory pool|token_to_kv_pool"),
     ("tp_divisibility", r"divisible|tensor[_ ]parallel[_ ]size|tp[_ ]size|must divide"),
     ("cuda_graph", r"cuda ?graph|cudagraph"),
     ("quantization_support", r"quantiz|\bquant\b|gptq|\bawq\b|fp8|bitsandbytes|\bgguf type|marlin"),
-    ("attention_backend", r"attention backend|attention_backend|flashinfer|flash[_ ]?attn|"
-                          r"flash attention"),
+    (
+        "attention_backend",
+        r"attention backend|attention_backend|flashinfer|flash[_ ]?attn|"
+        r"flash attention",
+    ),
     ("tokenizer_template", r"tokeniz|chat template|chat_template|vocab"),
-    ("unsupported_arch", r"architecture|model type|model_type|not supported model|unknown model|"
-                         r"(?:not|only) supported (?:for|by) (?:this|the following) model|"
-                         r"model .{0,40}does not support (?:lora|pipeline)"),
-    ("cuda_driver_arch", r"compute capability|\bdriver\b|\bdevice\b|\bgpu\b|\bcuda\b|\brocm\b|"
-                         r"\bhip\b|backend .*not available"),
+    (
+        "unsupported_arch",
+        r"architecture|model type|model_type|not supported model|unknown model|"
+        r"(?:not|only) supported (?:for|by) (?:this|the following) model|"
+        r"model .{0,40}does not support (?:lora|pipeline)",
+    ),
+    (
+        "cuda_driver_arch",
+        r"compute capability|\bdriver\b|\bdevice\b|\bgpu\b|\bcuda\b|\brocm\b|"
+        r"\bhip\b|backend .*not available",
+    ),
     ("port_in_use", r"\bbind\b|address already in use|\bport\b"),
     ("oom_weights", r"out of memory|failed to allocate|not enough memory|insufficient memory"),
 ]
@@ -143,25 +182,40 @@ KEYWORDS: list[tuple[str, str]] = [
 # refuses for want of memory, not for a driver fault (ggml-cuda's "cudaMalloc failed"); a
 # platform module that says "attention backend" is the backend selector.
 OVERRIDES: list[tuple[str, str]] = [
-    ("kv_cache_dtype", r"quantized (?:kv|v) cache|v cache quantization|kv[-_ ]cache[-_ ]dtype|"
-                       r"fp8\w* kv[-_ ]cache|fp8 kv\b"),
+    (
+        "kv_cache_dtype",
+        r"quantized (?:kv|v) cache|v cache quantization|kv[-_ ]cache[-_ ]dtype|"
+        r"fp8\w* kv[-_ ]cache|fp8 kv\b",
+    ),
     # a weight shard that does not split evenly: the tensor-parallel size is what to change
-    ("tp_divisibility", r"(?:partition|output[_ ]size|input[_ ]size|shard)\w*.{0,60}(?:divisible|aligned)|"
-                        r"(?:divisible|aligned).{0,60}(?:partition|tensor[_ ]parallel|tp[_ ]size)"),
+    (
+        "tp_divisibility",
+        r"(?:partition|output[_ ]size|input[_ ]size|shard)\w*.{0,60}(?:divisible|aligned)|"
+        r"(?:divisible|aligned).{0,60}(?:partition|tensor[_ ]parallel|tp[_ ]size)",
+    ),
     # the model's length set against the KV budget: the length is the setting to change
     ("max_model_len", r"max(?:imum)?[-_ ](?:model|seq)[-_ ]len"),
     # llama.cpp sizes its compute buffers by the context and micro-batch (-c, -ub): the KV side
-    ("oom_kv_cache", r"failed to allocate compute (?:pp |tg )?buffers|"
-                     r"(?:allocate|memory)\b.{0,40}\b(?:kv[-_ ]cache|cache blocks)|"
-                     r"(?:kv[-_ ]cache|cache blocks)\b.{0,40}\b(?:allocate|memory)|"
-                     r"increase\W+(?:the\W+)?(?:--)?mem[-_]fraction[-_]static"),
-    ("oom_weights", r"out of memory|malloc failed|failed to allocate (?:\{\} )?(?:buffer|\{\} ?mib|memory)|"
-                    r"can't allocate|cannot allocate|not enough memory|free memory"),
+    (
+        "oom_kv_cache",
+        r"failed to allocate compute (?:pp |tg )?buffers|"
+        r"(?:allocate|memory)\b.{0,40}\b(?:kv[-_ ]cache|cache blocks)|"
+        r"(?:kv[-_ ]cache|cache blocks)\b.{0,40}\b(?:allocate|memory)|"
+        r"increase\W+(?:the\W+)?(?:--)?mem[-_]fraction[-_]static",
+    ),
+    (
+        "oom_weights",
+        r"out of memory|malloc failed|failed to allocate (?:\{\} )?(?:buffer|\{\} ?mib|memory)|"
+        r"can't allocate|cannot allocate|not enough memory|free memory",
+    ),
     ("attention_backend", r"(?:attention|selected) backend"),
     # a platform or model refusing a quantization method: the method (or the checkpoint that
     # declares it) is what to change (not an attention backend's fused-output quantization)
-    ("quantization_support", r"quantization (?:method )?(?:is )?(?:currently |yet )?not supported|"
-                             r"not supported for quantization|does not support .{0,30}quantization"),
+    (
+        "quantization_support",
+        r"quantization (?:method )?(?:is )?(?:currently |yet )?not supported|"
+        r"not supported for quantization|does not support .{0,30}quantization",
+    ),
 ]
 # overrides that do not apply in modules of these categories
 OVERRIDE_EXCEPT = {"quantization_support": {"attention_backend"}}
@@ -183,7 +237,7 @@ def _percent(text: str) -> str:
     """A %-format string to a template."""
     out, pos = [], 0
     for m in _PERCENT_SPEC.finditer(text):
-        out.append(_escape(text[pos:m.start()]))
+        out.append(_escape(text[pos : m.start()]))
         out.append("%" if m.group(0) == "%%" else "{}")
         pos = m.end()
     out.append(_escape(text[pos:]))
@@ -194,7 +248,7 @@ def _dot_format(text: str) -> str:
     """A str.format string to a template."""
     out, pos = [], 0
     for m in _FORMAT_FIELD.finditer(text):
-        out.append(_escape(text[pos:m.start()]))
+        out.append(_escape(text[pos : m.start()]))
         out.append({"{{": "{{", "}}": "}}"}.get(m.group(0), "{}"))
         pos = m.end()
     out.append(_escape(text[pos:]))
@@ -214,9 +268,13 @@ def expr_template(node: ast.expr, percent: bool = False) -> str:
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
         if isinstance(node.left, ast.Constant) and isinstance(node.left.value, str):
             return _percent(node.left.value)
-    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-            and node.func.attr == "format" and isinstance(node.func.value, ast.Constant)
-            and isinstance(node.func.value.value, str)):
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "format"
+        and isinstance(node.func.value, ast.Constant)
+        and isinstance(node.func.value.value, str)
+    ):
         return _dot_format(node.func.value.value)
     return "{}"
 
@@ -235,13 +293,26 @@ def python_templates(source: str) -> list[tuple[int, str, str]]:
             message = node.exc.args[0]
         elif isinstance(node, ast.Assert) and node.msg is not None:
             message = node.msg
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-              and node.func.attr in _LOG_METHODS and isinstance(node.func.value, ast.Name)
-              and _LOGGERS.match(node.func.value.id) and node.args):
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in _LOG_METHODS
+            and isinstance(node.func.value, ast.Name)
+            and _LOGGERS.match(node.func.value.id)
+            and node.args
+        ):
             message, percent = node.args[0], len(node.args) > 1
         if message is not None:
-            kind = "assert" if isinstance(node, ast.Assert) else "raise" if isinstance(node, ast.Raise) else "log"
-            found.append((node.lineno, kind, _PLACEHOLDERS.sub("{}", expr_template(message, percent))))
+            kind = (
+                "assert"
+                if isinstance(node, ast.Assert)
+                else "raise"
+                if isinstance(node, ast.Raise)
+                else "log"
+            )
+            found.append(
+                (node.lineno, kind, _PLACEHOLDERS.sub("{}", expr_template(message, percent)))
+            )
     return found
 
 
@@ -253,8 +324,10 @@ _C_CALL = re.compile(
 _C_STRING = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
 _C_MACRO = re.compile(r"[A-Za-z_]\w*")
 _C_ESCAPES = {"n": "\n", "t": "\t", '"': '"', "\\": "\\", "'": "'"}
-_C_SPEC = re.compile(r"%%|%[-+ #0]*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|z|j|t|L)?[diouxXeEfgGcspa]"
-                     r"|%[-+ #0]*(?:\d+|\*)?\s*$")
+_C_SPEC = re.compile(
+    r"%%|%[-+ #0]*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|z|j|t|L)?[diouxXeEfgGcspa]"
+    r"|%[-+ #0]*(?:\d+|\*)?\s*$"
+)
 
 
 def _c_unescape(text: str) -> str:
@@ -276,7 +349,12 @@ def c_templates(source: str) -> list[tuple[int, str, str]]:
                 pos = lit.end()
                 continue
             macro = _C_MACRO.match(source, pos)
-            if macro and pieces and pieces[-1].rstrip().endswith("%") or (macro and macro.group(0).startswith("PRI")):
+            if (
+                macro
+                and pieces
+                and pieces[-1].rstrip().endswith("%")
+                or (macro and macro.group(0).startswith("PRI"))
+            ):
                 pieces.append("d")  # "%" PRId64 "..." : the macro finishes a format spec
                 pos = macro.end()
                 continue
@@ -286,13 +364,19 @@ def c_templates(source: str) -> list[tuple[int, str, str]]:
         text = "".join(pieces)
         out, last = [], 0
         for m in _C_SPEC.finditer(text):
-            out.append(_escape(text[last:m.start()]))
+            out.append(_escape(text[last : m.start()]))
             out.append("%" if m.group(0) == "%%" else "{}")
             last = m.end()
         out.append(_escape(text[last:]))
         template = _PLACEHOLDERS.sub("{}", "".join(out)).strip()
         head = call.group(0)
-        kind = "abort" if head.startswith("GGML_ABORT") else "raise" if head.startswith("throw") else "log"
+        kind = (
+            "abort"
+            if head.startswith("GGML_ABORT")
+            else "raise"
+            if head.startswith("throw")
+            else "log"
+        )
         found.append((source.count("\n", 0, call.start()) + 1, kind, template))
     return found
 
@@ -316,7 +400,9 @@ def keyword_category(template: str) -> str | None:
 
 
 _TRAILING_VALUES = re.compile(r"(?:\s|\{\})+$")
-_FAILED_CLAUSE = re.compile(r"(?:fail\w*|error|exception|could not|unable to)\b[^.!?:]*:$", re.IGNORECASE)
+_FAILED_CLAUSE = re.compile(
+    r"(?:fail\w*|error|exception|could not|unable to)\b[^.!?:]*:$", re.IGNORECASE
+)
 
 
 def is_wrapper(template: str) -> bool:
@@ -379,7 +465,10 @@ def parse_spec(spec: str) -> Tree:
 def harvest_tree(tree: Tree, seen: dict[tuple[str, str], Seen]) -> int:
     count = 0
     for file in sorted(tree.root.rglob("*")):
-        if file.suffix not in (".py", ".cpp", ".cu", ".cuh", ".c", ".h", ".m", ".mm") or not file.is_file():
+        if (
+            file.suffix not in (".py", ".cpp", ".cu", ".cuh", ".c", ".h", ".m", ".mm")
+            or not file.is_file()
+        ):
             continue
         rel = file.relative_to(tree.root).as_posix()
         if not module_category(tree.engine, rel)[0]:
@@ -423,23 +512,28 @@ def build(trees: list[Tree]) -> dict:
         category = next(iter(entry.categories))
         check_category(category)
         newest = max(entry.versions)
-        entries.append({
-            "engine": engine,
-            "category": category,
-            "template": template,
-            "source": entry.versions[newest],
-            "versions": version_range(list(entry.versions), harvested[engine]),
-        })
+        entries.append(
+            {
+                "engine": engine,
+                "category": category,
+                "template": template,
+                "source": entry.versions[newest],
+                "versions": version_range(list(entry.versions), harvested[engine]),
+            }
+        )
     return {
         "schema": "servepilot.engine-messages/1",
         "generated_by": "tools/harvest_engine_messages.py",
         "harvested": {
-            engine: [next(t.tag for t in trees if t.engine == engine and t.version == v) for v in sorted(vs)]
+            engine: [
+                next(t.tag for t in trees if t.engine == engine and t.version == v)
+                for v in sorted(vs)
+            ]
             for engine, vs in harvested.items()
         },
-        "note": "versions: the releases harvested that hold the template (llama.cpp: the llama-cpp-python "
-                "release that vendors it; source names the llama.cpp commit). A template missing from "
-                "a release between two that hold it is given the whole span.",
+        "note": "versions: the releases harvested that hold the template (llama.cpp: the "
+        "llama-cpp-python release that vendors it; source names the llama.cpp commit). A "
+        "template missing from a release between two that hold it is given the whole span.",
         "entries": entries,
     }
 
@@ -448,7 +542,12 @@ def render(data: dict) -> str:
     """JSON with one entry a line: compact, and a new release's harvest diffs line by line."""
     head = {k: v for k, v in data.items() if k != "entries"}
     lines = [json.dumps(e, ensure_ascii=False, separators=(",", ":")) for e in data["entries"]]
-    return json.dumps(head, ensure_ascii=False)[:-1] + ', "entries": [\n' + ",\n".join(lines) + "\n]}\n"
+    return (
+        json.dumps(head, ensure_ascii=False)[:-1]
+        + ', "entries": [\n'
+        + ",\n".join(lines)
+        + "\n]}\n"
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -10,7 +10,12 @@ import pytest
 from servepilot.triage import triage_file
 from servepilot.triage.api import decode_log_bytes
 
-_CORPUS_LOG = Path(__file__).resolve().parents[2] / "corpus" / "full-logs" / "kartikeya-vllm-wsl-utf16-no-kv.log"
+_CORPUS_LOG = (
+    Path(__file__).resolve().parents[2]
+    / "corpus"
+    / "full-logs"
+    / "kartikeya-vllm-wsl-utf16-no-kv.log"
+)
 
 # vLLM's KV budget refusal (vllm/v1/core/kv_cache_utils.py, as in the corpus log below)
 _LOG = (
@@ -22,7 +27,9 @@ _LOG = (
 
 @pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be"])
 def test_a_utf16_log_with_a_bom_is_read_as_text(tmp_path, encoding):
-    bom = {"utf-16-le": b"\xff\xfe", "utf-16-be": b"\xfe\xff"}.get(encoding, b"")  # "utf-16" writes its own
+    bom = {"utf-16-le": b"\xff\xfe", "utf-16-be": b"\xfe\xff"}.get(
+        encoding, b""
+    )  # "utf-16" writes its own
     log = tmp_path / "vllm.log"
     log.write_bytes(bom + _LOG.encode(encoding))
     d = triage_file(log)

@@ -276,8 +276,9 @@ def _cause(group: _Group, basis: str | None = None, engine: str | None = None) -
             # the engine's own refusal, read from its source: surer than where or how it is worded
             category, basis = by_source.category, "engine-source"
             explanation += (
-                f" The engine raises this message itself: {by_source.engine} {by_source.source} (in releases "
-                f"{by_source.versions}), a module whose refusals are {category}, so it is filed under {category}."
+                f" The engine raises this message itself: {by_source.engine} "
+                f"{by_source.source} (in releases {by_source.versions}), a module whose "
+                f"refusals are {category}, so it is filed under {category}."
             )
         elif by_frames is not None:
             category, basis = by_frames[0], "frames"
@@ -290,7 +291,8 @@ def _cause(group: _Group, basis: str | None = None, engine: str | None = None) -
             explanation += (
                 f" Its message names {by_words[1]!r}, so it is filed under {category} (a guess from its words)."
             )
-        if category == "oom_weights" and basis in ("words", "engine-source") and ev.phase in _OOM_BY_PHASE:
+        from_text = basis in ("words", "engine-source")
+        if category == "oom_weights" and from_text and ev.phase in _OOM_BY_PHASE:
             # what a memory failure means depends on where the start-up was, for messages
             # no signature knows as much as for CUDA's own OOM (signatures' by_phase)
             category = _OOM_BY_PHASE[ev.phase]
@@ -435,11 +437,15 @@ def _sole_line_cause(tail: list[tuple[int, str]], launch: int) -> Cause | None:
     if ll.level in ("DEBUG", "INFO") or is_healthy(ll.message) or phase_of(ll.message) is not None:
         return None  # a progress or status line says nothing failed
     guessed = guess_category(ll.message)
-    explanation = "the text is a single line with no error marker; it is taken as the error as given"
+    explanation = (
+        "the text is a single line with no error marker; it is taken as the error as given"
+    )
     by_source = match_engine_message(ll.message)
     if by_source is not None:  # the sentence is one an engine prints: its module says what it means
         guessed = (by_source.category, by_source.template)
-        explanation += f"; {by_source.engine} prints it in {by_source.source} (releases {by_source.versions})"
+        explanation += (
+            f"; {by_source.engine} prints it in {by_source.source} (releases {by_source.versions})"
+        )
     return Cause(
         category=guessed[0] if guessed else "other",
         signature=None,

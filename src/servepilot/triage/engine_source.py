@@ -37,7 +37,7 @@ def template_parts(template: str) -> list[str]:
     """The literal pieces of a template, in order (an empty piece where a value stood)."""
     parts, current, pos = [], [], 0
     for m in _PLACEHOLDER.finditer(template):
-        current.append(template[pos:m.start()])
+        current.append(template[pos : m.start()])
         if m.group(0) == "{}":
             parts.append("".join(current))
             current = []
@@ -75,7 +75,8 @@ def literal_words(template: str) -> list[str]:
 # Words that say nothing about what failed ("module {} has no attribute {}" is Python's own
 # AttributeError retold: it would match any such error).
 _STOP_WORDS = frozenset(
-    "the and for not has have had are was were but with this that these those from into its you your "
+    "the and for not has have had are was were but with this that these those from into its "
+    "you your "
     "can cannot could should would will may might got get set use used using than then there here "
     "which when what where who all any one two only also been being does did done".split()
 )
@@ -107,9 +108,9 @@ def template_head(template: str) -> str | None:
     first sentence of an engine's message says what it refused.
     """
     m = _SENTENCE_END.search(template)
-    if m is None or not template[m.end():].strip():
+    if m is None or not template[m.end() :].strip():
         return None
-    head = template[:m.end()]
+    head = template[: m.end()]
     return head if is_evidence(head) else None
 
 
@@ -157,10 +158,16 @@ def parse_messages(data: dict) -> tuple[EngineMessage, ...]:
     out = []
     for row in data["entries"]:
         check_category(row["category"])
-        out.append(EngineMessage(
-            engine=row["engine"], category=row["category"], template=row["template"],
-            source=row["source"], versions=row["versions"], needle=_needle(row["template"]),
-        ))
+        out.append(
+            EngineMessage(
+                engine=row["engine"],
+                category=row["category"],
+                template=row["template"],
+                source=row["source"],
+                versions=row["versions"],
+                needle=_needle(row["template"]),
+            )
+        )
     return tuple(out)
 
 
@@ -178,8 +185,9 @@ def load_messages() -> tuple[EngineMessage, ...]:
 _MESSAGE_CHARS = 2000
 
 
-def match_engine_message(message: str, engine: str | None = None,
-                         messages: tuple[EngineMessage, ...] | None = None) -> EngineMessage | None:
+def match_engine_message(
+    message: str, engine: str | None = None, messages: tuple[EngineMessage, ...] | None = None
+) -> EngineMessage | None:
     """The harvested template a message was printed from, or None.
 
     `engine` prefers that engine's templates (the same refusal can be worded alike in two
@@ -189,7 +197,8 @@ def match_engine_message(message: str, engine: str | None = None,
     text = message[:_MESSAGE_CHARS]
     lowered = text.lower()
     found = [
-        m for m in (messages if messages is not None else load_messages())
+        m
+        for m in (messages if messages is not None else load_messages())
         if m.needle in lowered and m.matches(text)
     ]
     if not found:
