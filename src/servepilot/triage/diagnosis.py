@@ -50,11 +50,16 @@ import re
 from dataclasses import dataclass, replace
 
 from servepilot.triage.engine_source import match_engine_message
-from servepilot.triage.events import Assembler, ErrorEvent
-from servepilot.triage.keywords import guess_category, guess_from_frames
+from servepilot.triage.events import Assembler, ErrorEvent, PhaseMark
+from servepilot.triage.keywords import (
+    guess_category,
+    guess_from_frames,
+    guess_from_source,
+    raised_importing,
+)
 from servepilot.triage.lines import parse_line
 from servepilot.triage.markers import STALL_POINTS_AT_START, is_healthy, phase_of, stall_phase
-from servepilot.triage.signatures import Match, Matcher, TriageRemedy
+from servepilot.triage.signatures import PHASES, Match, Matcher, TriageRemedy
 
 _TIER_RANK = {"cause": 0, "generic": 1, None: 2, "echo": 3}
 _WARNING_CAUSE_RANK = 2.5  # a known cause printed as a warning: after unknown exceptions
@@ -148,6 +153,7 @@ class _Group:
     tier_rank: int
     keys: set
     occurrences: int = 1
+    survived: bool = False  # its process went on to a later start-up phase (_survived)
 
 
 _REASONS_SHOWN = 3  # a log of 1,000 launches names the first and the last, not 999 banners
@@ -269,7 +275,9 @@ def _cause(group: _Group, basis: str | None = None, engine: str | None = None) -
         what = ev.exc_type or "An error"
         where = f" in {ev.process}" if ev.process else ""
         explanation = f"{what}{where} that no servepilot signature knows; the excerpt is the engine's own words."
-        by_frames = guess_from_frames(ev.lines)
+        # an install whose packages do not fit each other fails wherever the import happens
+        by_frames = None if raised_importing(ev.lines, ev.message) else guess_from_frames(ev.lines)
+        by_frames = by_frames or guess_from_source(ev.message)
         by_words = guess_category(_words_of(ev))
         by_source = match_engine_message(ev.message, engine)
         if by_source is not None:
@@ -332,6 +340,8 @@ def _words_of(ev: ErrorEvent) -> str:
 
 def _rank(g: _Group) -> float:
     """Rule 4's order: known cause, vague known error, unknown exception, warning, echo."""
+    if g.survived:
+        return _WARNING_OTHER_RANK
     if g.first.is_warning:
         return _WARNING_CAUSE_RANK if g.tier_rank == 0 else _WARNING_OTHER_RANK
     if g.match is None and _is_plain_line(g.first):
@@ -349,6 +359,27 @@ def _is_plain_line(ev: ErrorEvent) -> bool:
     is what a process dies of. So among unknown errors the exception is the root cause.
     """
     return ev.exc_type is None and ev.level not in ("ERROR", "CRITICAL", "FATAL", "E")
+
+
+_PHASE_ORDER = {phase: i for i, phase in enumerate(PHASES)}
+
+
+def _survived(ev: ErrorEvent, marks: list[PhaseMark]) -> bool:
+    """Whether the process that printed an error went on to a later start-up phase after it.
+
+    An error a process survives is no cause of its death: the NGC container's entrypoint
+    prints "ERROR: This container was built for NVIDIA Driver Release ..." and the engine then
+    loads its weights and sizes its KV cache (corpus/full-logs jethac sglang logs); llama.cpp's
+    fit step says it "cannot meet free memory target" and loading goes on. A phase line of the
+    same process (or of a log with no process names) after the error shows it went on; another
+    process's progress does not (one worker fails while the others load).
+    """
+    rank = _PHASE_ORDER.get(ev.phase, -1) if ev.phase else -1
+    return any(
+        m.line_no > ev.line_no and _PHASE_ORDER[m.phase] > rank
+        and (m.process is None or ev.process is None or m.process == ev.process)
+        for m in marks
+    )
 
 
 _TS_YEAR = re.compile(r"^\d{4}-")
@@ -520,6 +551,8 @@ def decide(
         return lines_read - ev.line_no <= _LAST_WORDS and any(_TOP_LEVEL_FRAME.search(f) for f in ev.lines)
 
     candidates = [g for g in groups.values() if candidate(g)]
+    for g in candidates:
+        g.survived = g.match is None and _survived(g.first, asm.phase_marks)
     by_line = {g.first.line_no: g for g in candidates}
 
     def line_of(g: _Group) -> float:

@@ -141,6 +141,17 @@ class ErrorEvent:
         return "\n".join(self.lines + self.situation)
 
 
+@dataclass(frozen=True)
+class PhaseMark:
+    """A line where the start-up entered a phase (markers.PHASES, or "serving")."""
+
+    line_no: int
+    launch: int
+    process: str | None
+    phase: str
+    timestamp: str | None
+
+
 @dataclass
 class _Open:
     mode: str  # "tb" or "block"
@@ -210,6 +221,9 @@ class Assembler:
         # lines carry no prefix; those lines belong to the process that opened it.
         self._inline_key: tuple | None = None
         self.phase: str | None = None
+        # each change of start-up phase: (line, launch, process, phase); an error followed by a
+        # later phase of its own process was survived (diagnosis.py rule 4)
+        self.phase_marks: list[PhaseMark] = []
         self._refused_at: int | None = None  # line of an argparse refusal (the process exited 2)
 
     # -- launches --------------------------------------------------------------------------
@@ -221,6 +235,7 @@ class Assembler:
         self._refused_at = None
         self._pids.clear()
         self.phase = None
+        self.phase_marks = []  # only the last launch is diagnosed
         self.hints = set()
 
     def _track_launch(self, line_no: int, ll: LogLine) -> None:
@@ -244,17 +259,22 @@ class Assembler:
             self._pids[ll.process] = ll.pid
         if is_healthy(ll.message):
             self.healthy_launches.setdefault(self.launch, line_no)
-            self.phase = "serving"  # an OOM from here on is a request's, not the start-up's
+            self._enter_phase(line_no, ll, "serving")  # an OOM from here on is a request's
         elif is_aborted(ll.message):
             self.healthy_launches.pop(self.launch, None)
         if ll.level not in ("ERROR", "CRITICAL"):
             phase = phase_of(ll.message)
             if phase is not None:
-                self.phase = phase
+                self._enter_phase(line_no, ll, phase)
             if "fp8" in ll.message or "FP8" in ll.message:  # cheap gate before the regexes
                 for hint, pattern in _LAUNCH_HINTS:
                     if pattern.search(ll.message):
                         self.hints.add(hint)
+
+    def _enter_phase(self, line_no: int, ll: LogLine, phase: str) -> None:
+        if phase != self.phase:
+            self.phase_marks.append(PhaseMark(line_no, self.launch, ll.process, phase, ll.timestamp))
+        self.phase = phase
 
     # -- events ----------------------------------------------------------------------------
     def feed(self, line_no: int, raw: str) -> None:

@@ -66,6 +66,34 @@ def guess_category(message: str, families: tuple[KeywordFamily, ...] | None = No
 
 
 _FRAME_LINE = re.compile(r'File "[^"]+", line \d+')
+# A frame running a module's top-level code: below a process's first frame it is an import
+# in progress (Python runs a module's body when it is first imported).
+_MODULE_BODY = re.compile(r'File "[^"]+", line \d+, in <module>')
+# Messages of one installed package meeting another of a version it does not fit: a module
+# or name the other does not have, an attribute its module lacks, a keyword its function
+# does not take (CPython's wording: Python/import.c, Python/ceval.c, Objects/moduleobject.c,
+# Python/getargs.c).
+_INTERFACE_MISMATCH = re.compile(
+    r"cannot import name |No module named |module '[\w.]+' has no attribute "
+    r"|got an unexpected keyword argument |missing \d+ required (?:positional|keyword-only) argument"
+)
+
+
+def raised_importing(lines: list[str], message: str) -> bool:
+    """Whether an exception comes from packages that do not fit each other (an import that
+    failed, a module's top-level code that failed, a keyword another package's version does
+    not take), rather than from the part of the launch it passed through.
+
+    Where such an error is raised says nothing about which part of the launch is wrong: a
+    flashinfer that cannot be imported on Python 3.11 fails inside an all-reduce fusion's
+    import, an LMCache module missing from the image inside vLLM's KV-transfer set-up. The
+    install is what is wrong, so the frames lend no category (the words still may: a missing
+    'vllm_flash_attn' module is the attention backend's).
+    """
+    if _INTERFACE_MISMATCH.search(message):
+        return True
+    frames = [line for line in lines if _FRAME_LINE.search(line)]
+    return any(_MODULE_BODY.search(line) for line in frames[1:])
 
 
 @functools.cache
@@ -88,4 +116,21 @@ def guess_from_frames(lines: list[str], families: tuple[KeywordFamily, ...] | No
             m = family.pattern.search(line)
             if m:
                 return family.category, _FRAME_LINE.search(line).group(0)
+    return None
+
+
+# A C++/CUDA check names the source line that failed: vLLM's CUDACHECK prints "Failed: Cuda
+# error %s:%d '%s'" with __FILE__ and __LINE__ (csrc/custom_all_reduce.cuh@v0.6.6), SGLang's
+# kernels "CUDA error (<file>:<line>): ..." . That file is where the error was raised, as a
+# traceback frame is for a Python exception.
+_SOURCE_LOCATION = re.compile(r"[\w./\-]*\.(?:c|cc|cpp|cxx|cu|cuh|h|hpp)(?::|\()\d+")
+
+
+def guess_from_source(message: str, families: tuple[KeywordFamily, ...] | None = None) -> tuple[str, str] | None:
+    """(category, the source location that decided it) from a C++ location in a message; or None."""
+    families = families if families is not None else load_frame_families()
+    for m in _SOURCE_LOCATION.finditer(message):
+        for family in families:
+            if family.pattern.search(m.group(0)):
+                return family.category, m.group(0)
     return None
