@@ -100,3 +100,36 @@ def test_a_cpp_check_is_filed_by_the_source_file_it_names():
     assert (rc.category, rc.basis) == ("nccl_distributed", "frames")
     other_file = triage_text(line.replace("custom_all_reduce.cuh", "cache_kernels.cu")).root_cause
     assert other_file.category == "other"
+
+
+# vLLM's CUDACHECK line (csrc/custom_all_reduce.cuh@v0.6.6) and the engine core's report of the
+# worker's death (vllm/v1/executor/multiproc_executor.py@v0.10.0, "Worker proc %s died
+# unexpectedly", wrapped by core.py's "EngineCore failed to start").
+CUDACHECK = "Failed: Cuda error /workspace/csrc/custom_all_reduce.cuh:455 'invalid argument'\n"
+WORKER_DIED = "EngineCore failed to start: Worker proc VllmWorker-0 died unexpectedly\n"
+
+
+def test_a_reported_death_yields_to_the_error_printed_before_it():
+    rc = triage_text(CUDACHECK + WORKER_DIED).root_cause
+    assert (rc.line, rc.category) == (1, "nccl_distributed")
+
+
+def test_an_error_printed_after_the_death_does_not_explain_it():
+    rc = triage_text(WORKER_DIED + CUDACHECK).root_cause
+    assert (rc.line, rc.signature) == (1, "worker-died-by-signal")
+
+
+def test_a_kernel_fault_reported_at_the_next_sync_yields_to_the_runtimes_own_report():
+    # ROCm's runtime reports the hardware exception (rocclr rocdevice.cpp), then ggml's CUDA
+    # check reports "unspecified launch failure" (ggml/src/ggml-cuda/ggml-cuda.cu CUDA_CHECK)
+    text = (
+        ":0:rocdevice.cpp            :3587: 1012355198 us:  Callback: Queue 0x7cb113a00000 aborting with error : "
+        "HSA_STATUS_ERROR_EXCEPTION: An HSAIL operation resulted in a hardware exception. code: 0x1016\n"
+        "Kernel Name: __amd_rocclr_copyBuffer\n"
+        " ROCm error: unspecified launch failure\n"
+        "/llama.cpp/ggml/src/ggml-cuda/ggml-cuda.cu:97: ROCm error\n"
+    )
+    rc = triage_text(text).root_cause
+    assert (rc.line, rc.category) == (1, "cuda_driver_arch")
+    # without the runtime's report the vague fault is all there is
+    assert triage_text("\n".join(text.splitlines()[2:]) + "\n").root_cause.signature == "cuda-illegal-memory-access"

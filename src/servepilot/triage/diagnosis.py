@@ -25,7 +25,12 @@ The rule, in order:
    only says something failed (a process prints those and goes on), and a line that points at
    another failure (a client's request cut off with EOF, "see the server logs") ranks as an
    echo. Causal order across processes: a rank that timed out waiting for a collective
-   (`waits_on_peers` signatures: NCCL's watchdog) yields to another process's fatal error.
+   (`waits_on_peers` signatures: NCCL's watchdog) yields to another process's fatal error;
+   a report of a death (`consequence` signatures: a worker or Ray actor that died, a kernel
+   fault seen at the next synchronisation) yields to an unknown error printed before it,
+   which is what the process died of. An error its own process went on from (a later
+   start-up phase of the same process follows it) was survived: it ranks with the vague
+   warnings (the NGC container's "ERROR: This container was built for ..." notice).
 5. After a healthy start ("Application startup complete"), only known causes printed after
    it count: errors before it were survived (a missing generation_config.json notice), and
    a failed request later in a serving log is reported, not blamed; an exception that
@@ -195,9 +200,11 @@ def _expand(ev: ErrorEvent, matcher: Matcher) -> list[tuple[ErrorEvent, Match | 
                 level=ll.level or ev.level, timestamp=ll.timestamp or ev.timestamp,
             )
             out.append((sub, m))
-    if out and all(m.tier == "echo" for _, m in out):
-        # only wrappers were recognised ("failed to load model"): the run's first line, which
-        # they wrap, is the error itself ("gguf_init_from_file: failed to open GGUF file")
+    if out and all(m.tier == "echo" or m.signature.consequence for _, m in out):
+        # only wrappers were recognised ("failed to load model"), or reports of a death: the
+        # run's first line, which they wrap or report, is the error itself
+        # ("gguf_init_from_file: failed to open GGUF file"; vLLM's "Failed: Cuda error ..."
+        # before "Worker proc VllmWorker-0 died unexpectedly")
         first_no, first_text = ev.block[0]
         if first_no < out[0][0].line_no:
             ll = parse_line(first_text)
@@ -641,7 +648,24 @@ def _choose(candidates: list[_Group], line_of) -> tuple[_Group | None, str | Non
         explaining = [g for g in candidates if _rank(g) == _WARNING_CAUSE_RANK]
         if explaining:
             return _first(explaining, line_of), "warning-explains"
+        if root.match.signature.consequence:
+            # a death reported after an error no signature knows: the error is what the
+            # process died of (vLLM's CUDACHECK prints "Failed: Cuda error FILE:LINE" and
+            # exits, then the engine core reports "Worker proc ... died unexpectedly"; ggml's
+            # "ROCm error: unspecified launch failure" follows the HSA runtime's own report)
+            before = [g for g in candidates if _TIER_RANK[None] <= _rank(g) <= _PLAIN_UNKNOWN_RANK
+                      and _earlier(g, root, line_of)]
+            if before:
+                return _first(before, line_of), None
     return root, None
+
+
+def _earlier(a: _Group, b: _Group, line_of) -> bool:
+    """Whether `a` came before `b`: in time when both are stamped, else in the file."""
+    ka, kb = _time_key(a.first.timestamp), _time_key(b.first.timestamp)
+    if ka and kb and ka != kb:
+        return ka < kb
+    return line_of(a) < line_of(b)
 
 
 def _alternatives(root: _Group, root_cause: Cause, candidates: list[_Group]) -> tuple[Cause, ...]:

@@ -23,6 +23,9 @@ and how it ranks:
   traceback frames, when there are any, are the more direct evidence);
 - `waits_on_peers: true` marks a rank's report that it waited for the others and timed out
   (NCCL's watchdog): when another process of the launch failed, that failure is the cause;
+- `consequence: true` marks a vague report of a failure printed first elsewhere (a worker that
+  died, a Ray actor that died, a kernel fault reported at the next synchronisation): an
+  unknown error printed before it is what it reports (diagnosis.py rule 4);
 - `analyzer` names a function below that reads a structured message (the attention
   selector's per-backend reasons).
 """
@@ -76,6 +79,7 @@ class Signature:
     examples: tuple[str, ...] = ()
     by_phase: tuple[tuple[str, str, str], ...] = ()  # (phase, category, explanation)
     waits_on_peers: bool = False  # a rank that timed out waiting for others (see diagnosis.py)
+    consequence: bool = False  # reports a failure printed first elsewhere (see diagnosis.py)
 
 
 @dataclass(frozen=True)
@@ -166,6 +170,7 @@ def build_signature(raw: dict) -> Signature:
         benign=bool(raw.get("benign", False)),
         unwrap=unwrap,
         waits_on_peers=bool(raw.get("waits_on_peers", False)),
+        consequence=bool(raw.get("consequence", False)),
         refine=tuple(
             RefineRule(_compile(r["when"], where), r["category"], r.get("explanation"))
             for r in raw.get("refine", ())
