@@ -133,3 +133,42 @@ def test_a_kernel_fault_reported_at_the_next_sync_yields_to_the_runtimes_own_rep
     assert (rc.line, rc.category) == (1, "cuda_driver_arch")
     # without the runtime's report the vague fault is all there is
     assert triage_text("\n".join(text.splitlines()[2:]) + "\n").root_cause.signature == "cuda-illegal-memory-access"
+
+
+def test_a_cut_tracebacks_code_line_logged_at_error_level_is_a_frame_not_the_error():
+    # vLLM's multiproc executor logs each traceback line at ERROR level (multiproc_executor.py
+    # worker_main@v0.10.2); an excerpt that starts below the header opens with a code line
+    prefix = "(VllmWorker rank=1 pid=7226) ERROR 09-03 03:02:37 [multiproc_executor.py:522] "
+    text = (
+        f"{prefix}    pg.recv([tensor], group_src_rank, tag).wait()\n"
+        f"{prefix}RuntimeError: create_config:torch_npu HCCL function error: hcclCommInitRootInfoConfig(numRanks, "
+        "&rootInfo, rank, config, &(comm->hcclComm_)), error code is 1\n"
+    )
+    rc = triage_text(text).root_cause
+    assert (rc.line, rc.exception, rc.category) == (2, "RuntimeError", "nccl_distributed")
+    # the same line not indented is a message of its own, and the first error
+    assert triage_text(text.replace("]     pg.recv", "] pg.recv failed")).root_cause.line == 1
+
+
+def test_a_workers_method_wrapper_points_at_the_error_it_wraps():
+    # vllm/worker/worker_base.py@v0.5.5 execute_method: logger.exception("Error executing method
+    # ...") then raise; oneCCL's own report (|CCL_ERROR|) came first
+    text = (
+        "(WrapperWithLoadBit pid=35347) 2024:09:13-11:21:50:(35347) |CCL_ERROR| exchange_utils.cpp:202 sendmsg_fd: "
+        "condition !check_msg_retval(\"sendmsg\", send_bytes, iov, msg, sizeof(u.cntr_buf), sock, fd) failed\n"
+        "(WrapperWithLoadBit pid=35347) ERROR 09-13 11:21:50 worker_base.py:386] Error executing method init_device. "
+        "This might cause deadlock in distributed execution.\n"
+    )
+    rc = triage_text(text).root_cause
+    assert (rc.line, rc.category) == (1, "nccl_distributed")
+    alone = triage_text(text.splitlines()[1] + "\n").root_cause
+    assert alone.basis == "echo"
+
+
+def test_a_cuda_stream_capture_error_is_a_graph_failure_whichever_layer_reports_it():
+    # NCCL's WARN names the CUDA call's error as cudaGetErrorString words it (code 905,
+    # cudaErrorStreamCaptureIsolation); another CUDA error in the same line stays NCCL's
+    line = "worker-6:56890:56890 [0] enqueue.cc:267 NCCL WARN Cuda failure '{}'\n"
+    capture = triage_text(line.format("dependency created on uncaptured work in another stream")).root_cause
+    assert capture.category == "cuda_graph"
+    assert triage_text(line.format("invalid resource handle")).root_cause.category == "nccl_distributed"

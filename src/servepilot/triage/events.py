@@ -197,6 +197,22 @@ def _indented(text: str, message: str) -> bool:
     return at >= 2 and text[at - 2 : at] == "  "
 
 
+def _without_code_lines(opened: _Open) -> _Open:
+    """A run of error lines less the traceback code lines in it (indented source, carets)."""
+    kept = [
+        (number, text) for number, text in zip(opened.numbers, opened.lines, strict=True)
+        if not _is_code_line(parse_line(text))
+    ]
+    if len(kept) == len(opened.lines):
+        return opened
+    first = (kept[0][0], parse_line(kept[0][1])) if kept else None
+    return _Open("block", [t for _, t in kept], first=first, numbers=[n for n, _ in kept])
+
+
+def _is_code_line(ll: LogLine) -> bool:
+    return not ll.message.strip("^~ ") or _indented(ll.text, ll.message)
+
+
 class Assembler:
     """Feed (line number, raw line) in order; read events, launches and health afterwards."""
 
@@ -325,7 +341,9 @@ class Assembler:
         if exc is not None:
             context = self._open.pop(key, None)
             if context is not None and context.mode == "block":
-                self._append_block(context)  # its lines may name the cause (NCCL WARN ...)
+                # its lines may name the cause (NCCL WARN ...); the code lines of a traceback
+                # whose header was cut (vLLM logs each line of one at ERROR level) are frames
+                self._append_block(_without_code_lines(context))
             chained = key in self._chain
             wraps = self._chain.pop(key, None)
             self._emit(line_no, key, ll, exc[0], msg, context.lines if context else [], chained=chained, wraps=wraps)
@@ -408,7 +426,7 @@ class Assembler:
         self._append_block(self._open.pop(key))
 
     def _append_block(self, opened: _Open) -> None:
-        if opened.first is None:
+        if opened.first is None or not opened.lines:
             return
         line_no, ll = opened.first
         exc_type, message, text = None, ll.message, ll.text
