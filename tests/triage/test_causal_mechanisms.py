@@ -172,3 +172,19 @@ def test_a_cuda_stream_capture_error_is_a_graph_failure_whichever_layer_reports_
     capture = triage_text(line.format("dependency created on uncaptured work in another stream")).root_cause
     assert capture.category == "cuda_graph"
     assert triage_text(line.format("invalid resource handle")).root_cause.category == "nccl_distributed"
+
+
+def test_the_dynamic_loaders_refusal_is_an_error_with_or_without_pythons_exception_name():
+    # glibc's loader wording (elf/dl-lookup.c "undefined symbol: %s"); vLLM 0.2's compiled ops
+    # built for torch 2.1 loaded under torch 2.0 (a paste of the import and the loader line)
+    loader = (
+        "/usr/local/lib/python3.9/site-packages/vllm/quantization_ops.cpython-39-x86_64-linux-gnu.so: "
+        "undefined symbol: _ZN3c104cuda9SetDeviceEi"
+    )
+    for text in (f"from vllm import quantization_ops\n{loader}\n", f"ImportError: {loader}\n"):
+        rc = triage_text(text).root_cause
+        assert (rc.category, rc.signature) == ("cuda_driver_arch", "kernel-library-import-error")
+    # a truncated driver library inside vLLM's warning (vllm/_custom_ops.py@v0.9.2)
+    warning = ("WARNING 07-08 06:56:10 [_custom_ops.py:21] Failed to import from vllm._C with "
+               "ImportError('/usr/lib/x86_64-linux-gnu/libcuda.so.1: file too short')\n")
+    assert triage_text(warning).root_cause.category == "cuda_driver_arch"

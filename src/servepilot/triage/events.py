@@ -78,6 +78,10 @@ _PLAIN_ERROR = re.compile(
     r"|\b(?:unknown|unrecognized|invalid) (?:command[- ]line )?(?:argument|option)s?\b"
     r"|\b(?:requires|needs) more (?:\w+ )?memory\b|\blarger than (?:the )?(?:\w+ )?maximum\b"
     r"|\b(?:err|errno|error code)[:=] ?-?\d+"
+    # the dynamic loader's refusals, which Python pastes often carry without "ImportError:"
+    # (glibc elf/dl-load.c and dl-lookup.c: "cannot open shared object file", "file too
+    # short", "undefined symbol: <name>")
+    r"|cannot open shared object file|: file too short\b|\bundefined symbol: "
     # a C function's message that opens with a refusal ("gguf_init_from_file: invalid magic
     # number 67676a74")
     r"|^(?:[a-z_][a-z0-9_]*: +)?(?:invalid|unknown|unsupported|missing|cannot|can't|unable to)\b",
