@@ -5,6 +5,8 @@ both ways."""
 
 from __future__ import annotations
 
+import pytest
+
 from servepilot.triage import triage_text
 
 # The NGC container entrypoint's notice (an ERROR: line, then start-up goes on), as at the top
@@ -188,3 +190,25 @@ def test_the_dynamic_loaders_refusal_is_an_error_with_or_without_pythons_excepti
     warning = ("WARNING 07-08 06:56:10 [_custom_ops.py:21] Failed to import from vllm._C with "
                "ImportError('/usr/lib/x86_64-linux-gnu/libcuda.so.1: file too short')\n")
     assert triage_text(warning).root_cause.category == "cuda_driver_arch"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # torch built for ROCm says HIP where a CUDA build says CUDA (hipified c10 message)
+        "RuntimeError: No HIP GPUs are available",
+        # torch inductor's Triton check names the GPU generation as "CUDA capability"
+        "RuntimeError: Found Tesla P40 which is too old to be supported by the triton GPU compiler, which is "
+        "used as the backend. Triton only supports devices of CUDA Capability >= 7.0, but your device is of "
+        "CUDA capability 6.1",
+        # vLLM found no accelerator and fell back (vllm/platforms/__init__.py@v0.6.6)
+        "AttributeError: 'UnspecifiedPlatform' object has no attribute 'device_name'",
+        # Ascend CANN has no kernel binary of the op for this SoC
+        "RuntimeError: call aclnnMoeGatingTopKSoftmax failed, detail:EZ1001: Get regInfo failed, The "
+        "binary_info_config.json of socVersion [ascend310p] does not support opType [MoeGatingTopKSoftmax].",
+    ],
+)
+def test_the_same_gpu_generation_fact_in_each_vendors_words(line):
+    rc = triage_text(line + "\n").root_cause
+    assert (rc.category, rc.basis) == ("cuda_driver_arch", "words")
+    assert rc.signature is None and rc.exception is not None  # the error itself, verbatim
