@@ -212,3 +212,19 @@ def test_the_same_gpu_generation_fact_in_each_vendors_words(line):
     rc = triage_text(line + "\n").root_cause
     assert (rc.category, rc.basis) == ("cuda_driver_arch", "words")
     assert rc.signature is None and rc.exception is not None  # the error itself, verbatim
+
+
+def test_a_pasted_sentence_among_status_lines_is_the_error_handed_over():
+    # SGLang's platform notice (INFO) above its refusal of --enable-memory-saver
+    # (sglang/srt/server_args.py checks that torch_memory_saver imports)
+    text = (
+        "INFO 04-02 13:31:02 __init__.py:190] Automatically detected platform cuda.\n"
+        "enable_memory_saver is enabled, but torch-memory-saver is not installed. Please install it via "
+        "`pip3 uninstall torch-memory-saver`.\n"
+    )
+    rc = triage_text(text).root_cause
+    assert (rc.line, rc.basis, rc.category) == (2, "sole-line", "other")
+    # two such sentences: which one is the error is not said, so no guess
+    assert triage_text(text + "Something else happened here.\n").root_cause is None
+    # status lines alone are no failure
+    assert triage_text(text.splitlines()[0] + "\n").root_cause is None

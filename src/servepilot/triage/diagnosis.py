@@ -466,14 +466,17 @@ def _stall_cause(tail: list[tuple[int, str]], launch: int) -> tuple[Cause, tuple
 
 
 def _sole_line_cause(tail: list[tuple[int, str]], launch: int) -> Cause | None:
-    """A text of one line in which nothing failed by any marker is still what the user pasted
-    as the error ("SGlang only supports sm 75 and above"): it is named verbatim, as a guess."""
+    """A text in which nothing failed by any marker, and whose only line that is not progress
+    or status is one sentence, is still what the user pasted as the error ("SGlang only
+    supports sm 75 and above"): it is named verbatim, as a guess."""
     lines = [(n, parse_line(raw)) for n, raw in tail if raw.strip()]
-    if len(lines) != 1 or not lines[0][1].message:
+    # progress and status lines pasted around it say nothing failed ("INFO ... Automatically
+    # detected platform cuda." above SGLang's "enable_memory_saver is enabled, but
+    # torch-memory-saver is not installed"): the one other line is the sentence handed over
+    said = [(n, ll) for n, ll in lines if ll.message and not _is_status(ll)]
+    if len(said) != 1:
         return None
-    line_no, ll = lines[0]
-    if ll.level in ("DEBUG", "INFO") or is_healthy(ll.message) or phase_of(ll.message) is not None:
-        return None  # a progress or status line says nothing failed
+    line_no, ll = said[0]
     guessed = guess_category(ll.message)
     explanation = (
         "the text is a single line with no error marker; it is taken as the error as given"
@@ -499,6 +502,11 @@ def _sole_line_cause(tail: list[tuple[int, str]], launch: int) -> Cause | None:
         confidence=CONFIDENCE["sole-line"],
         basis="sole-line",
     )
+
+
+def _is_status(ll) -> bool:
+    """A progress or status line: logged at DEBUG/INFO, a readiness line or a start-up phase."""
+    return ll.level in ("DEBUG", "INFO") or is_healthy(ll.message) or phase_of(ll.message) is not None
 
 
 def decide(
