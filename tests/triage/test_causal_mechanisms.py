@@ -216,7 +216,7 @@ def test_the_same_gpu_generation_fact_in_each_vendors_words(line):
 
 def test_a_pasted_sentence_among_status_lines_is_the_error_handed_over():
     # SGLang's platform notice (INFO) above its refusal of --enable-memory-saver
-    # (sglang/srt/server_args.py checks that torch_memory_saver imports)
+    # (sglang/srt/torch_memory_saver_adapter.py@v0.4.10.post2 TorchMemorySaverAdapter.create)
     text = (
         "INFO 04-02 13:31:02 __init__.py:190] Automatically detected platform cuda.\n"
         "enable_memory_saver is enabled, but torch-memory-saver is not installed. Please install it via "
