@@ -228,3 +228,42 @@ def test_a_pasted_sentence_among_status_lines_is_the_error_handed_over():
     assert triage_text(text + "Something else happened here.\n").root_cause is None
     # status lines alone are no failure
     assert triage_text(text.splitlines()[0] + "\n").root_cause is None
+
+
+# llama.cpp's fit step (common/fit.cpp, vendored in llama-cpp-python 0.3.36) warns and loading
+# goes on; the tensors' upload then loses the Vulkan device (llama-model.cpp load_tensors,
+# ggml-vulkan's vk::Queue::submit) and the loader's wrappers report it (llama.cpp tools/server).
+FIT_WARNING = (
+    "llama_params_fit_impl: projected to use 76386 MiB of device memory vs. 68311 MiB of free device memory\n"
+    "llama_params_fit: failed to fit params to free device memory: n_gpu_layers already set by user to 999, abort\n"
+)
+LOAD_DIES = (
+    "load_tensors: loading model tensors, this can take a while... (mmap = true)\n"
+    "load_tensors:      Vulkan0 model buffer size = 72207.88 MiB\n"
+    "llama_model_load: error loading model: vk::Queue::submit: ErrorDeviceLost\n"
+    "llama_model_load_from_file_impl: failed to load model\n"
+    "main: exiting due to model loading error\n"
+)
+
+
+def test_a_cause_the_launch_warned_of_and_went_on_from_explains_the_fatal_error_after_it():
+    rc = triage_text(FIT_WARNING + LOAD_DIES).root_cause
+    assert "ErrorDeviceLost" in rc.message  # the line that stopped the launch
+    assert (rc.category, rc.basis) == ("oom_weights", "warning-explains")
+    assert "line 2" in rc.explanation
+
+
+def test_without_the_warning_the_fatal_error_stays_unplaced():
+    rc = triage_text(LOAD_DIES).root_cause
+    assert "ErrorDeviceLost" in rc.message and rc.category == "other"
+
+
+def test_a_phase_line_that_reports_a_failure_is_no_sign_the_process_went_on():
+    # llama.cpp's context creation (src/llama-context.cpp graph_reserve, llama_init_from_model)
+    text = (
+        "graph_reserve: failed to allocate compute buffers\n"
+        "llama_init_from_model: failed to initialize the context: failed to allocate compute pp buffers\n"
+        "main: exiting due to model loading error\n"
+    )
+    rc = triage_text(text).root_cause
+    assert (rc.line, rc.category) == (1, "oom_kv_cache")

@@ -30,7 +30,10 @@ The rule, in order:
    fault seen at the next synchronisation) yields to an unknown error printed before it,
    which is what the process died of. An error its own process went on from (a later
    start-up phase of the same process follows it) was survived: it ranks with the vague
-   warnings (the NGC container's "ERROR: This container was built for ..." notice).
+   warnings (the NGC container's "ERROR: This container was built for ..." notice). When
+   the root cause is then only an echo that names nothing placeable, a known cause the launch
+   went on from before it gives the echo its category (llama.cpp's fit step: "failed to fit
+   params to free device memory", then the load dies of the device).
 5. After a healthy start ("Application startup complete"), only known causes printed after
    it count: errors before it were survived (a missing generation_config.json notice), and
    a failed request later in a serving log is reported, not blamed; an exception that
@@ -567,7 +570,7 @@ def decide(
 
     candidates = [g for g in groups.values() if candidate(g)]
     for g in candidates:
-        g.survived = g.match is None and _survived(g.first, asm.phase_marks)
+        g.survived = _survived(g.first, asm.phase_marks)
     by_line = {g.first.line_no: g for g in candidates}
 
     def line_of(g: _Group) -> float:
@@ -598,10 +601,15 @@ def decide(
             f"ignored"
         )
     root_cause = _cause(root, root_basis, engine) if root else None
+    explainer = _explained_by_earlier_cause(root, root_cause, candidates) if root else None
+    if explainer is not None:
+        root_cause = _explained(root_cause, _cause(explainer, engine=engine))
     alternatives = _alternatives(root, root_cause, candidates) if root else ()
     if root_cause is not None and any(a.basis in ("signature", "warning-explains") for a in alternatives):
         root_cause = replace(root_cause, confidence=min(root_cause.confidence, _COMPETED))
     remedies = root.match.remedies if root and root.match else ()
+    if explainer is not None and explainer.match is not None:
+        remedies = explainer.match.remedies
     if healthy_line is None and tail and (root is None or _rank(root) >= _WARNING_CAUSE_RANK):
         # nothing failed but warnings (a child's leaked-shared-memory notice as it dies): where
         # the log stopped says more than the warning does
@@ -666,6 +674,35 @@ def _choose(candidates: list[_Group], line_of) -> tuple[_Group | None, str | Non
             if before:
                 return _first(before, line_of), None
     return root, None
+
+
+def _explained_by_earlier_cause(root: _Group, root_cause: Cause, candidates: list[_Group]) -> _Group | None:
+    """A known cause the launch printed and went on from (a later phase of its process followed
+    it), before an echo that only says the launch failed and names nothing placeable.
+
+    The echo keeps its line (it is where the launch stopped), the earlier cause names its
+    category: llama.cpp's fit step warns "failed to fit params to free device memory" and loads
+    anyway, and the load then dies of the device ("error loading model: vk::Queue::submit:
+    ErrorDeviceLost"). A fatal exception of its own is never explained away by a warning.
+    """
+    if root_cause.category != "other" or root_cause.basis != "echo":
+        return None
+    earlier = [
+        g for g in candidates
+        if g is not root and g.match is not None and g.match.tier == "cause" and not g.match.signature.benign
+        and g.survived and g.first.line_no < root.first.line_no and g.match.category != "other"
+    ]
+    return min(earlier, key=lambda g: g.first.line_no) if earlier else None
+
+
+def _explained(fatal: Cause, earlier: Cause) -> Cause:
+    return replace(
+        fatal,
+        category=earlier.category,
+        explanation=f"{fatal.explanation} Before it, line {earlier.line} said: {earlier.explanation}",
+        confidence=CONFIDENCE["warning-explains"],
+        basis="warning-explains",
+    )
 
 
 def _earlier(a: _Group, b: _Group, line_of) -> bool:

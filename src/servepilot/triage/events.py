@@ -163,6 +163,9 @@ class _Open:
     first: tuple[int, LogLine] | None = None
     numbers: list[int] = field(default_factory=list)  # block mode: the line number of each line
     headerless: bool = False  # tb mode opened by a frame line, not by "Traceback (most recent call last)"
+    # block mode: the start-up phase at its first line (a phase line may close the block, and
+    # the run belongs to the phase it was printed in, not to the one that followed it)
+    phase: str | None = None
 
 
 _PASTE_MARKUP = re.compile(r"^[*`>_\s]+")  # issue excerpts: **bold**, `code`, > quotes
@@ -210,7 +213,7 @@ def _without_code_lines(opened: _Open) -> _Open:
     if len(kept) == len(opened.lines):
         return opened
     first = (kept[0][0], parse_line(kept[0][1])) if kept else None
-    return _Open("block", [t for _, t in kept], first=first, numbers=[n for n, _ in kept])
+    return _Open("block", [t for _, t in kept], first=first, numbers=[n for n, _ in kept], phase=opened.phase)
 
 
 def _is_code_line(ll: LogLine) -> bool:
@@ -292,7 +295,9 @@ class Assembler:
                         self.hints.add(hint)
 
     def _enter_phase(self, line_no: int, ll: LogLine, phase: str) -> None:
-        if phase != self.phase:
+        # a phase's line that reports a failure ("llama_init_from_model: failed to initialize
+        # the context") places the errors after it, but is no sign the process went on
+        if phase != self.phase and _PLAIN_ERROR.search(ll.message) is None:
             self.phase_marks.append(PhaseMark(line_no, self.launch, ll.process, phase, ll.timestamp))
         self.phase = phase
 
@@ -389,7 +394,7 @@ class Assembler:
         )
         if is_error_line:
             if opened is None:
-                opened = self._open[key] = _Open("block", first=(line_no, ll))
+                opened = self._open[key] = _Open("block", first=(line_no, ll), phase=self.phase)
             if len(opened.lines) < _FRAMES_KEPT:  # the first lines of a run say what happened
                 opened.lines.append(ll.text)
                 opened.numbers.append(line_no)
@@ -403,8 +408,8 @@ class Assembler:
                 ErrorEvent(line_no, ll.process, ll.pid, self.launch, None, msg, [], ll.text, is_error=False), ll
             )
 
-    def _add(self, ev: ErrorEvent, ll: LogLine | None = None) -> None:
-        ev.phase = self.phase
+    def _add(self, ev: ErrorEvent, ll: LogLine | None = None, phase: str | None | bool = True) -> None:
+        ev.phase = self.phase if phase is True else phase  # True: the phase the log is in now
         if ll is not None:
             ev.level, ev.timestamp = ll.level, ll.timestamp
         if self.hints:
@@ -448,6 +453,7 @@ class Assembler:
                 block=list(zip(opened.numbers, opened.lines, strict=True)),
             ),
             ll,
+            phase=opened.phase,
         )
 
     def _flush_all(self) -> None:
