@@ -267,3 +267,30 @@ def test_a_phase_line_that_reports_a_failure_is_no_sign_the_process_went_on():
     )
     rc = triage_text(text).root_cause
     assert (rc.line, rc.category) == (1, "oom_kv_cache")
+
+
+def test_progress_stamped_before_the_error_is_no_sign_it_was_survived():
+    # the phase line reached the file after the error but was logged before it (vLLM's
+    # processes flush their lines out of order): the error was not survived
+    text = (
+        "(EngineCore_DP0 pid=5) ERROR 01-01 00:00:09 [core.py:1] ERROR something broke in the engine core\n"
+        "(EngineCore_DP0 pid=5) INFO 01-01 00:00:01 [default_loader.py:1] Loading weights took 3.1 seconds\n"
+        "(EngineCore_DP0 pid=5) ERROR 01-01 00:00:10 [core.py:1] ValueError: what came next\n"
+    )
+    assert triage_text(text).root_cause.line == 1
+    later = text.replace("INFO 01-01 00:00:01", "INFO 01-01 00:00:09")
+    assert triage_text(later).root_cause.line == 3
+    # an unstamped progress bar cannot be placed in time against a stamped error
+    bar = "(EngineCore_DP0 pid=5) Loading safetensors checkpoint shards:  50% Completed | 5/10 [00:05<00:05]\n"
+    lines = text.splitlines(keepends=True)
+    assert triage_text(lines[0] + bar + lines[2]).root_cause.line == 1
+
+
+def test_one_error_of_eight_workers_is_survived_only_if_all_went_on():
+    oom = "(Worker_TP{0} pid=10{0}) ERROR 01-01 00:00:05 [x.py:1] RuntimeError: the frobnicator exploded\n"
+    loading = "(Worker_TP{0} pid=10{0}) INFO 01-01 00:00:06 [default_loader.py:1] Loading weights took 3.1 seconds\n"
+    echo = "(EngineCore_DP0 pid=5) ERROR 01-01 00:00:07 [core.py:1] EngineCore failed to start.\n"
+    one_went_on = oom.format(0) + oom.format(1) + loading.format(0) + echo
+    assert triage_text(one_went_on).root_cause.exception == "RuntimeError"
+    both_went_on = one_went_on.replace(echo, loading.format(1) + echo)
+    assert triage_text(both_went_on).root_cause.basis == "echo"

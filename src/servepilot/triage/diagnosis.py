@@ -374,21 +374,32 @@ def _is_plain_line(ev: ErrorEvent) -> bool:
 _PHASE_ORDER = {phase: i for i, phase in enumerate(PHASES)}
 
 
-def _survived(ev: ErrorEvent, marks: list[PhaseMark]) -> bool:
-    """Whether the process that printed an error went on to a later start-up phase after it.
+def _survived(g: _Group, marks: list[PhaseMark]) -> bool:
+    """Whether every process that printed an error went on to a later start-up phase after it.
 
     An error a process survives is no cause of its death: the NGC container's entrypoint
     prints "ERROR: This container was built for NVIDIA Driver Release ..." and the engine then
     loads its weights and sizes its KV cache (corpus/full-logs jethac sglang logs); llama.cpp's
-    fit step says it "cannot meet free memory target" and loading goes on. A phase line of the
-    same process (or of a log with no process names) after the error shows it went on; another
-    process's progress does not (one worker fails while the others load).
+    fit step warns it cannot fit the model and loading goes on. A phase line of the same
+    process (or of a log with no process names) after the error shows it went on; another
+    process's progress does not (one worker fails while the others load), and one error that
+    eight workers printed was survived only if all eight went on.
     """
+    ev = g.first
     rank = _PHASE_ORDER.get(ev.phase, -1) if ev.phase else -1
-    return any(
-        m.line_no > ev.line_no and _PHASE_ORDER[m.phase] > rank
-        and (m.process is None or ev.process is None or m.process == ev.process)
-        for m in marks
+    stamp = _time_key(ev.timestamp)
+    # later in the file, and for a stamped error stamped later too: processes flush their lines
+    # out of order, and an unstamped progress bar cannot be placed in time against it
+    later = [
+        m for m in marks
+        if m.line_no > ev.line_no and _PHASE_ORDER[m.phase] > rank
+        and (not stamp or ((mark_stamp := _time_key(m.timestamp)) is not None and mark_stamp >= stamp))
+    ]
+    if not later:
+        return False
+    processes = {p for p, _ in g.keys} or {None}
+    return all(
+        any(m.process is None or p is None or m.process == p for m in later) for p in processes
     )
 
 
@@ -570,7 +581,7 @@ def decide(
 
     candidates = [g for g in groups.values() if candidate(g)]
     for g in candidates:
-        g.survived = _survived(g.first, asm.phase_marks)
+        g.survived = _survived(g, asm.phase_marks)
     by_line = {g.first.line_no: g for g in candidates}
 
     def line_of(g: _Group) -> float:

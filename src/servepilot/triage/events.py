@@ -247,6 +247,7 @@ class Assembler:
         # each change of start-up phase: (line, launch, process, phase); an error followed by a
         # later phase of its own process was survived (diagnosis.py rule 4)
         self.phase_marks: list[PhaseMark] = []
+        self._marked: set[tuple[str | None, str]] = set()
         self._refused_at: int | None = None  # line of an argparse refusal (the process exited 2)
 
     # -- launches --------------------------------------------------------------------------
@@ -259,6 +260,7 @@ class Assembler:
         self._pids.clear()
         self.phase = None
         self.phase_marks = []  # only the last launch is diagnosed
+        self._marked = set()
         self.hints = set()
 
     def _track_launch(self, line_no: int, ll: LogLine) -> None:
@@ -297,7 +299,9 @@ class Assembler:
     def _enter_phase(self, line_no: int, ll: LogLine, phase: str) -> None:
         # a phase's line that reports a failure ("llama_init_from_model: failed to initialize
         # the context") places the errors after it, but is no sign the process went on
-        if phase != self.phase and _PLAIN_ERROR.search(ll.message) is None:
+        # the first line of each process in each phase is kept: one per (process, phase)
+        if (ll.process, phase) not in self._marked and _PLAIN_ERROR.search(ll.message) is None:
+            self._marked.add((ll.process, phase))
             self.phase_marks.append(PhaseMark(line_no, self.launch, ll.process, phase, ll.timestamp))
         self.phase = phase
 
