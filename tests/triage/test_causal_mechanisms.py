@@ -294,3 +294,18 @@ def test_one_error_of_eight_workers_is_survived_only_if_all_went_on():
     assert triage_text(one_went_on).root_cause.exception == "RuntimeError"
     both_went_on = one_went_on.replace(echo, loading.format(1) + echo)
     assert triage_text(both_went_on).root_cause.basis == "echo"
+
+
+def test_a_log_quoted_in_markdown_keeps_its_prefixes_and_its_exception():
+    # an issue excerpt pasted as a markdown quote, with a CI runner's ISO stamp and SGLang's own
+    # (sglang/srt/managers/scheduler.py@v0.5.9 logs "Received sigquit from a child process")
+    text = (
+        "> [2025-11-06T02:10:00.702Z]   File \"/sglang/srt/models/deepseek_vl2.py\", line 252, in load_weights\n"
+        ">\n"
+        "> [2025-11-06T02:10:00.702Z] KeyError: 'lm_head.weight'\n"
+        ">\n"
+        "> [2025-11-06T02:10:00.703Z] [2025-11-06 02:10:00] Received sigquit from a child process. It usually "
+        "means the child failed.\n"
+    )
+    rc = triage_text(text).root_cause
+    assert (rc.line, rc.exception) == (3, "KeyError")

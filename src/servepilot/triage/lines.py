@@ -92,6 +92,7 @@ _LOGFMT = re.compile(
 )
 
 _LEVEL_WORDS = {"WARN": "WARNING"}
+_QUOTE = re.compile(r"^(?:> ?)+")
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,9 @@ def clean_text(raw: str) -> str:
 def parse_line(raw: str) -> LogLine:
     """Split one raw log line into its prefixes and message; never raises."""
     text = clean_text(raw)
-    rest = text
+    # a line quoted in markdown ("> [2025-11-06T02:10:00.702Z] KeyError: ...", as issue
+    # excerpts paste a log) carries its prefixes after the quote marks
+    rest = _QUOTE.sub("", text, count=1) if text[:1] == ">" else text
     process = pid = level = timestamp = source = None
     m = _SYSLOG.match(rest)
     if m:
