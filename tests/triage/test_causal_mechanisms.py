@@ -309,3 +309,34 @@ def test_a_log_quoted_in_markdown_keeps_its_prefixes_and_its_exception():
     )
     rc = triage_text(text).root_cause
     assert (rc.line, rc.exception) == (3, "KeyError")
+
+
+def test_a_wrapper_quoting_an_error_no_signature_knows_is_that_errors_report():
+    # the engine core quotes its worker's exception (vllm/v1/executor/multiproc_executor.py@v0.10.2
+    # "Worker failed with error '{result}', please check the stack trace above ..."), then the
+    # executor reports another worker's death: the quoted error came first and is the cause
+    text = (
+        "(EngineCore_DP1 pid=370878) ERROR 09-19 02:53:52 [core.py:718] RuntimeError: Worker failed with error "
+        "'kv_cache must be a tuple', please check the stack trace above for the root cause\n"
+        "(EngineCore_DP0 pid=370613) ERROR 09-19 02:54:06 [multiproc_executor.py:149] Worker proc VllmWorker-2 "
+        "died unexpectedly, shutting down executor.\n"
+    )
+    rc = triage_text(text).root_cause
+    assert (rc.line, rc.signature) == (1, "vllm-worker-failed-wrapper")
+    # a wrapper that quotes nothing stays an echo behind the death report
+    bare = text.replace("'kv_cache must be a tuple', please check the stack trace above for the root cause", "")
+    assert triage_text(bare).root_cause.signature == "worker-died-by-signal"
+
+
+def test_the_projector_loaders_quoted_exception_is_the_error_and_names_its_category():
+    # llama.cpp tools/mtmd/clip.cpp clip_init: "%s: failed to load model '%s': %s", then the
+    # mtmd and server wrappers (llama-cpp-python vendor@v0.3.36)
+    text = (
+        "clip_init: failed to load model 'model.mmproj': load_hparams: unknown projector type: gemma4uv\n"
+        "\n"
+        "mtmd_init_from_file: error: Failed to load CLIP model from model.mmproj\n"
+        "srv    load_model: failed to load multimodal model, 'model.mmproj'\n"
+        "main: exiting due to model loading error\n"
+    )
+    rc = triage_text(text).root_cause
+    assert (rc.line, rc.category) == (1, "unsupported_arch")

@@ -354,11 +354,24 @@ def _rank(g: _Group) -> float:
         return _WARNING_OTHER_RANK
     if g.first.is_warning:
         return _WARNING_CAUSE_RANK if g.tier_rank == 0 else _WARNING_OTHER_RANK
+    if _carries_unknown_error(g.match):
+        # a wrapper that quotes an error no signature knows ("Worker failed with error 'kv_cache
+        # must be a tuple'", "failed to load model '...': load_hparams: unknown projector
+        # type: gemma4uv") is that error's report, the only one when the log shows no other
+        return _TIER_RANK[None] if g.first.exc_type or not _is_plain_line(g.first) else _PLAIN_UNKNOWN_RANK
     if g.match is None and _is_plain_line(g.first):
         # a line that points elsewhere (a client whose request died with the server, "see the
         # server logs") is an echo: the server's own error, when the log has it, is the cause
         return _TIER_RANK["echo"] if _POINTS_ELSEWHERE.search(g.first.message) else _PLAIN_UNKNOWN_RANK
     return g.tier_rank
+
+
+def _carries_unknown_error(m: Match | None) -> bool:
+    """An echo whose wrapped message (its `unwrap` group) no signature knows: the matcher hands
+    back the inner message's own match whenever a signature knows it."""
+    if m is None or m.tier != "echo" or not m.signature.unwrap:
+        return False
+    return bool((m.groups.get(m.signature.unwrap) or "").strip())
 
 
 def _is_plain_line(ev: ErrorEvent) -> bool:
