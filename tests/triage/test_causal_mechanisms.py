@@ -340,3 +340,34 @@ def test_the_projector_loaders_quoted_exception_is_the_error_and_names_its_categ
     )
     rc = triage_text(text).root_cause
     assert (rc.line, rc.category) == (1, "unsupported_arch")
+
+
+# A vLLM server that became ready (uvicorn's "Application startup complete."), then a worker's
+# error while serving (a FlashInfer kernel check, corpus/full-logs trietnguyeminh), then the
+# API server's report that the engine core is dead (vllm/v1/engine/async_llm.py@v0.10.2
+# output_handler logs "AsyncLLM output_handler failed." over the EngineDeadError).
+READY = "(APIServer pid=1) INFO:     Application startup complete.\n"
+SERVING_ERROR = (
+    "(Worker_TP0 pid=300) ERROR 06-13 20:09:13 [multiproc_executor.py:962] RuntimeError: Check failed: "
+    "(status == cudaSuccess) is false: BatchPrefillWithPagedKVCache failed with error invalid argument\n"
+)
+ENGINE_DEAD = (
+    "(APIServer pid=1) ERROR 06-13 20:09:14 [async_llm.py:704] AsyncLLM output_handler failed.\n"
+    "(APIServer pid=1) ERROR 06-13 20:09:14 [async_llm.py:704] vllm.v1.engine.exceptions.EngineDeadError: "
+    "EngineCore encountered an issue. See stack trace (above) for the root cause.\n"
+)
+
+
+def test_an_error_while_serving_that_the_engine_died_of_is_the_root_cause():
+    rc = triage_text(READY + SERVING_ERROR + ENGINE_DEAD).root_cause
+    assert (rc.line, rc.exception) == (2, "RuntimeError")
+
+
+def test_an_error_while_serving_that_the_engine_survived_is_not_blamed():
+    d = triage_text(READY + SERVING_ERROR)
+    assert d.healthy and d.root_cause is None
+
+
+def test_a_death_with_nothing_before_it_is_reported_as_the_death():
+    rc = triage_text(READY + ENGINE_DEAD).root_cause
+    assert rc.signature == "vllm-engine-dead" and rc.line == 3

@@ -571,6 +571,15 @@ def decide(
             g.keys.add((ev.process, ev.pid))
             g.occurrences += 1
 
+    # the first report of a death after readiness (vLLM's EngineDeadError, a worker that died):
+    # the server did not survive what came between readiness and it
+    deaths = [
+        g.first.line_no for g in groups.values()
+        if healthy_line is not None and g.first.launch == last and g.first.line_no > healthy_line
+        and g.match is not None and g.match.signature.consequence
+    ]
+    died_at = min(deaths) if deaths else None
+
     def candidate(g: _Group) -> bool:
         if g.first.launch != last:
             return False
@@ -578,8 +587,11 @@ def decide(
             # the launch got through start-up, so whatever it printed before was survived;
             # only a known cause after readiness (a request that breaks it) counts, or any
             # exception that killed its process (vLLM's API server failing in init_app_state
-            # after the engine core said it was ready)
-            return g.first.line_no > healthy_line and (g.tier_rank == 0 or _killed_its_process(g))
+            # after the engine core said it was ready), or a death and what came before it
+            after = g.first.line_no > healthy_line
+            return after and (
+                g.tier_rank == 0 or _killed_its_process(g) or (died_at is not None and g.first.line_no <= died_at)
+            )
         return True
 
     def _killed_its_process(g: _Group) -> bool:
