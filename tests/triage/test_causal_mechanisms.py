@@ -371,3 +371,24 @@ def test_an_error_while_serving_that_the_engine_survived_is_not_blamed():
 def test_a_death_with_nothing_before_it_is_reported_as_the_death():
     rc = triage_text(READY + ENGINE_DEAD).root_cause
     assert rc.signature == "vllm-engine-dead" and rc.line == 3
+
+
+def test_a_kill_after_an_exception_is_the_exceptions_consequence_but_a_pointer_explains_nothing():
+    # SGLang's warmup failure logs the exception and kills its own process tree
+    # (sglang/srt/entrypoints/http_server.py@v0.4.3 _wait_and_warmup); the shell says "Killed"
+    warmup = (
+        "[2024-12-13 01:47:34] Initialization failed. warmup error: Traceback (most recent call last):\n"
+        '  File "/sglang/python/sglang/srt/server.py", line 621, in _wait_and_warmup\n'
+        '    assert res.status_code == 200, f"{res=}, {res.text=}"\n'
+        "AssertionError: res=<Response [502]>, res.text=''\n"
+        "Killed\n"
+    )
+    assert triage_text(warmup).root_cause.exception == "AssertionError"
+    # vLLM's executor only points at the worker's traceback (CRITICAL, "See stack trace above"),
+    # and the worker was killed before printing one: the kill is all there is
+    pointer = (
+        "CRITICAL 05-07 19:18:17 [core_client.py:359] Got fatal signal from worker processes, shutting down. "
+        "See stack trace above for root cause issue.\n"
+        "Killed\n"
+    )
+    assert triage_text(pointer).root_cause.signature == "process-killed-oom"

@@ -38,7 +38,8 @@ The rule, in order:
    it count: errors before it were survived (a missing generation_config.json notice), and
    a failed request later in a serving log is reported, not blamed; an exception that
    unwound an engine subprocess's entry point (SGLang's scheduler, vLLM's engine core or a
-   worker) killed that process and counts too.
+   worker) killed that process and counts too, and so does every error printed between
+   readiness and a reported death (vLLM's EngineDeadError): the server did not survive it.
 6. No error (or only warnings) and no healthy start: if the log's last lines are a phase
    known to hang (NCCL bootstrap, CUDA graph capture), that hang is the diagnosis; the
    warnings become alternatives.
@@ -80,7 +81,10 @@ _PLAIN_UNKNOWN_RANK = 2.2  # an unknown plain line (no exception, no ERROR level
 # pointer to another log ("please see the ollama server logs for details").
 _POINTS_ELSEWHERE = re.compile(
     r'(?:"https?://[^"]*"|https?://\S+):? (?:EOF|read: connection reset|dial tcp)|\bconnection refused\b'
-    r"|\bsee (?:the )?(?:\w+ )?(?:server )?logs?\b",
+    r"|\bsee (?:the )?(?:\w+ )?(?:server )?logs?\b"
+    # vLLM's executor when a worker dies: "... got fatal signal from worker processes, shutting
+    # down. See stack trace above for root cause issue." (vllm/v1/executor/multiproc_executor.py)
+    r"|\bsee (?:the )?stack trace above\b",
     re.IGNORECASE,
 )
 # Confidence of a root cause by what its category rests on (rule 7 of this module).
@@ -359,10 +363,13 @@ def _rank(g: _Group) -> float:
         # must be a tuple'", "failed to load model '...': load_hparams: unknown projector
         # type: gemma4uv") is that error's report, the only one when the log shows no other
         return _TIER_RANK[None] if g.first.exc_type or not _is_plain_line(g.first) else _PLAIN_UNKNOWN_RANK
-    if g.match is None and _is_plain_line(g.first):
+    if g.match is None and g.first.exc_type is None and _POINTS_ELSEWHERE.search(g.first.message):
         # a line that points elsewhere (a client whose request died with the server, "see the
-        # server logs") is an echo: the server's own error, when the log has it, is the cause
-        return _TIER_RANK["echo"] if _POINTS_ELSEWHERE.search(g.first.message) else _PLAIN_UNKNOWN_RANK
+        # server logs", "see stack trace above"), at whatever level it was logged, is an echo:
+        # the error it points at, when the log has it, is the cause
+        return _TIER_RANK["echo"]
+    if g.match is None and _is_plain_line(g.first):
+        return _PLAIN_UNKNOWN_RANK
     return g.tier_rank
 
 
