@@ -392,3 +392,12 @@ def test_a_kill_after_an_exception_is_the_exceptions_consequence_but_a_pointer_e
         "Killed\n"
     )
     assert triage_text(pointer).root_cause.signature == "process-killed-oom"
+
+
+def test_names_quoted_by_a_version_mismatch_lend_no_category_but_a_missing_package_does():
+    # CPython's wording (Python/ceval.c import_from): an installed flashinfer of another version
+    mismatch = "ImportError: cannot import name 'top_k_top_p_sampling_from_probs' from 'flashinfer.sampling'\n"
+    assert triage_text(mismatch).root_cause.category == "other"
+    # a package that is not installed at all: which one says which part cannot run
+    missing = "ModuleNotFoundError: No module named 'vllm.vllm_flash_attn.layers'\n"
+    assert triage_text(missing).root_cause.category == "attention_backend"

@@ -65,6 +65,7 @@ from servepilot.triage.keywords import (
     guess_from_frames,
     guess_from_source,
     raised_importing,
+    words_of_mismatch,
 )
 from servepilot.triage.lines import parse_line
 from servepilot.triage.markers import STALL_POINTS_AT_START, is_healthy, phase_of, stall_phase
@@ -349,7 +350,7 @@ def _words_of(ev: ErrorEvent) -> str:
             message = parse_line(line).message
             if _ASSERT_LINE.match(message):
                 return f"{ev.message} {message.strip()}"
-    return ev.message
+    return words_of_mismatch(ev.message)
 
 
 def _rank(g: _Group) -> float:

@@ -79,6 +79,21 @@ _INTERFACE_MISMATCH = re.compile(
 )
 
 
+# In those messages the quoted things are names (a function, a module, an argument), and a
+# name is not the engine's words about what failed: "cannot import name
+# 'top_k_top_p_sampling_from_probs' from 'flashinfer.sampling'" (or a module lacking an attribute)
+# is a version mismatch, not an
+# attention failure. A missing module ("No module named 'flash_attn'") keeps its name: which
+# package is absent says which part cannot run.
+_NAMES_ONLY = re.compile(r"cannot import name |module '[\w.]+' has no attribute |got an unexpected keyword argument ")
+_QUOTED = re.compile(r"'[^']*'|\(/[^)]*\)")
+
+
+def words_of_mismatch(message: str) -> str:
+    """The message without the names it quotes, when it reports packages that do not fit."""
+    return _QUOTED.sub("'<name>'", message) if _NAMES_ONLY.search(message) else message
+
+
 def raised_importing(lines: list[str], message: str) -> bool:
     """Whether an exception comes from packages that do not fit each other (an import that
     failed, a module's top-level code that failed, a keyword another package's version does
