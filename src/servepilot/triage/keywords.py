@@ -81,10 +81,9 @@ _INTERFACE_MISMATCH = re.compile(
 
 # In those messages the quoted things are names (a function, a module, an argument), and a
 # name is not the engine's words about what failed: "cannot import name
-# 'top_k_top_p_sampling_from_probs' from 'flashinfer.sampling'" (or a module lacking an attribute)
-# is a version mismatch, not an
-# attention failure. A missing module ("No module named 'flash_attn'") keeps its name: which
-# package is absent says which part cannot run.
+# 'top_k_top_p_sampling_from_probs' from 'flashinfer.sampling'" (or a module lacking an
+# attribute) is a version mismatch, not an attention failure. A missing module ("No module
+# named 'flash_attn'") keeps its name: which package is absent says which part cannot run.
 _NAMES_ONLY = re.compile(r"cannot import name |module '[\w.]+' has no attribute |got an unexpected keyword argument ")
 _QUOTED = re.compile(r"'[^']*'|\(/[^)]*\)")
 
