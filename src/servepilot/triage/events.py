@@ -244,8 +244,8 @@ class Assembler:
         # lines carry no prefix; those lines belong to the process that opened it.
         self._inline_key: tuple | None = None
         self.phase: str | None = None
-        # each change of start-up phase: (line, launch, process, phase); an error followed by a
-        # later phase of its own process was survived (diagnosis.py rule 4)
+        # where each process entered each start-up phase; an error followed by a later phase
+        # of its own process was survived (diagnosis.py rule 4)
         self.phase_marks: list[PhaseMark] = []
         self._marked: set[tuple[str | None, str]] = set()
         self._refused_at: int | None = None  # line of an argparse refusal (the process exited 2)
@@ -297,9 +297,9 @@ class Assembler:
                         self.hints.add(hint)
 
     def _enter_phase(self, line_no: int, ll: LogLine, phase: str) -> None:
-        # a phase's line that reports a failure ("llama_init_from_model: failed to initialize
-        # the context") places the errors after it, but is no sign the process went on
-        # the first line of each process in each phase is kept: one per (process, phase)
+        # the first line of each process in each phase is kept as a mark; a phase's line that
+        # reports a failure ("llama_init_from_model: failed to initialize the context") places
+        # the errors after it, but is no sign the process went on
         if (ll.process, phase) not in self._marked and _PLAIN_ERROR.search(ll.message) is None:
             self._marked.add((ll.process, phase))
             self.phase_marks.append(PhaseMark(line_no, self.launch, ll.process, phase, ll.timestamp))
@@ -412,8 +412,8 @@ class Assembler:
                 ErrorEvent(line_no, ll.process, ll.pid, self.launch, None, msg, [], ll.text, is_error=False), ll
             )
 
-    def _add(self, ev: ErrorEvent, ll: LogLine | None = None, phase: str | None | bool = True) -> None:
-        ev.phase = self.phase if phase is True else phase  # True: the phase the log is in now
+    def _add(self, ev: ErrorEvent, ll: LogLine | None = None) -> None:
+        ev.phase = self.phase
         if ll is not None:
             ev.level, ev.timestamp = ll.level, ll.timestamp
         if self.hints:
@@ -451,14 +451,12 @@ class Assembler:
                 if what is not None:
                     line_no, exc_type, message, text = number, thrown.group("type"), what.group("message"), later
                     break
-        self._add(
-            ErrorEvent(
-                line_no, ll.process, ll.pid, self.launch, exc_type, message, [], text,
-                block=list(zip(opened.numbers, opened.lines, strict=True)),
-            ),
-            ll,
-            phase=opened.phase,
+        ev = ErrorEvent(
+            line_no, ll.process, ll.pid, self.launch, exc_type, message, [], text,
+            block=list(zip(opened.numbers, opened.lines, strict=True)),
         )
+        self._add(ev, ll)
+        ev.phase = opened.phase  # the phase the run was printed in, not the one that closed it
 
     def _flush_all(self) -> None:
         for key in list(self._open):
