@@ -401,3 +401,18 @@ def test_names_quoted_by_a_version_mismatch_lend_no_category_but_a_missing_packa
     # a package that is not installed at all: which one says which part cannot run
     missing = "ModuleNotFoundError: No module named 'vllm.vllm_flash_attn.layers'\n"
     assert triage_text(missing).root_cause.category == "attention_backend"
+
+
+def test_an_older_servers_shutdown_into_a_reused_log_is_not_a_new_launch():
+    # vLLM's memory-profiling guard (signature vllm-memory-profiling-error) in this run; an older API
+    # server under another pid writes uvicorn's shutdown line (uvicorn/lifespan/on.py@0.30.6)
+    run = (
+        "(APIServer pid=414156) INFO 01-12 01:42:14 [api_server.py:1351] vLLM API server version 0.13.0\n"
+        "(EngineCore_DP0 pid=414253) ERROR 01-12 01:42:51 [core.py:866] AssertionError: Error in memory "
+        "profiling. Initial free memory 62.7452392578125 GiB, current free memory 63.12884521484375 GiB.\n"
+    )
+    d = triage_text(run + "(APIServer pid=413441) INFO:     Application shutdown complete.\n")
+    assert (d.launches, d.stale, d.root_cause.line) == (1, False, 2)
+    # the same pid change with a line of a running server is a new launch
+    relaunch = triage_text(run + "(APIServer pid=413441) INFO 01-12 01:43:00 [api_server.py:1] args: {}\n")
+    assert relaunch.launches == 2 and relaunch.stale

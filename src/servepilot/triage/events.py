@@ -50,6 +50,13 @@ _TERMINATE = re.compile(r"terminate called after throwing an instance of '(?P<ty
 # argparse's exit on a refused command line: "prog: error: unrecognized arguments: ..."
 # (Lib/argparse.py ArgumentParser.error, which exits with status 2; vLLM and SGLang use it).
 _ARGPARSE_EXIT = re.compile(r"^[\w.\-]+(?: [\w.\-]+)?: error: ")
+# A server's shutdown lines (uvicorn/lifespan/on.py and uvicorn/server.py@0.30.6: "Waiting for
+# application shutdown.", "Application shutdown complete.", "Shutting down", "Finished server
+# process [%d]"): under a new pid they are an older run ending into a reused log, not a launch.
+_SHUTDOWN = re.compile(
+    r"^(?:Waiting for application shutdown|Application shutdown (?:complete|failed)|Shutting down\b"
+    r"|Finished server process)"
+)
 _WHAT = re.compile(r"^\s*what\(\):\s*(?P<message>.+)")
 # Settings a launch prints about itself that change what an error means (refine rules read
 # them): an FP8 KV cache, from vLLM's engine config line (`kv_cache_dtype=fp8`), its args
@@ -279,9 +286,12 @@ class Assembler:
             self._refused_at = line_no
         if ll.process and ll.pid is not None and is_unique_process_name(ll.process):
             known = self._pids.get(ll.process)
-            if known is not None and known != ll.pid:
-                self._new_launch(line_no, f"{ll.process} has a new pid ({known} -> {ll.pid})")
-            self._pids[ll.process] = ll.pid
+            if known is not None and known != ll.pid and _SHUTDOWN.search(ll.message) is not None:
+                pass  # another run of that name ending into the same log: no launch of this one
+            else:
+                if known is not None and known != ll.pid:
+                    self._new_launch(line_no, f"{ll.process} has a new pid ({known} -> {ll.pid})")
+                self._pids[ll.process] = ll.pid
         if is_healthy(ll.message):
             self.healthy_launches.setdefault(self.launch, line_no)
             self._enter_phase(line_no, ll, "serving")  # an OOM from here on is a request's
