@@ -201,7 +201,7 @@ def test_the_dynamic_loaders_refusal_is_an_error_with_or_without_pythons_excepti
     # glibc's loader wording (elf/dl-lookup.c "undefined symbol: %s"); vLLM 0.2's compiled ops
     # built for torch 2.1 loaded under torch 2.0 (a paste of the import and the loader line)
     loader = (
-        "/usr/local/lib/python3.9/site-packages/vllm/quantization_ops.cpython-39-x86_64-linux-gnu.so"
+        "/usr/lib/python3.9/site-packages/vllm/quantization_ops.cpython-39-x86_64-linux-gnu.so"
         ": undefined symbol: _ZN3c104cuda9SetDeviceEi"
     )
     for text in (f"from vllm import quantization_ops\n{loader}\n", f"ImportError: {loader}\n"):

@@ -363,7 +363,8 @@ def _rank(g: _Group) -> float:
         # a wrapper that quotes an error no signature knows ("Worker failed with error 'kv_cache
         # must be a tuple'", "failed to load model '...': load_hparams: unknown projector
         # type: gemma4uv") is that error's report, the only one when the log shows no other
-        return _TIER_RANK[None] if g.first.exc_type or not _is_plain_line(g.first) else _PLAIN_UNKNOWN_RANK
+        plain = g.first.exc_type is None and _is_plain_line(g.first)
+        return _PLAIN_UNKNOWN_RANK if plain else _TIER_RANK[None]
     if g.match is None and g.first.exc_type is None and _POINTS_ELSEWHERE.search(g.first.message):
         # a line that points elsewhere (a client whose request died with the server, "see the
         # server logs", "see stack trace above"), at whatever level it was logged, is an echo:
@@ -414,7 +415,7 @@ def _survived(g: _Group, marks: list[PhaseMark]) -> bool:
     later = [
         m for m in marks
         if m.line_no > ev.line_no and _PHASE_ORDER[m.phase] > rank
-        and (not stamp or ((mark_stamp := _time_key(m.timestamp)) is not None and mark_stamp >= stamp))
+        and (not stamp or (_time_key(m.timestamp) or "") >= stamp)
     ]
     if not later:
         return False
@@ -541,7 +542,9 @@ def _sole_line_cause(tail: list[tuple[int, str]], launch: int) -> Cause | None:
 
 def _is_status(ll) -> bool:
     """A progress or status line: logged at DEBUG/INFO, a readiness line or a start-up phase."""
-    return ll.level in ("DEBUG", "INFO") or is_healthy(ll.message) or phase_of(ll.message) is not None
+    if ll.level in ("DEBUG", "INFO"):
+        return True
+    return is_healthy(ll.message) or phase_of(ll.message) is not None
 
 
 def decide(
@@ -596,9 +599,9 @@ def decide(
             # only a known cause after readiness (a request that breaks it) counts, or any
             # exception that killed its process (vLLM's API server failing in init_app_state
             # after the engine core said it was ready), or a death and what came before it
-            after = g.first.line_no > healthy_line
-            return after and (
-                g.tier_rank == 0 or _killed_its_process(g) or (died_at is not None and g.first.line_no <= died_at)
+            before_death = died_at is not None and g.first.line_no <= died_at
+            return g.first.line_no > healthy_line and (
+                g.tier_rank == 0 or _killed_its_process(g) or before_death
             )
         return True
 
@@ -720,7 +723,9 @@ def _choose(candidates: list[_Group], line_of) -> tuple[_Group | None, str | Non
     return root, None
 
 
-def _explained_by_earlier_cause(root: _Group, root_cause: Cause, candidates: list[_Group]) -> _Group | None:
+def _explained_by_earlier_cause(
+    root: _Group, root_cause: Cause, candidates: list[_Group]
+) -> _Group | None:
     """A known cause the launch printed and went on from (a later phase of its process followed
     it), before an echo that only says the launch failed and names nothing placeable.
 
@@ -733,8 +738,9 @@ def _explained_by_earlier_cause(root: _Group, root_cause: Cause, candidates: lis
         return None
     earlier = [
         g for g in candidates
-        if g is not root and g.match is not None and g.match.tier == "cause" and not g.match.signature.benign
-        and g.survived and g.first.line_no < root.first.line_no and g.match.category != "other"
+        if g is not root and g.match is not None and g.match.tier == "cause"
+        and not g.match.signature.benign and g.match.category != "other"
+        and g.survived and g.first.line_no < root.first.line_no
     ]
     return min(earlier, key=lambda g: g.first.line_no) if earlier else None
 
@@ -743,7 +749,8 @@ def _explained(fatal: Cause, earlier: Cause) -> Cause:
     return replace(
         fatal,
         category=earlier.category,
-        explanation=f"{fatal.explanation} Before it, line {earlier.line} said: {earlier.explanation}",
+        explanation=f"{fatal.explanation} Before it, line {earlier.line} said: "
+        f"{earlier.explanation}",
         confidence=CONFIDENCE["warning-explains"],
         basis="warning-explains",
     )

@@ -220,7 +220,8 @@ def _without_code_lines(opened: _Open) -> _Open:
     if len(kept) == len(opened.lines):
         return opened
     first = (kept[0][0], parse_line(kept[0][1])) if kept else None
-    return _Open("block", [t for _, t in kept], first=first, numbers=[n for n, _ in kept], phase=opened.phase)
+    lines, numbers = [t for _, t in kept], [n for n, _ in kept]
+    return _Open("block", lines, first=first, numbers=numbers, phase=opened.phase)
 
 
 def _is_code_line(ll: LogLine) -> bool:
@@ -312,7 +313,8 @@ class Assembler:
         # the errors after it, but is no sign the process went on
         if (ll.process, phase) not in self._marked and _PLAIN_ERROR.search(ll.message) is None:
             self._marked.add((ll.process, phase))
-            self.phase_marks.append(PhaseMark(line_no, self.launch, ll.process, phase, ll.timestamp))
+            mark = PhaseMark(line_no, self.launch, ll.process, phase, ll.timestamp)
+            self.phase_marks.append(mark)
         self.phase = phase
 
     # -- events ----------------------------------------------------------------------------

@@ -75,7 +75,8 @@ _MODULE_BODY = re.compile(r'File "[^"]+", line \d+, in <module>')
 # Python/getargs.c).
 _INTERFACE_MISMATCH = re.compile(
     r"cannot import name |No module named |module '[\w.]+' has no attribute "
-    r"|got an unexpected keyword argument |missing \d+ required (?:positional|keyword-only) argument"
+    r"|got an unexpected keyword argument "
+    r"|missing \d+ required (?:positional|keyword-only) argument"
 )
 
 
@@ -84,7 +85,9 @@ _INTERFACE_MISMATCH = re.compile(
 # 'top_k_top_p_sampling_from_probs' from 'flashinfer.sampling'" (or a module lacking an
 # attribute) is a version mismatch, not an attention failure. A missing module ("No module
 # named 'flash_attn'") keeps its name: which package is absent says which part cannot run.
-_NAMES_ONLY = re.compile(r"cannot import name |module '[\w.]+' has no attribute |got an unexpected keyword argument ")
+_NAMES_ONLY = re.compile(
+    r"cannot import name |module '[\w.]+' has no attribute |got an unexpected keyword argument "
+)
 _QUOTED = re.compile(r"'[^']*'|\(/[^)]*\)")
 
 
@@ -140,8 +143,10 @@ def guess_from_frames(lines: list[str], families: tuple[KeywordFamily, ...] | No
 _SOURCE_LOCATION = re.compile(r"[\w./\-]*\.(?:c|cc|cpp|cxx|cu|cuh|h|hpp)(?::|\()\d+")
 
 
-def guess_from_source(message: str, families: tuple[KeywordFamily, ...] | None = None) -> tuple[str, str] | None:
-    """(category, the source location that decided it) from a C++ location in a message; or None."""
+def guess_from_source(
+    message: str, families: tuple[KeywordFamily, ...] | None = None
+) -> tuple[str, str] | None:
+    """(category, the source location that decided it) from a C++ location in a message."""
     families = families if families is not None else load_frame_families()
     for m in _SOURCE_LOCATION.finditer(message):
         for family in families:
