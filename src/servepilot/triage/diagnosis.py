@@ -515,7 +515,8 @@ def _sole_line_cause(tail: list[tuple[int, str]], launch: int) -> Cause | None:
     line_no, ll = said[0]
     guessed = guess_category(ll.message)
     explanation = (
-        "the text is a single line with no error marker; it is taken as the error as given"
+        "the text's one sentence that is not progress or status has no error marker; it is taken "
+        "as the error as given"
     )
     by_source = match_engine_message(ll.message)
     if by_source is not None:  # the sentence is one an engine prints: its module says what it means
