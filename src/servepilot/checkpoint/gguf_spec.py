@@ -97,6 +97,8 @@ def spec_from_gguf(path: Path) -> ModelSpec:
         embedding_length=embedding,
         split_files=tuple(Path(p.path).name for p in parts) if len(files) > 1 or missing else (),
         file_type=file_type,
+        tokenizer_model=_str(meta, "tokenizer.ggml.model"),
+        tokenizer_pre=_str(meta, "tokenizer.ggml.pre"),
     )
 
     attention = None
@@ -155,3 +157,8 @@ def spec_from_gguf(path: Path) -> ModelSpec:
         unknown=tuple(unknown),
         problems=tuple(problems),
     )
+
+
+def _str(meta: dict, key: str) -> str | None:
+    value = meta.get(key)
+    return value if isinstance(value, str) else None

@@ -204,6 +204,8 @@ class GGUFInfo:
     embedding_length: int | None = None
     split_files: tuple[str, ...] = ()
     file_type: str | None = None
+    tokenizer_model: str | None = None  # tokenizer.ggml.model: "gpt2" (BPE), "llama" (SPM), ...
+    tokenizer_pre: str | None = None  # tokenizer.ggml.pre: the BPE pre-tokenizer's name
 
 
 @dataclass(frozen=True)

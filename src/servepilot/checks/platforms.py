@@ -44,6 +44,10 @@ PLATFORM_NEUTRAL = frozenset(
         "SP-PORT-001",
         "SP-SHM-001",
         "SP-GPU-001",
+        # llama.cpp's own name tables (architectures, pre-tokenizers, ggml types) per build
+        "SP-GGUF-001",
+        "SP-GGUF-002",
+        "SP-GGUF-003",
     }
 )
 

@@ -45,6 +45,10 @@ def unknowns_of(dep, ctx) -> list[Unknown]:
                                                 "`hf download` it and check again"))
         return out
     if spec.format == "gguf":
+        if dep.engine == "llama.cpp":
+            from servepilot.checks.rules.llamacpp_build import llamacpp_build_unknowns
+
+            out.extend(llamacpp_build_unknowns(dep))
         return out
     config = spec.config or {}
     if spec.format == "hf":

@@ -1,0 +1,220 @@
+"""Read llama.cpp's own tables from the llama.cpp that llama-cpp-python sdists vendor.
+
+Offline, not run in CI. Get the sdists first (one file each, nothing installed):
+
+    pip download --no-deps --no-binary :all: llama-cpp-python==0.2.20 -d SDISTS   # and so on
+
+then
+
+    python scripts/llamacpp_build_facts.py SDISTS/*.tar.gz \
+        > src/servepilot/engines/llamacpp/knowledge/build_facts.json
+
+Each sdist carries llama.cpp under vendor/llama.cpp; the commit it vendors is the one its
+CHANGELOG.md names last for that release ("Update llama.cpp to ggerganov/llama.cpp@SHA").
+The sdist holds no git metadata, so the llama.cpp build number (bNNNN, the commit count)
+of that commit is not known here: facts are keyed by llama-cpp-python version and commit.
+
+Read per tree:
+  architectures   LLM_ARCH_NAMES (llama.cpp, later src/llama-arch.cpp): the names
+                  general.architecture may hold; any other raises "unknown model architecture"
+  pre_tokenizers  the `tokenizer_pre == "..."` comparisons of the BPE vocabulary loader
+                  (llama.cpp, later src/llama-vocab.cpp); a tree without the error
+                  "unknown pre-tokenizer type" does not check the name at all
+  ggml_types      enum ggml_type (ggml.h, later ggml/include/ggml.h), commented-out
+                  (removed) entries left out
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+from packaging.version import Version
+
+ARCH_FILES = ("src/llama-arch.cpp", "src/llama.cpp", "llama.cpp")
+VOCAB_FILES = ("src/llama-vocab.cpp", "src/llama-model.cpp", "src/llama.cpp", "llama.cpp")
+GGML_FILES = ("ggml/include/ggml.h", "ggml.h")
+VENDOR = "vendor/llama.cpp/"
+PRE_ERROR = "unknown pre-tokenizer type"
+
+
+def _first(read, paths, needle) -> tuple[str, str] | tuple[None, None]:
+    """The first of `paths` (relative to the llama.cpp root) whose text holds `needle`."""
+    for p in paths:
+        text = read(p)
+        if text is not None and needle in text:
+            return p, text
+    return None, None
+
+
+def _tables(read) -> dict:
+    arch_path, arch_text = _first(read, ARCH_FILES, "LLM_ARCH_NAMES")
+    vocab_path, vocab_text = _first(read, VOCAB_FILES, PRE_ERROR)
+    ggml_path, ggml_text = _first(read, GGML_FILES, "enum ggml_type")
+    if arch_text is None or ggml_text is None:
+        raise SystemExit("no LLM_ARCH_NAMES or enum ggml_type found")
+    return {
+        "files": {"architectures": arch_path, "pre_tokenizers": vocab_path, "ggml_types": ggml_path},
+        "architectures": architectures(arch_text),
+        "pre_tokenizers": pre_tokenizers(vocab_text) if vocab_text else None,
+        "ggml_types": ggml_types(ggml_text),
+    }
+
+
+def _strip_comments(text: str) -> str:
+    return re.sub(r"//[^\n]*", "", text)
+
+
+def architectures(text: str) -> list[str]:
+    block = re.search(r"LLM_ARCH_NAMES\s*=\s*\{(.*?)\n\};", text, re.S)
+    if block is None:
+        raise ValueError("no LLM_ARCH_NAMES table")
+    names = re.findall(r"\{\s*LLM_ARCH_(\w+)\s*,\s*\"([^\"]+)\"\s*\}", _strip_comments(block.group(1)))
+    return sorted(name for key, name in names if key != "UNKNOWN")
+
+
+def pre_tokenizers(text: str) -> list[str]:
+    names = set(re.findall(r"tokenizer_pre\s*==\s*\"([^\"]+)\"", _strip_comments(text)))
+    return sorted(names)
+
+
+def ggml_types(text: str) -> list[str]:
+    block = re.search(r"enum\s+ggml_type\s*\{(.*?)\}", text, re.S)
+    if block is None:
+        raise ValueError("no enum ggml_type")
+    names = re.findall(r"\bGGML_TYPE_(\w+)", _strip_comments(block.group(1)))
+    return sorted(n for n in dict.fromkeys(names) if n != "COUNT")
+
+
+def vendored_commit(changelog: str, version: str) -> str | None:
+    """The llama.cpp commit the CHANGELOG section of `version` says it updated to (the first
+    such line of the section is the last update before the release)."""
+    section = re.search(rf"^## \[{re.escape(version)}\]\n(.*?)(?=^## \[)", changelog, re.S | re.M)
+    if section is None:
+        return None
+    m = re.search(r"[Uu]pdate llama\.cpp to \S*?@?\b([0-9a-f]{7,40})\b", section.group(1))
+    return m.group(1) if m else None
+
+
+def read_sdist(path: str) -> dict:
+    """A llama-cpp-python sdist: the llama.cpp under vendor/llama.cpp, keyed by its version."""
+    version = re.search(r"llama_cpp_python-([\d.]+)\.tar\.gz$", path).group(1)
+    with tarfile.open(path) as tar:
+        members = {m.name.split("/", 1)[-1]: m for m in tar.getmembers() if m.isfile()}
+
+        def read(rel: str) -> str | None:
+            m = members.get(rel)
+            return tar.extractfile(m).read().decode("utf-8", "replace") if m else None
+
+        changelog = read("CHANGELOG.md") or ""
+        snap = _tables(lambda rel: read(VENDOR + rel))
+    commit = vendored_commit(changelog, version)
+    where = f"llama.cpp@{commit[:12]}" if commit else "llama.cpp commit not named in its CHANGELOG"
+    snap.update(key=version, label=f"llama-cpp-python=={version} vendor/llama.cpp ({where})",
+                commit=commit)
+    return snap
+
+
+def read_npm(path: str) -> dict | None:
+    """A node-llama-cpp npm package: llama/llama.cpp.info.json names the llama.cpp release tag
+    (bNNNN) and llama/gitRelease.bundle holds that release's tree: facts keyed by build."""
+    with tarfile.open(path) as tar, tempfile.TemporaryDirectory() as tmp:
+        names = set(tar.getnames())
+        if "package/llama/gitRelease.bundle" not in names:
+            print(f"{path}: no llama/gitRelease.bundle, skipped", file=sys.stderr)
+            return None
+        # 3.x names the tree's tag in llama.cpp.info.json; 2.x only the release its binaries
+        # were built from (the same release the bundle was cut from)
+        if "package/llama/llama.cpp.info.json" in names:
+            tag = json.load(tar.extractfile("package/llama/llama.cpp.info.json"))["tag"]
+        else:
+            tag = json.load(tar.extractfile("package/llama/binariesGithubRelease.json"))["release"]
+        if not re.fullmatch(r"b\d+", tag):
+            print(f"{path}: llama.cpp tag {tag!r} is not a build number, skipped", file=sys.stderr)
+            return None
+        package = json.load(tar.extractfile("package/package.json"))
+        bundle = Path(tmp, "release.bundle")
+        bundle.write_bytes(tar.extractfile("package/llama/gitRelease.bundle").read())
+        repo = Path(tmp, "repo")
+        subprocess.run(["git", "clone", "-q", "--bare", str(bundle), str(repo)], check=True)
+
+        def read(rel: str) -> str | None:
+            shown = subprocess.run(["git", "-C", str(repo), "show", f"HEAD:{rel}"], capture_output=True)
+            return shown.stdout.decode("utf-8", "replace") if shown.returncode == 0 else None
+
+        snap = _tables(read)
+    snap.update(key=int(tag[1:]), tag=tag,
+                label=f"llama.cpp {tag} (the release tree in node-llama-cpp {package['version']}, "
+                      "llama/gitRelease.bundle)")
+    return snap
+
+
+def _source(snap: dict, kind: str) -> str:
+    if "tag" in snap:
+        return f"{snap['files'][kind]}@{snap['tag']}"
+    return f"{snap['files'][kind]} in {snap['label']}"
+
+
+def _ranges(snapshots: list[dict], kind: str) -> dict:
+    """name -> first and last snapshot key seen, the keys read in between that lack it, and
+    the file@tag (or file in package==version) of its first sighting."""
+    out: dict[str, dict] = {}
+    for snap in snapshots:
+        for name in snap[kind] or ():
+            row = out.setdefault(name, {"first": snap["key"], "source": _source(snap, kind)})
+            row["last"] = snap["key"]
+    return dict(sorted(out.items()))
+
+
+def _table(snapshots: list[dict]) -> dict:
+    for kind in ("architectures", "pre_tokenizers", "ggml_types"):
+        for snap in snapshots:
+            snap.setdefault("sets", {})[kind] = set(snap[kind] or ())
+    return {
+        "snapshots": [
+            {k: s[k] for k in ("key", "tag", "commit", "label") if k in s}
+            | {"files": s["files"], "checks_pre_tokenizer": s["pre_tokenizers"] is not None}
+            for s in snapshots
+        ],
+        **{kind: _with_gaps(snapshots, kind) for kind in ("architectures", "pre_tokenizers", "ggml_types")},
+    }
+
+
+def _with_gaps(snapshots: list[dict], kind: str) -> dict:
+    rows = _ranges(snapshots, kind)
+    keys = [s["key"] for s in snapshots]
+    for name, row in rows.items():
+        inside = range(keys.index(row["first"]), keys.index(row["last"]) + 1)
+        gaps = [keys[i] for i in inside if name not in snapshots[i]["sets"][kind]]
+        row.pop("absent_in", None)
+        if gaps:
+            row["absent_in"] = gaps
+    return rows
+
+
+def main(paths: list[str]) -> int:
+    sdists = sorted((read_sdist(p) for p in paths if p.endswith(".tar.gz")), key=lambda s: Version(s["key"]))
+    npms = [s for s in (read_npm(p) for p in paths if p.endswith(".tgz")) if s is not None]
+    npms = sorted({s["key"]: s for s in npms}.values(), key=lambda s: s["key"])
+    data = {
+        "about": "llama.cpp's own tables (LLM_ARCH_NAMES, the BPE pre-tokenizer names, enum "
+                 "ggml_type) per build, written by scripts/llamacpp_build_facts.py. llama_cpp: "
+                 "release trees keyed by build number (tag bNNNN), read from the release bundle "
+                 "node-llama-cpp ships. llama_cpp_python: the llama.cpp llama-cpp-python sdists "
+                 "vendor, keyed by llama-cpp-python version (the vendored commit is the one its "
+                 "CHANGELOG.md names; its build number is not known from the sdist).",
+        "llama_cpp": _table(npms),
+        "llama_cpp_python": _table(sdists),
+    }
+    json.dump(data, sys.stdout, indent=1)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
