@@ -59,7 +59,11 @@ def _tables(read) -> dict:
     if arch_text is None or ggml_text is None:
         raise SystemExit("no LLM_ARCH_NAMES or enum ggml_type found")
     return {
-        "files": {"architectures": arch_path, "pre_tokenizers": vocab_path, "ggml_types": ggml_path},
+        "files": {
+            "architectures": arch_path,
+            "pre_tokenizers": vocab_path,
+            "ggml_types": ggml_path,
+        },
         "architectures": architectures(arch_text),
         "pre_tokenizers": pre_tokenizers(vocab_text) if vocab_text else None,
         "ggml_types": ggml_types(ggml_text),
@@ -74,7 +78,9 @@ def architectures(text: str) -> list[str]:
     block = re.search(r"LLM_ARCH_NAMES\s*=\s*\{(.*?)\n\};", text, re.S)
     if block is None:
         raise ValueError("no LLM_ARCH_NAMES table")
-    names = re.findall(r"\{\s*LLM_ARCH_(\w+)\s*,\s*\"([^\"]+)\"\s*\}", _strip_comments(block.group(1)))
+    names = re.findall(
+        r"\{\s*LLM_ARCH_(\w+)\s*,\s*\"([^\"]+)\"\s*\}", _strip_comments(block.group(1))
+    )
     return sorted(name for key, name in names if key != "UNKNOWN")
 
 
@@ -115,8 +121,9 @@ def read_sdist(path: str) -> dict:
         snap = _tables(lambda rel: read(VENDOR + rel))
     commit = vendored_commit(changelog, version)
     where = f"llama.cpp@{commit[:12]}" if commit else "llama.cpp commit not named in its CHANGELOG"
-    snap.update(key=version, label=f"llama-cpp-python=={version} vendor/llama.cpp ({where})",
-                commit=commit)
+    snap.update(
+        key=version, label=f"llama-cpp-python=={version} vendor/llama.cpp ({where})", commit=commit
+    )
     return snap
 
 
@@ -144,13 +151,18 @@ def read_npm(path: str) -> dict | None:
         subprocess.run(["git", "clone", "-q", "--bare", str(bundle), str(repo)], check=True)
 
         def read(rel: str) -> str | None:
-            shown = subprocess.run(["git", "-C", str(repo), "show", f"HEAD:{rel}"], capture_output=True)
+            shown = subprocess.run(
+                ["git", "-C", str(repo), "show", f"HEAD:{rel}"], capture_output=True
+            )
             return shown.stdout.decode("utf-8", "replace") if shown.returncode == 0 else None
 
         snap = _tables(read)
-    snap.update(key=int(tag[1:]), tag=tag,
-                label=f"llama.cpp {tag} (the release tree in node-llama-cpp {package['version']}, "
-                      "llama/gitRelease.bundle)")
+    snap.update(
+        key=int(tag[1:]),
+        tag=tag,
+        label=f"llama.cpp {tag} (the release tree in node-llama-cpp {package['version']}, "
+        "llama/gitRelease.bundle)",
+    )
     return snap
 
 
@@ -181,7 +193,10 @@ def _table(snapshots: list[dict]) -> dict:
             | {"files": s["files"], "checks_pre_tokenizer": s["pre_tokenizers"] is not None}
             for s in snapshots
         ],
-        **{kind: _with_gaps(snapshots, kind) for kind in ("architectures", "pre_tokenizers", "ggml_types")},
+        **{
+            kind: _with_gaps(snapshots, kind)
+            for kind in ("architectures", "pre_tokenizers", "ggml_types")
+        },
     }
 
 
@@ -198,16 +213,18 @@ def _with_gaps(snapshots: list[dict], kind: str) -> dict:
 
 
 def main(paths: list[str]) -> int:
-    sdists = sorted((read_sdist(p) for p in paths if p.endswith(".tar.gz")), key=lambda s: Version(s["key"]))
+    sdists = sorted(
+        (read_sdist(p) for p in paths if p.endswith(".tar.gz")), key=lambda s: Version(s["key"])
+    )
     npms = [s for s in (read_npm(p) for p in paths if p.endswith(".tgz")) if s is not None]
     npms = sorted({s["key"]: s for s in npms}.values(), key=lambda s: s["key"])
     data = {
         "about": "llama.cpp's own tables (LLM_ARCH_NAMES, the BPE pre-tokenizer names, enum "
-                 "ggml_type) per build, written by scripts/llamacpp_build_facts.py. llama_cpp: "
-                 "release trees keyed by build number (tag bNNNN), read from the release bundle "
-                 "node-llama-cpp ships. llama_cpp_python: the llama.cpp llama-cpp-python sdists "
-                 "vendor, keyed by llama-cpp-python version (the vendored commit is the one its "
-                 "CHANGELOG.md names; its build number is not known from the sdist).",
+        "ggml_type) per build, written by scripts/llamacpp_build_facts.py. llama_cpp: "
+        "release trees keyed by build number (tag bNNNN), read from the release bundle "
+        "node-llama-cpp ships. llama_cpp_python: the llama.cpp llama-cpp-python sdists "
+        "vendor, keyed by llama-cpp-python version (the vendored commit is the one its "
+        "CHANGELOG.md names; its build number is not known from the sdist).",
         "llama_cpp": _table(npms),
         "llama_cpp_python": _table(sdists),
     }

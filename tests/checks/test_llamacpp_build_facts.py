@@ -66,7 +66,9 @@ def test_architecture_a_build_does_not_know_fails_and_a_later_build_passes(tmp_p
     assert rc == 1 and obj["verdict"] == "fail"
     assert found and found[0]["category"] == "unsupported_arch" and found[0]["severity"] == "error"
     assert "unknown model architecture: 'gemma3'" in found[0]["detail"]
-    assert found[0]["remedies"][0]["args"] == {"upgrade": {"package": "llama.cpp", "specifier": f">={first}"}}
+    assert found[0]["remedies"][0]["args"] == {
+        "upgrade": {"package": "llama.cpp", "specifier": f">={first}"}
+    }
     rc, obj = _check(capsys, model, str(first))
     assert rc == 0 and not _codes(obj, "SP-GGUF-001") and not obj["unknowns"]
 
@@ -82,7 +84,9 @@ def test_pre_tokenizer_a_build_does_not_know_fails_and_a_later_build_passes(tmp_
     assert rc == 0 and not _codes(obj, "SP-GGUF-002")
 
 
-def test_pre_tokenizer_is_ignored_without_a_bpe_vocabulary_and_by_builds_before_the_check(tmp_path, capsys):
+def test_pre_tokenizer_is_ignored_without_a_bpe_vocabulary_and_by_builds_before_the_check(
+    tmp_path, capsys
+):
     oldest = build_facts.facts()["llama_cpp"]["snapshots"][0]
     assert oldest["checks_pre_tokenizer"] is False  # b1492 did not compare the names yet
     model = _gguf(tmp_path / "p.gguf", pre="no-such-pre-tokenizer")
@@ -118,11 +122,16 @@ def test_llama_cpp_python_server_is_judged_by_its_own_release(tmp_path, capsys):
     assert rc == 0 and not _codes(obj, "SP-GGUF-001")
 
 
-@pytest.mark.parametrize("version, why", [
-    (None, "no llama.cpp build was given"),
-    ("99999", "outside the builds read"),
-])
-def test_a_build_that_cannot_be_placed_is_a_named_unknown_not_a_pass(tmp_path, capsys, version, why):
+@pytest.mark.parametrize(
+    "version, why",
+    [
+        (None, "no llama.cpp build was given"),
+        ("99999", "outside the builds read"),
+    ],
+)
+def test_a_build_that_cannot_be_placed_is_a_named_unknown_not_a_pass(
+    tmp_path, capsys, version, why
+):
     model = _gguf(tmp_path / "g.gguf", arch="gemma3")
     rc, obj = _check(capsys, model, *([version] if version else []))
     assert rc == 4 and obj["verdict"] == "unknown"
@@ -155,15 +164,18 @@ def test_an_architecture_no_build_knows_fails_inside_the_read_range(tmp_path, ca
     assert rc == 1 and found and "in no build read" in found[0]["detail"]
 
 
-@pytest.mark.parametrize("program, version, expect", [
-    ("llama-server", "5061", ("llama_cpp", 5061)),
-    ("llama-server", "b5061", ("llama_cpp", 5061)),
-    ("llama-server", "5061 (916c83bf)", ("llama_cpp", 5061)),
-    ("llama-server", "0.3.8", None),
-    ("llama-server", None, None),
-    ("python -m llama_cpp.server", "0.3.8", ("llama_cpp_python", "0.3.8")),
-    ("python -m llama_cpp.server", "not-a-version", None),
-])
+@pytest.mark.parametrize(
+    "program, version, expect",
+    [
+        ("llama-server", "5061", ("llama_cpp", 5061)),
+        ("llama-server", "b5061", ("llama_cpp", 5061)),
+        ("llama-server", "5061 (916c83bf)", ("llama_cpp", 5061)),
+        ("llama-server", "0.3.8", None),
+        ("llama-server", None, None),
+        ("python -m llama_cpp.server", "0.3.8", ("llama_cpp_python", "0.3.8")),
+        ("python -m llama_cpp.server", "not-a-version", None),
+    ],
+)
 def test_build_of_reads_build_numbers_and_llama_cpp_python_releases(program, version, expect):
     build = build_facts.build_of(program, version)
     if expect is None:

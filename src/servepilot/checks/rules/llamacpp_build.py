@@ -15,9 +15,9 @@ from servepilot.checks.unknowns import Unknown
 
 KNOWLEDGE = "servepilot/engines/llamacpp/knowledge/build_facts.json"
 READ_FROM = (
-    "llama.cpp release trees b1492 to b8095 (the llama/gitRelease.bundle node-llama-cpp ships "
-    "with each release) and the llama.cpp vendored by llama-cpp-python 0.2.20 to 0.3.36 "
-    "(vendor/llama.cpp of its sdists)"
+    "19 llama.cpp release trees from b1492 to b10361 (the llama/gitRelease.bundle that "
+    "node-llama-cpp ships with each release) and the llama.cpp vendored by "
+    "llama-cpp-python 0.2.20 to 0.3.36 (vendor/llama.cpp of 17 of its sdists)"
 )
 SETTLE = (
     "--engine-version with the build number `llama-server --version` prints (or the "
@@ -68,14 +68,21 @@ def _findings(dep, kind: str) -> list[Finding]:
         if verdict.status != "unknown_name":
             continue
         word = KIND_WORDS[kind]
-        out.append(Finding(
-            code, category, "error", f"{build.words} does not know the GGUF's {word} {name!r}",
-            f"{build.words} has no {word} {name!r} ({verdict.why}). Loading the model fails with "
-            + _message(kind, name),
-            (Evidence(f"{key} = {name!r}", dep.spec.path),
-             Evidence(f"{word} {name!r}: {verdict.why}", verdict.source)),
-            tuple(_remedies(build, verdict, word, name)),
-        ))
+        out.append(
+            Finding(
+                code,
+                category,
+                "error",
+                f"{build.words} does not know the GGUF's {word} {name!r}",
+                f"{build.words} has no {word} {name!r} ({verdict.why}). "
+                "Loading the model fails with " + _message(kind, name),
+                (
+                    Evidence(f"{key} = {name!r}", dep.spec.path),
+                    Evidence(f"{word} {name!r}: {verdict.why}", verdict.source),
+                ),
+                tuple(_remedies(build, verdict, word, name)),
+            )
+        )
     return out
 
 
@@ -90,30 +97,66 @@ def _message(kind: str, name: str) -> str:
 def _remedies(build, verdict, word: str, name: str) -> list[Remedy]:
     first = verdict.first
     if first is None:
-        return [Remedy("upgrade", f"a llama.cpp build newer than those read that supports {word} {name!r}, "
-                                  "or a GGUF converted for this build",
-                       "no build servepilot read knows it")]
+        return [
+            Remedy(
+                "upgrade",
+                f"a llama.cpp build newer than those read that supports {word} {name!r}, "
+                "or a GGUF converted for this build",
+                "no build servepilot read knows it",
+            )
+        ]
     if build.table == "llama_cpp":
         if first <= build.key:  # known before, gone since: an older build, or a re-converted GGUF
-            return [Remedy("upgrade", f"a GGUF re-converted without {name!r} tensors, or llama.cpp b{first}",
-                           f"{name!r} was removed after b{first}")]
-        return [Remedy("upgrade", f"llama.cpp b{first} or newer", f"{word} {name!r} is known from b{first}",
-                       {"upgrade": {"package": "llama.cpp", "specifier": f">={first}"}})]
+            return [
+                Remedy(
+                    "upgrade",
+                    f"a GGUF re-converted without {name!r} tensors, or llama.cpp b{first}",
+                    f"{name!r} was removed after b{first}",
+                )
+            ]
+        return [
+            Remedy(
+                "upgrade",
+                f"llama.cpp b{first} or newer",
+                f"{word} {name!r} is known from b{first}",
+                {"upgrade": {"package": "llama.cpp", "specifier": f">={first}"}},
+            )
+        ]
     if first <= build.key:
-        return [Remedy("upgrade", f"a GGUF re-converted without {name!r} tensors, or llama-cpp-python=={first}",
-                       f"{name!r} was removed after llama-cpp-python {first}")]
-    return [Remedy("upgrade", f"pip install 'llama-cpp-python>={first}'",
-                   f"{word} {name!r} is vendored from llama-cpp-python {first}",
-                   {"upgrade": {"package": "llama-cpp-python", "specifier": f">={first}"}})]
+        return [
+            Remedy(
+                "upgrade",
+                f"a GGUF re-converted without {name!r} tensors, or llama-cpp-python=={first}",
+                f"{name!r} was removed after llama-cpp-python {first}",
+            )
+        ]
+    return [
+        Remedy(
+            "upgrade",
+            f"pip install 'llama-cpp-python>={first}'",
+            f"{word} {name!r} is vendored from llama-cpp-python {first}",
+            {"upgrade": {"package": "llama-cpp-python", "specifier": f">={first}"}},
+        )
+    ]
 
 
 @rule(
-    "SP-GGUF-001", "unsupported_arch", "GGUF architecture unknown to this llama.cpp build",
-    facts=("llama.cpp maps general.architecture through LLM_ARCH_NAMES; any other name fails the load with "
-           "\"unknown model architecture\".",
-           f"servepilot read that table in {READ_FROM}. A build between two builds read is judged when both "
-           "agree; a build outside them, or none given, is unknown unless every build read knows the name."),
-    sources=(KNOWLEDGE, "llama.cpp src/llama-arch.cpp (LLM_ARCH_NAMES; llama.cpp before b3600)"),
+    "SP-GGUF-001",
+    "unsupported_arch",
+    "GGUF architecture unknown to this llama.cpp build",
+    facts=(
+        "llama.cpp maps general.architecture through LLM_ARCH_NAMES; any other name fails "
+        "the load with "
+        '"unknown model architecture".',
+        f"servepilot read that table in {READ_FROM}. A build between two builds read is "
+        "judged when both agree; a build outside them, or none given, is unknown unless "
+        "every build read knows the name.",
+    ),
+    sources=(
+        KNOWLEDGE,
+        "llama.cpp src/llama-arch.cpp@b4435 ... @b10361 (LLM_ARCH_NAMES; "
+        "src/llama.cpp@b3543 ... @b4291, llama.cpp@b1492, @b2861)",
+    ),
     engines=("llama.cpp",),
 )
 def llamacpp_architecture(dep, ctx) -> list[Finding]:
@@ -121,13 +164,21 @@ def llamacpp_architecture(dep, ctx) -> list[Finding]:
 
 
 @rule(
-    "SP-GGUF-002", "tokenizer_template", "GGUF pre-tokenizer unknown to this llama.cpp build",
-    facts=("A BPE vocabulary (tokenizer.ggml.model gpt2) names its pre-tokenizer in tokenizer.ggml.pre; llama.cpp "
-           "compares it with the names it implements and fails with \"unknown pre-tokenizer type\" otherwise "
-           "(builds from before that check ignore the name).",
-           f"servepilot read those names in {READ_FROM}."),
-    sources=(KNOWLEDGE, "llama.cpp src/llama-vocab.cpp (llama_vocab::impl::load; src/llama-model.cpp and "
-                        "llama.cpp in earlier builds)"),
+    "SP-GGUF-002",
+    "tokenizer_template",
+    "GGUF pre-tokenizer unknown to this llama.cpp build",
+    facts=(
+        "A BPE vocabulary (tokenizer.ggml.model gpt2) names its pre-tokenizer in "
+        "tokenizer.ggml.pre; llama.cpp compares it with the names it implements and fails "
+        'with "unknown pre-tokenizer type" otherwise '
+        "(builds from before that check ignore the name).",
+        f"servepilot read those names in {READ_FROM}.",
+    ),
+    sources=(
+        KNOWLEDGE,
+        "llama.cpp src/llama-vocab.cpp@b4753 ... @b10361 (the BPE branch of the vocabulary "
+        "loader; src/llama-model.cpp@b4435, src/llama.cpp@b3543 ... @b4291, llama.cpp@b2861)",
+    ),
     engines=("llama.cpp",),
 )
 def llamacpp_pre_tokenizer(dep, ctx) -> list[Finding]:
@@ -135,11 +186,19 @@ def llamacpp_pre_tokenizer(dep, ctx) -> list[Finding]:
 
 
 @rule(
-    "SP-GGUF-003", "quantization_support", "GGUF tensor type unknown to this llama.cpp build",
-    facts=("Each GGUF tensor carries a ggml type; a build whose enum ggml_type lacks it (a type added later, "
-           "or removed such as Q4_0_4_4) cannot load the file.",
-           f"servepilot read enum ggml_type in {READ_FROM}."),
-    sources=(KNOWLEDGE, "llama.cpp ggml/include/ggml.h (enum ggml_type; ggml.h before b3100)"),
+    "SP-GGUF-003",
+    "quantization_support",
+    "GGUF tensor type unknown to this llama.cpp build",
+    facts=(
+        "Each GGUF tensor carries a ggml type; a build whose enum ggml_type lacks it "
+        "(a type added later, "
+        "or removed such as Q4_0_4_4) cannot load the file.",
+        f"servepilot read enum ggml_type in {READ_FROM}.",
+    ),
+    sources=(
+        KNOWLEDGE,
+        "llama.cpp ggml/include/ggml.h@b3543 ... @b10361 (enum ggml_type; ggml.h@b1492, @b2861)",
+    ),
     engines=("llama.cpp",),
 )
 def llamacpp_tensor_types(dep, ctx) -> list[Finding]:
@@ -157,7 +216,11 @@ def llamacpp_build_unknowns(dep) -> list[Unknown]:
         if verdict.status != "undecided":
             continue
         runs = build.words if build is not None else "the llama.cpp build that will run"
-        out.append(Unknown(f"llama.cpp {KIND_WORDS[kind]} support",
-                           f"whether {runs} knows the GGUF's {KIND_WORDS[kind]} {name!r}: {verdict.why}",
-                           SETTLE))
+        out.append(
+            Unknown(
+                f"llama.cpp {KIND_WORDS[kind]} support",
+                f"whether {runs} knows the GGUF's {KIND_WORDS[kind]} {name!r}: {verdict.why}",
+                SETTLE,
+            )
+        )
     return out

@@ -21,7 +21,11 @@ from servepilot.datafile import resource_path
 
 KNOWLEDGE = "servepilot/engines/llamacpp/knowledge/build_facts.json"
 TABLE_WORDS = {"llama_cpp": "llama.cpp", "llama_cpp_python": "llama-cpp-python"}
-KIND_WORDS = {"architectures": "architecture", "pre_tokenizers": "pre-tokenizer", "ggml_types": "tensor type"}
+KIND_WORDS = {
+    "architectures": "architecture",
+    "pre_tokenizers": "pre-tokenizer",
+    "ggml_types": "tensor type",
+}
 
 
 @lru_cache(maxsize=1)
@@ -40,7 +44,11 @@ class Build:
 
     @property
     def words(self) -> str:
-        return f"llama.cpp b{self.key}" if self.table == "llama_cpp" else f"llama-cpp-python {self.text}"
+        return (
+            f"llama.cpp b{self.key}"
+            if self.table == "llama_cpp"
+            else f"llama-cpp-python {self.text}"
+        )
 
 
 def build_of(program: str, version: str | None) -> Build | None:
@@ -88,8 +96,11 @@ def judge(kind: str, name: str, build: Build | None) -> Judgement:
         universal = [_universal(t, kind, name) for t in tables]
         if all(universal):
             return Judgement("known", universal[0])
-        return Judgement("undecided", "no llama.cpp build was given, and not every build read accepts it",
-                         _first(tables[0], kind, name))
+        return Judgement(
+            "undecided",
+            "no llama.cpp build was given, and not every build read accepts it",
+            _first(tables[0], kind, name),
+        )
     return _judge_in(build.table, kind, name, build.key)
 
 
@@ -121,8 +132,10 @@ def _universal(table: str, kind: str, name: str) -> str | None:
     if any(p is False for p in present):
         return None
     snaps = _snapshots(table)
-    return (f"every {TABLE_WORDS[table]} read ({_label(table, snaps[0]['key'])} to "
-            f"{_label(table, snaps[-1]['key'])}) accepts it")
+    return (
+        f"every {TABLE_WORDS[table]} read ({_label(table, snaps[0]['key'])} to "
+        f"{_label(table, snaps[-1]['key'])}) accepts it"
+    )
 
 
 def _first(table: str, kind: str, name: str):
@@ -143,7 +156,9 @@ def _judge_in(table: str, kind: str, name: str, key) -> Judgement:
         universal = _universal(table, kind, name)
         if universal:
             return Judgement("known", universal, first, source)
-        return Judgement("undecided", f"{_label(table, key)} is outside the builds read ({read})", first, source)
+        return Judgement(
+            "undecided", f"{_label(table, key)} is outside the builds read ({read})", first, source
+        )
     i = max(j for j, k in enumerate(keys) if k <= key)
     at = [i] if keys[i] == key else [i, i + 1]
     states = {present[j] for j in at}
@@ -153,12 +168,21 @@ def _judge_in(table: str, kind: str, name: str, key) -> Judgement:
     if states == {True}:
         return Judgement("known", f"{names} accept it", first, source)
     if states == {False}:
-        since = f"; first read in {_label(table, first)}" if first is not None else f"; in no build read ({read})"
+        since = (
+            f"; first read in {_label(table, first)}"
+            if first is not None
+            else f"; in no build read ({read})"
+        )
         return Judgement("unknown_name", f"{names} lack it{since}", first, source)
-    return Judgement("undecided", f"{_label(table, key)} lies between {names}, which disagree on it",
-                     first, source)
+    return Judgement(
+        "undecided",
+        f"{_label(table, key)} lies between {names}, which disagree on it",
+        first,
+        source,
+    )
 
 
 def read_range(table: str) -> str:
     snaps = _snapshots(table)
-    return f"{_label(table, _key(table, snaps[0]['key']))}-{_label(table, _key(table, snaps[-1]['key']))}"
+    first, last = (_key(table, snaps[i]["key"]) for i in (0, -1))
+    return f"{_label(table, first)}-{_label(table, last)}"
