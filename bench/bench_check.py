@@ -455,6 +455,19 @@ def _write_custom_code_stubs(path: Path) -> None:
                     stub.write_text("# stand-in for the checkpoint's own code\n")
 
 
+# Hugging Face architecture -> the general.architecture llama.cpp's own converter writes for it
+# (convert_hf_to_gguf / conversion/*.py at a release, read by scripts/llamacpp_build_facts.py)
+GGUF_ARCHS = Path(__file__).resolve().parent / "llamacpp_gguf_archs.json"
+
+
+def gguf_architecture(config: dict) -> str:
+    """The GGUF architecture a conversion of this checkpoint carries; "llama" for a class the
+    converter does not register (a GGUF of it came from elsewhere, its name is not known)."""
+    archs = json.loads(GGUF_ARCHS.read_text())["architectures"]
+    names = config.get("architectures") or []
+    return next((archs[n] for n in names if n in archs), "llama")
+
+
 def write_gguf(checkpoint: Path) -> Path:
     """A metadata-only GGUF of the checkpoint's shapes (llama.cpp reads no tensors to plan)."""
     import gguf
@@ -467,7 +480,7 @@ def write_gguf(checkpoint: Path) -> Path:
     if missing:
         raise RowNotBuildable(f"config.json gives no {', '.join(missing)}: no GGUF shapes to write")
     out = checkpoint / "model.gguf"
-    writer = gguf.GGUFWriter(str(out), "llama")
+    writer = gguf.GGUFWriter(str(out), gguf_architecture(json.loads((checkpoint / "config.json").read_text())))
     writer.add_name(checkpoint.name)
     writer.add_context_length(int(cfg.get("max_position_embeddings") or 4096))
     writer.add_embedding_length(int(cfg["hidden_size"]))

@@ -212,7 +212,94 @@ def _with_gaps(snapshots: list[dict], kind: str) -> dict:
     return rows
 
 
+# ---- the converter's map, for bench/bench_check.py -------------------------------------------
+
+_REGISTERED = re.compile(
+    r"((?:^@(?:ModelBase|Model)\.register\((?:[^()]|\([^()]*\))*\)\s*\n)+)"
+    r"^class (\w+)\(([^)]*)\):\n(.*?)(?=^\S|\Z)", re.S | re.M)
+_CLASS = re.compile(r"^class (\w+)\(([^)]*)\):\n(.*?)(?=^\S|\Z)", re.S | re.M)
+_ARCH_LINE = re.compile(r"^    model_arch\s*=\s*gguf\.MODEL_ARCH\.(\w+)", re.M)
+
+
+def converter_archs(read, files: list[str]) -> dict[str, str]:
+    """Hugging Face architecture -> general.architecture, as convert_hf_to_gguf.py (later
+    conversion/*.py) writes it: each text-model class registered for the HF class names sets
+    model_arch (or inherits it); vision/audio projector classes (MmprojModel) are left out."""
+    texts = [read(f) or "" for f in files]
+    constants = read("gguf-py/gguf/constants.py") or ""
+    names_block = re.search(r"MODEL_ARCH_NAMES[^=]*=\s*\{(.*?)\n\}", constants, re.S)
+    arch_names = dict(re.findall(r"MODEL_ARCH\.(\w+)\s*:\s*\"([^\"]+)\"", names_block.group(1)))
+    classes: dict[str, tuple[list[str], str | None]] = {}
+    for text in texts:
+        for name, bases, body in _CLASS.findall(text):
+            arch = _ARCH_LINE.search(body)
+            classes[name] = ([b.strip().split(".")[-1] for b in bases.split(",") if b.strip()],
+                             arch.group(1) if arch else None)
+
+    def resolve(name: str, seen=()) -> str | None:
+        if name == "MmprojModel" or name in seen or name not in classes:
+            return None if name == "MmprojModel" or name not in classes else None
+        bases, arch = classes[name]
+        if any(_projector(b, classes) for b in bases):
+            return None
+        if arch:
+            return arch
+        for b in bases:
+            found = resolve(b, (*seen, name))
+            if found:
+                return found
+        return None
+
+    out: dict[str, str] = {}
+    for text in texts:
+        for decorators, name, _bases, _body in _REGISTERED.findall(text):
+            arch = resolve(name)
+            if arch is None or arch not in arch_names:
+                continue
+            for hf in re.findall(r"\"(\w+)\"", decorators):
+                out.setdefault(hf, arch_names[arch])
+    return dict(sorted(out.items()))
+
+
+def _projector(name: str, classes: dict, depth: int = 0) -> bool:
+    if name == "MmprojModel":
+        return True
+    if name not in classes or depth > 20:
+        return False
+    return any(_projector(b, classes, depth + 1) for b in classes[name][0])
+
+
+def hf_map(path: str) -> dict:
+    """The converter map of one node-llama-cpp release tree."""
+    with tarfile.open(path) as tar, tempfile.TemporaryDirectory() as tmp:
+        tag = json.load(tar.extractfile("package/llama/llama.cpp.info.json"))["tag"]
+        bundle = Path(tmp, "release.bundle")
+        bundle.write_bytes(tar.extractfile("package/llama/gitRelease.bundle").read())
+        repo = Path(tmp, "repo")
+        subprocess.run(["git", "clone", "-q", "--bare", str(bundle), str(repo)], check=True)
+        listed = subprocess.run(["git", "-C", str(repo), "ls-tree", "-r", "--name-only", "HEAD"],
+                                capture_output=True, text=True, check=True).stdout.split()
+        files = [f for f in listed if f.startswith("conversion/") and f.endswith(".py")]
+        files = files or ["convert_hf_to_gguf.py"]
+
+        def read(rel: str) -> str | None:
+            shown = subprocess.run(["git", "-C", str(repo), "show", f"HEAD:{rel}"], capture_output=True)
+            return shown.stdout.decode("utf-8", "replace") if shown.returncode == 0 else None
+
+        archs = converter_archs(read, files)
+    where = "conversion/*.py" if files[0].startswith("conversion/") else files[0]
+    return {"about": "Hugging Face architecture -> the general.architecture llama.cpp's converter "
+                     "writes (scripts/llamacpp_build_facts.py --hf-map); used by bench/bench_check.py "
+                     "to write a row's GGUF",
+            "source": f"{where} and gguf-py/gguf/constants.py (MODEL_ARCH_NAMES)@{tag}",
+            "architectures": archs}
+
+
 def main(paths: list[str]) -> int:
+    if paths and paths[0] == "--hf-map":
+        json.dump(hf_map(paths[1]), sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return 0
     sdists = sorted(
         (read_sdist(p) for p in paths if p.endswith(".tar.gz")), key=lambda s: Version(s["key"])
     )
