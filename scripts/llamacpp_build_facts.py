@@ -237,8 +237,8 @@ def converter_archs(read, files: list[str]) -> dict[str, str]:
                              arch.group(1) if arch else None)
 
     def resolve(name: str, seen=()) -> str | None:
-        if name == "MmprojModel" or name in seen or name not in classes:
-            return None if name == "MmprojModel" or name not in classes else None
+        if name in seen or name not in classes:
+            return None
         bases, arch = classes[name]
         if any(_projector(b, classes) for b in bases):
             return None
