@@ -114,6 +114,9 @@ def build_deployment(
     if engine_version:
         from servepilot.engines.knowledge import release_version
 
+        if module.ENGINE == "llama.cpp" and "llama_cpp.server" not in program:
+            # llama.cpp's releases are tagged bNNNN; the build number is the version
+            engine_version = engine_version.strip().removeprefix("b")
         release_version(engine_version)  # BadInput for a version that is not one
         version_source = "flag"
     elif container is not None and container.version:

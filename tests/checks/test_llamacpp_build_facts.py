@@ -76,7 +76,7 @@ def test_architecture_a_build_does_not_know_fails_and_a_later_build_passes(tmp_p
 def test_pre_tokenizer_a_build_does_not_know_fails_and_a_later_build_passes(tmp_path, capsys):
     model = _gguf(tmp_path / "p.gguf", pre="gpt-4o")
     first = _first_build("pre_tokenizers", "gpt-4o")
-    rc, obj = _check(capsys, model, str(_build_before(first)))
+    rc, obj = _check(capsys, model, f"b{_build_before(first)}")  # the release tag's spelling
     found = _codes(obj, "SP-GGUF-002")
     assert rc == 1 and found and found[0]["category"] == "tokenizer_template"
     assert "unknown pre-tokenizer type: 'gpt-4o'" in found[0]["detail"]
