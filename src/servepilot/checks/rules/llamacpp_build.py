@@ -15,9 +15,9 @@ from servepilot.checks.unknowns import Unknown
 
 KNOWLEDGE = "servepilot/engines/llamacpp/knowledge/build_facts.json"
 READ_FROM = (
-    "19 llama.cpp release trees from b1492 to b10361 (the llama/gitRelease.bundle that "
+    "36 llama.cpp release trees from b1492 to b10361 (the llama/gitRelease.bundle that "
     "node-llama-cpp ships with each release) and the llama.cpp vendored by "
-    "llama-cpp-python 0.2.20 to 0.3.36 (vendor/llama.cpp of 17 of its sdists)"
+    "llama-cpp-python 0.2.20 to 0.3.36 (vendor/llama.cpp of 31 of its sdists)"
 )
 SETTLE = (
     "--engine-version with the build number `llama-server --version` prints (or the "
