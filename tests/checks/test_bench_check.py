@@ -121,8 +121,22 @@ def test_gguf_rebuild_reads_the_shapes_of_a_nested_text_config(tmp_path):
     (ckpt / "config.json").write_text(
         __import__("json").dumps({"architectures": ["Llama4ForConditionalGeneration"], "text_config": text}))
     reader = gguf.GGUFReader(str(bench.write_gguf(ckpt)))
-    field = reader.fields["llama.embedding_length"]
+    # the architecture llama.cpp's converter writes for Llama4ForConditionalGeneration
+    arch = reader.fields["general.architecture"]
+    assert bytes(arch.parts[arch.data[0]]).decode() == "llama4"
+    field = reader.fields["llama4.embedding_length"]
     assert int(field.parts[field.data[0]][0]) == 5120
+
+
+def test_gguf_rebuild_of_a_class_the_converter_does_not_register_stays_llama(tmp_path):
+    gguf = pytest.importorskip("gguf")
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "config.json").write_text(__import__("json").dumps({
+        "architectures": ["NoSuchModelForCausalLM"], "hidden_size": 64, "num_hidden_layers": 2,
+        "num_attention_heads": 4}))
+    arch = gguf.GGUFReader(str(bench.write_gguf(ckpt))).fields["general.architecture"]
+    assert bytes(arch.parts[arch.data[0]]).decode() == "llama"
 
 
 def test_gguf_rebuild_without_shapes_is_a_skip_not_a_crash(tmp_path):
