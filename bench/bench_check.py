@@ -456,7 +456,7 @@ def _write_custom_code_stubs(path: Path) -> None:
 
 
 # Hugging Face architecture -> the general.architecture llama.cpp's own converter writes for it
-# (convert_hf_to_gguf / conversion/*.py at a release, read by scripts/llamacpp_build_facts.py)
+# (convert_hf_to_gguf / conversion/*.py at a release, read by tools/llamacpp_build_facts.py)
 GGUF_ARCHS = Path(__file__).resolve().parent / "llamacpp_gguf_archs.json"
 
 

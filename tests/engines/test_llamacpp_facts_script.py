@@ -1,10 +1,10 @@
-"""scripts/llamacpp_build_facts.py: its readers of llama.cpp's tables, on source text in the
+"""tools/llamacpp_build_facts.py: its readers of llama.cpp's tables, on source text in the
 shapes llama.cpp has written them (the script itself runs offline, not in CI)."""
 
 import importlib.util
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "llamacpp_build_facts.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "tools" / "llamacpp_build_facts.py"
 
 
 def _script():

@@ -1,7 +1,7 @@
 """Which llama.cpp builds know a GGUF's architecture, BPE pre-tokenizer and tensor types.
 
 The facts are llama.cpp's own tables read per build (knowledge/build_facts.json, written by
-scripts/llamacpp_build_facts.py): LLM_ARCH_NAMES (general.architecture), the pre-tokenizer
+tools/llamacpp_build_facts.py): LLM_ARCH_NAMES (general.architecture), the pre-tokenizer
 names its BPE vocabulary loader compares tokenizer.ggml.pre with, and enum ggml_type. Two
 tables: llama.cpp release trees keyed by build number (what `llama-server --version` prints),
 and the llama.cpp that each llama-cpp-python release vendors, keyed by its version.

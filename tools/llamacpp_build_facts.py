@@ -6,7 +6,7 @@ Offline, not run in CI. Get the sdists first (one file each, nothing installed):
 
 then
 
-    python scripts/llamacpp_build_facts.py SDISTS/*.tar.gz \
+    python tools/llamacpp_build_facts.py SDISTS/*.tar.gz \
         > src/servepilot/engines/llamacpp/knowledge/build_facts.json
 
 Each sdist carries llama.cpp under vendor/llama.cpp; the commit it vendors is the one its
@@ -289,7 +289,7 @@ def hf_map(path: str) -> dict:
         archs = converter_archs(read, files)
     where = "conversion/*.py" if files[0].startswith("conversion/") else files[0]
     return {"about": "Hugging Face architecture -> the general.architecture llama.cpp's converter "
-                     "writes (scripts/llamacpp_build_facts.py --hf-map); used by bench/bench_check.py "
+                     "writes (tools/llamacpp_build_facts.py --hf-map); used by bench/bench_check.py "
                      "to write a row's GGUF",
             "source": f"{where} and gguf-py/gguf/constants.py (MODEL_ARCH_NAMES)@{tag}",
             "architectures": archs}
@@ -307,7 +307,7 @@ def main(paths: list[str]) -> int:
     npms = sorted({s["key"]: s for s in npms}.values(), key=lambda s: s["key"])
     data = {
         "about": "llama.cpp's own tables (LLM_ARCH_NAMES, the BPE pre-tokenizer names, enum "
-        "ggml_type) per build, written by scripts/llamacpp_build_facts.py. llama_cpp: "
+        "ggml_type) per build, written by tools/llamacpp_build_facts.py. llama_cpp: "
         "release trees keyed by build number (tag bNNNN), read from the release bundle "
         "node-llama-cpp ships. llama_cpp_python: the llama.cpp llama-cpp-python sdists "
         "vendor, keyed by llama-cpp-python version (the vendored commit is the one its "
