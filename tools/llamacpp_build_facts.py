@@ -1,18 +1,26 @@
-"""Read llama.cpp's own tables from the llama.cpp that llama-cpp-python sdists vendor.
+"""Read llama.cpp's own tables per build, from two registries' packages of its source.
 
-Offline, not run in CI. Get the sdists first (one file each, nothing installed):
+Offline, not run in CI. Get the packages first (one file each, nothing installed):
 
-    pip download --no-deps --no-binary :all: llama-cpp-python==0.2.20 -d SDISTS   # and so on
+    pip download --no-deps --no-binary :all: llama-cpp-python==0.3.36 -d PKGS  # and others
+    (cd PKGS && npm pack node-llama-cpp@3.20.0)                                  # and others
 
 then
 
-    python tools/llamacpp_build_facts.py SDISTS/*.tar.gz \
+    python tools/llamacpp_build_facts.py PKGS/*.tar.gz PKGS/*.tgz \
         > src/servepilot/engines/llamacpp/knowledge/build_facts.json
+    python tools/llamacpp_build_facts.py --hf-map PKGS/node-llama-cpp-3.20.0.tgz \
+        > bench/llamacpp_gguf_archs.json
 
-Each sdist carries llama.cpp under vendor/llama.cpp; the commit it vendors is the one its
-CHANGELOG.md names last for that release ("Update llama.cpp to ggerganov/llama.cpp@SHA").
-The sdist holds no git metadata, so the llama.cpp build number (bNNNN, the commit count)
-of that commit is not known here: facts are keyed by llama-cpp-python version and commit.
+node-llama-cpp (npm) ships, in each release, llama/gitRelease.bundle: a git bundle of the
+llama.cpp release it builds, whose tag (bNNNN, the build number `llama-server --version`
+prints) llama/llama.cpp.info.json names (llama/binariesGithubRelease.json in 2.x). Those
+trees are keyed by build number; releases whose tag is not bNNNN are skipped.
+
+A llama-cpp-python sdist carries llama.cpp under vendor/llama.cpp; the commit it vendors is
+the one its CHANGELOG.md names for that release ("Update llama.cpp to ggerganov/llama.cpp@SHA").
+The sdist holds no git metadata, so the build number of that commit is not known here: those
+facts are keyed by llama-cpp-python version (and the commit, where the CHANGELOG names one).
 
 Read per tree:
   architectures   LLM_ARCH_NAMES (llama.cpp, later src/llama-arch.cpp): the names
