@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 from checkfixtures import GIB, MLA_TEXT, _write, codes, deployment, finding, llama_like
 
 from servepilot.checks import run_checks
@@ -60,12 +61,117 @@ def test_default_backend_reported_without_a_finding(tmp_path):
     assert result.resolution.attention_backend == "fa3"  # LlamaForCausalLM is an FA3-default arch
 
 
-def test_unread_release_says_the_choice_is_not_modelled(tmp_path):
-    dep = deployment(llama_like(tmp_path / "l"), cc=(12, 0), n=1, version="0.5.13", engine="sglang",
-                     options={"attention_backend": "trtllm_mha", "tp_size": 1})
-    res = run_checks(dep).resolution
+@pytest.mark.parametrize("version,cc", [("0.5.24", (12, 0)), ("0.3.6", (9, 0))])
+def test_unread_release_is_a_named_unknown_not_a_guess(tmp_path, version, cc):
+    dep = deployment(llama_like(tmp_path / "l"), cc=cc, n=1, version=version, engine="sglang",
+                     options={"attention_backend": "trtllm_mha", "tp_size": 1}, memory=96 * GIB)
+    result = run_checks(dep)
+    res = result.resolution
     assert res.attention_backend is None and not res.fails
     assert any("not modelled" in n for n in res.notes)
+    assert result.verdict == "unknown"
+    unknown = [u for u in result.unknowns if u.fact == "attention backend"]
+    assert unknown and f"SGLang {version}" in unknown[0].why and "0.4.0 to 0.5.23" in unknown[0].why
+
+
+def test_read_release_names_its_backend_and_no_unknown(tmp_path):
+    dep = deployment(llama_like(tmp_path / "l"), cc=(12, 0), n=1, version="0.5.23", engine="sglang",
+                     options={"tp_size": 1}, memory=96 * GIB)
+    result = run_checks(dep)
+    assert result.resolution.attention_backend == "flashinfer"
+    assert not [u for u in result.unknowns if u.fact == "attention backend"]
+
+
+# --- facts read for 0.4.0-0.4.5 and 0.5.12-0.5.23: a failing and a passing launch each -------
+
+def _llama(tmp_path, version, cc, **options):
+    return deployment(llama_like(tmp_path / "l"), cc=cc, n=1, version=version, engine="sglang",
+                      options={"tp_size": 1, **options}, memory=96 * GIB)
+
+
+def _deepseek(tmp_path, version, cc, **options):
+    return deployment(_mla(tmp_path / "ds"), cc=cc, n=8, version=version, engine="sglang",
+                      options={"tp_size": 8, **options}, memory=96 * GIB)
+
+
+def test_0_4_4_fa3_needs_sm90(tmp_path):
+    f = finding(run_checks(_llama(tmp_path, "0.4.4.post4", (8, 6), attention_backend="fa3")),
+                "SP-ATTN-004")
+    assert f.category == "attention_backend" and "requires SM>=90" in f.detail
+    assert "model_runner.py@v0.4.4.post4" in " ".join(e.source for e in f.evidence)
+    passing = run_checks(_llama(tmp_path, "0.4.4.post4", (9, 0), attention_backend="fa3"))
+    assert "SP-ATTN-004" not in codes(passing)
+    assert passing.resolution.attention_backend == "fa3"
+
+
+def test_0_4_3_has_no_fa3_choice_and_puts_mla_on_triton(tmp_path):
+    f = finding(run_checks(_llama(tmp_path, "0.4.3", (9, 0), attention_backend="fa3")),
+                "SP-ATTN-004")
+    assert "invalid choice: 'fa3'" in f.detail
+    passing = run_checks(_deepseek(tmp_path, "0.4.3", (9, 0), attention_backend="flashinfer"))
+    assert "SP-ATTN-004" not in codes(passing)
+    assert passing.resolution.attention_backend == "triton"
+
+
+def test_0_5_18_refuses_trtllm_mha_on_sm120_and_0_5_19_accepts_it(tmp_path):
+    f = finding(run_checks(_llama(tmp_path, "0.5.18", (12, 0), attention_backend="trtllm_mha")),
+                "SP-ATTN-004")
+    assert f.category == "attention_backend" and "(SM100)" in f.detail
+    passing = run_checks(_llama(tmp_path, "0.5.19", (12, 0), attention_backend="trtllm_mha"))
+    assert "SP-ATTN-004" not in codes(passing)
+    assert passing.resolution.attention_backend == "trtllm_mha"
+
+
+def test_0_5_19_trtllm_mha_on_sm120_refuses_an_fp8_e4m3_cache(tmp_path):
+    dep = _llama(tmp_path, "0.5.19", (12, 0), attention_backend="trtllm_mha",
+                 kv_cache_dtype="fp8_e4m3")
+    f = finding(run_checks(dep), "SP-ATTN-004")
+    assert f.category == "kv_cache_dtype"
+    assert "TRTLLM FMHAv2 prefill on SM120 does not support fp8_e4m3 KV cache" in f.detail
+    assert "SP-ATTN-004" not in codes(run_checks(_apply(dep, f.remedies[0])))
+    on_b200 = _llama(tmp_path, "0.5.19", (10, 0), attention_backend="trtllm_mha",
+                     kv_cache_dtype="fp8_e4m3")
+    assert "SP-ATTN-004" not in codes(run_checks(on_b200))
+
+
+def test_0_5_21_trtllm_mla_drops_fp4_kv_which_0_5_20_takes(tmp_path):
+    failing = run_checks(_deepseek(tmp_path, "0.5.21", (10, 0), attention_backend="trtllm_mla",
+                                   kv_cache_dtype="fp4_e2m1"))
+    assert {"kv_cache_dtype"} == {f.category for f in failing.errors}
+    passing = run_checks(_deepseek(tmp_path, "0.5.20", (10, 0), attention_backend="trtllm_mla",
+                                   kv_cache_dtype="fp4_e2m1"))
+    assert "SP-ATTN-004" not in codes(passing)
+    assert passing.resolution.attention_backend == "trtllm_mla"
+
+
+def test_cutedsl_mla_needs_sm100_from_0_5_13(tmp_path):
+    f = finding(run_checks(_deepseek(tmp_path, "0.5.16", (12, 0), attention_backend="cutedsl_mla")),
+                "SP-ATTN-004")
+    assert "CuteDSL MLA backend is only supported on Blackwell GPUs (SM100)." in f.detail
+    passing = run_checks(_deepseek(tmp_path, "0.5.16", (10, 0), attention_backend="cutedsl_mla"))
+    assert "SP-ATTN-004" not in codes(passing)
+    assert passing.resolution.block_size == 64
+
+
+def test_0_5_23_deepseek_on_b200_defaults_to_trtllm_mla(tmp_path):
+    # arg_groups/model_overrides/deepseek_v2.py: no backend named, SM100 -> trtllm_mla, which
+    # takes no fp8_e5m2 cache
+    failing = run_checks(_deepseek(tmp_path, "0.5.23", (10, 0), kv_cache_dtype="fp8_e5m2"))
+    assert finding(failing, "SP-ATTN-004").category == "kv_cache_dtype"
+    passing = run_checks(_deepseek(tmp_path, "0.5.23", (10, 0)))
+    assert "SP-ATTN-004" not in codes(passing)
+    assert (passing.resolution.attention_backend, passing.resolution.block_size) == ("trtllm_mla", 64)
+
+
+def test_split_decode_backend_is_judged_on_a_modelled_release(tmp_path):
+    dep = _deepseek(tmp_path, "0.5.20", (9, 0), decode_attention_backend="trtllm_mla")
+    f = finding(run_checks(dep), "SP-ATTN-007")
+    assert "--decode-attention-backend trtllm_mla" in f.title
+    ok = _deepseek(tmp_path, "0.5.20", (10, 0), decode_attention_backend="trtllm_mla")
+    assert "SP-ATTN-007" not in codes(run_checks(ok))
+    # --attention-backend alone on a modelled line: SP-ATTN-004 speaks, not both
+    both = run_checks(_deepseek(tmp_path, "0.5.20", (9, 0), attention_backend="trtllm_mla"))
+    assert "SP-ATTN-004" in codes(both) and "SP-ATTN-007" not in codes(both)
 
 
 def test_model_specific_architecture_names_no_backend_but_keeps_generic_refusals(tmp_path):

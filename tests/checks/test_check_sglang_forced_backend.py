@@ -1,5 +1,6 @@
-"""SP-ATTN-007: SGLang's asserts on a named attention backend, on release lines whose default
-choice servepilot does not model."""
+"""SGLang's asserts on a named attention backend. --attention-backend is judged by SP-ATTN-004
+where the whole choice is modelled (every line 0.4.0-0.5.23 now) and by SP-ATTN-007 elsewhere;
+--prefill/--decode-attention-backend by SP-ATTN-007 on every line read."""
 
 from __future__ import annotations
 
@@ -44,17 +45,21 @@ def _dep(path, cc, version, **options):
         ("llama", (12, 0), "0.5.17", {"attention_backend": "fa3"}, True),
         ("mla", (8, 0), "0.5.17", {"attention_backend": "fa3"}, True),  # fa3 on SM80: MHA only
         ("llama", (8, 0), "0.5.17", {"attention_backend": "fa3"}, False),
-        # a line whose whole choice is modelled: SP-ATTN-004 speaks there, not this rule
-        ("llama", (12, 0), "0.5.6.post2", {"attention_backend": "trtllm_mha"}, False),
+        # decode on trtllm_mha off SM90/SM100/SM120
+        ("llama", (8, 0), "0.5.13", {"decode_attention_backend": "trtllm_mha"}, True),
+        ("mla", (9, 0), "0.5.20", {"decode_attention_backend": "trtllm_mla"}, True),
     ],
 )
 def test_named_backends_against_the_release_asserts(tmp_path, model, cc, version, options, refused):
     path = llama_like(tmp_path / "l") if model == "llama" else _mla(tmp_path / "m")
-    assert ("SP-ATTN-007" in codes(run_checks(_dep(path, cc, version, **options)))) == refused
+    found = set(codes(run_checks(_dep(path, cc, version, **options))))
+    assert bool(found & {"SP-ATTN-004", "SP-ATTN-007"}) == refused
+    if "attention_backend" in options:  # a modelled line: SP-ATTN-004 alone speaks
+        assert "SP-ATTN-007" not in found
 
 
 def test_a_remedy_clears_the_refusal(tmp_path):
-    dep = _dep(llama_like(tmp_path / "l"), (12, 0), "0.5.13", attention_backend="trtllm_mha")
+    dep = _dep(llama_like(tmp_path / "l"), (8, 0), "0.5.13", prefill_attention_backend="trtllm_mha")
     f = finding(run_checks(dep), "SP-ATTN-007")
     assert "TRTLLM MHA backend for prefill is only supported on Blackwell GPUs (SM100)" in f.detail
     opts = {**dep.launch.options, **f.remedies[0].args["set"]}

@@ -143,7 +143,185 @@ def test_model_specific_rules_are_not_guessed(version, arch):
     assert _choose(version, SM90, arch) is None
 
 
-@pytest.mark.parametrize("version", ["0.4.0", "0.4.5.post3", "0.5.12", "0.5.23", "0.3.6"])
+@pytest.mark.parametrize("version", ["0.3.6", "0.3.6.post3", "0.5.24", "0.6.0"])
 def test_release_lines_not_read_are_not_modelled(version):
     assert not attention.modelled(version)
     assert _choose(version, SM90) is None
+
+
+@pytest.mark.parametrize("version", ["0.4.0", "0.4.3.post4", "0.4.5.post3", "0.5.12",
+                                     "0.5.18", "0.5.19", "0.5.23"])
+def test_release_lines_read_are_modelled(version):
+    assert attention.modelled(version)
+    assert _choose(version, SM90) is not None
+
+
+# --- 0.4.0 to 0.4.5 (sdists) ---------------------------------------------------------------
+
+# (version, cc, arch, mla, backend, kv) -> (backend SGLang runs, page size)
+RUNS_04 = [
+    # 0.4.0-0.4.3: FlashInfer by default (ServerArgs), no fa3 yet, even on Hopper
+    ("0.4.0", SM90, "LlamaForCausalLM", False, None, "auto", ("flashinfer", 1)),
+    ("0.4.3.post4", SM90, "LlamaForCausalLM", False, None, "auto", ("flashinfer", 1)),
+    # ... and ModelRunner puts every MLA model on triton, even when FlashInfer was named
+    ("0.4.1", SM90, "DeepseekV3ForCausalLM", True, "flashinfer", "auto", ("triton", 1)),
+    ("0.4.3", SM100, "DeepseekV3ForCausalLM", True, None, "auto", ("triton", 1)),
+    # 0.4.4: ModelRunner picks; an MLA model keeps a backend it accepts (flashinfer, fa3, triton)
+    ("0.4.4", SM90, "DeepseekV3ForCausalLM", True, "flashinfer", "auto", ("flashinfer", 1)),
+    ("0.4.4.post4", SM90, "LlamaForCausalLM", False, None, "auto", ("flashinfer", 1)),
+    ("0.4.4", SM100, "LlamaForCausalLM", False, "fa3", "auto", ("fa3", 1)),  # SM>=90 passes
+    # 0.4.5: fa3 on Hopper for MLA models and its five fa3 architectures
+    ("0.4.5", SM90, "MistralForCausalLM", False, None, "auto", ("fa3", 1)),
+    ("0.4.5", SM90, "Qwen3ForCausalLM", False, None, "auto", ("flashinfer", 1)),
+    ("0.4.5", SM90, "DeepseekV3ForCausalLM", True, None, "auto", ("fa3", 1)),
+    ("0.4.5", SM80, "DeepseekV3ForCausalLM", True, None, "auto", ("triton", 1)),
+    # ... with fp8_e5m2 fa3 becomes triton; flashmla forces page 64
+    ("0.4.5", SM90, "DeepseekV3ForCausalLM", True, None, "fp8_e5m2", ("triton", 1)),
+    ("0.4.5.post3", SM90, "DeepseekV3ForCausalLM", True, "flashmla", "auto", ("flashmla", 64)),
+]
+
+
+@pytest.mark.parametrize("version,cc,arch,mla,backend,kv,want", RUNS_04)
+def test_0_4_0_to_0_4_5_backend_the_release_runs(version, cc, arch, mla, backend, kv, want):
+    got = _choose(version, cc, arch, mla=mla, backend=backend, kv=kv)
+    assert got is not None and got.error is None, got
+    assert (got.backend, got.page_size) == want
+    assert "@v0.4." in got.source
+
+
+FA3_SM90 = "FlashAttention v3 Backend requires SM>=90. Please use `--attention-backend flashinfer`."
+REFUSALS_04 = [
+    # fa3 arrived in 0.4.4 and wants SM90 or newer
+    ("0.4.4", SM80, "LlamaForCausalLM", False, "fa3", ("backend_init", FA3_SM90)),
+    ("0.4.5.post3", (8, 9), "LlamaForCausalLM", False, "fa3", ("backend_init", FA3_SM90)),
+    # before 0.4.4 fa3 is no choice at all; flashmla only from 0.4.5
+    ("0.4.3", SM90, "LlamaForCausalLM", False, "fa3", ("argparse", None)),
+    ("0.4.4", SM90, "DeepseekV3ForCausalLM", True, "flashmla", ("argparse", None)),
+    # 0.4.4's ModelRunner: an MLA model on a backend outside its list
+    ("0.4.4", SM90, "DeepseekV3ForCausalLM", True, "torch_native",
+     ("model_runner", "Invalid attention backend for MLA: torch_native")),
+]
+
+
+@pytest.mark.parametrize("version,cc,arch,mla,backend,want", REFUSALS_04)
+def test_0_4_0_to_0_4_5_refusals(version, cc, arch, mla, backend, want):
+    got = _choose(version, cc, arch, mla=mla, backend=backend)
+    assert got is not None and got.backend is None, got
+    stage, text = want
+    assert got.stage == stage
+    assert text is None and "invalid choice" in got.error or got.error == text
+
+
+# --- 0.5.12 to 0.5.23 (wheels; rules in server_args.py, then arg_groups/) -------------------
+
+RUNS_NEW = [
+    # the generic defaults hold to 0.5.23: fa3 on Hopper, trtllm_mha on SM100, FlashInfer else
+    ("0.5.12.post1", SM90, "MistralForCausalLM", False, None, "auto", ("fa3", 1)),
+    ("0.5.23", SM100, "LlamaForCausalLM", False, None, "auto", ("trtllm_mha", 64)),
+    ("0.5.20", SM120, "LlamaForCausalLM", False, None, "auto", ("flashinfer", 1)),
+    ("0.5.16", SM120, "DeepseekV2ForCausalLM", True, None, "auto", ("triton", 1)),
+    ("0.5.21", SM100, "DeepseekV2ForCausalLM", True, None, "auto", ("flashinfer", 1)),
+    # the DeepSeek family rule (arg_groups/model_overrides/deepseek_v2.py from 0.5.19)
+    ("0.5.19", SM100, "KimiK25ForConditionalGeneration", True, None, "auto", ("trtllm_mla", 64)),
+    # 0.5.19 lets trtllm_mha prefill on SM90 and SM120 (FMHAv2)
+    ("0.5.19", SM120, "LlamaForCausalLM", False, "trtllm_mha", "auto", ("trtllm_mha", 64)),
+    ("0.5.22", SM90, "LlamaForCausalLM", False, "trtllm_mha", "auto", ("trtllm_mha", 64)),
+    # trtllm_mla keeps fp4_e2m1 up to 0.5.20 and bf16 throughout
+    ("0.5.20", SM120, "DeepseekV3ForCausalLM", True, "trtllm_mla", "fp4_e2m1", ("trtllm_mla", 64)),
+    ("0.5.23", SM120, "DeepseekV3ForCausalLM", True, "trtllm_mla", "bf16", ("trtllm_mla", 64)),
+    # cutedsl_mla on SM100 with a bfloat16 cache; tokenspeed_mla with fp8_e4m3
+    ("0.5.13", SM100, "DeepseekV3ForCausalLM", True, "cutedsl_mla", "bfloat16", ("cutedsl_mla", 64)),
+    ("0.5.12", SM120, "DeepseekV3ForCausalLM", True, "tokenspeed_mla", "fp8_e4m3",
+     ("tokenspeed_mla", 64)),
+    # 0.5.17 keeps page 128 for trtllm_mha (16/32/64 before)
+    ("0.5.17", SM100, "LlamaForCausalLM", False, "trtllm_mha", "auto", ("trtllm_mha", 64)),
+]
+
+
+@pytest.mark.parametrize("version,cc,arch,mla,backend,kv,want", RUNS_NEW)
+def test_0_5_12_to_0_5_23_backend_the_release_runs(version, cc, arch, mla, backend, kv, want):
+    got = _choose(version, cc, arch, mla=mla, backend=backend, kv=kv)
+    assert got is not None and got.error is None, got
+    assert (got.backend, got.page_size) == want
+
+
+@pytest.mark.parametrize("version,page,want", [("0.5.16", 128, 64), ("0.5.17", 128, 128)])
+def test_trtllm_mha_page_128_kept_from_0_5_17(version, page, want):
+    got = _choose(version, SM100, backend="trtllm_mha", page=page)
+    assert got.backend == "trtllm_mha" and got.page_size == want
+
+
+MHA_PREFILL_SM100 = ("TRTLLM MHA backend for prefill is only supported on Blackwell GPUs (SM100). "
+                     "Please use a different prefill backend.")
+MHA_PREFILL_0519 = ("TRTLLM MHA backend for prefill requires Hopper (SM90), Blackwell (SM100), or "
+                    "SM120 GPUs. Please use a different prefill backend.")
+MLA_BLACKWELL = ("TRTLLM MLA backend is only supported on Blackwell GPUs (SM100/SM12x). "
+                 "Please use a different backend.")
+CUTEDSL_SM100 = ("CuteDSL MLA backend is only supported on Blackwell GPUs (SM100). "
+                 "Please use a different backend.")
+REFUSALS_NEW = [
+    # (version, cc, arch, mla, backend, kv) -> (stage, category, text)
+    ("0.5.18", SM120, "LlamaForCausalLM", False, "trtllm_mha", "auto",
+     ("server_args", "attention_backend", MHA_PREFILL_SM100)),
+    ("0.5.19", SM80, "LlamaForCausalLM", False, "trtllm_mha", "auto",
+     ("server_args", "attention_backend", MHA_PREFILL_0519)),
+    ("0.5.19", SM120, "LlamaForCausalLM", False, "trtllm_mha", "fp8_e4m3",
+     ("server_args", "kv_cache_dtype",
+      "TRTLLM FMHAv2 prefill on SM120 does not support fp8_e4m3 KV cache or skip-softmax.")),
+    ("0.5.15", SM90, "DeepseekV3ForCausalLM", True, "trtllm_mla", "auto",
+     ("server_args", "attention_backend", MLA_BLACKWELL)),
+    ("0.5.21", SM120, "DeepseekV3ForCausalLM", True, "trtllm_mla", "fp4_e2m1",
+     ("server_args", "kv_cache_dtype",
+      "TensorRT-LLM MLA backend only supports kv-cache-dtype of fp8_e4m3, bf16, or auto.")),
+    ("0.5.23", SM120, "DeepseekV3ForCausalLM", True, "cutedsl_mla", "auto",
+     ("server_args", "attention_backend", CUTEDSL_SM100)),
+    ("0.5.14", SM100, "DeepseekV3ForCausalLM", True, "cutedsl_mla", "fp8_e5m2",
+     ("server_args", "kv_cache_dtype",
+      "CuteDSL MLA backend only supports kv-cache-dtype of fp8_e4m3, bf16, or auto.")),
+    ("0.5.14", SM100, "DeepseekV3ForCausalLM", True, "tokenspeed_mla", "auto",
+     ("server_args", "kv_cache_dtype",
+      "tokenspeed_mla backend requires kv-cache-dtype=fp8_e4m3, got auto.")),
+    ("0.5.22", SM90, "DeepseekV3ForCausalLM", True, "tokenspeed_mla", "fp8_e4m3",
+     ("server_args", "attention_backend",
+      "tokenspeed_mla backend is only supported on Blackwell GPUs (SM100/SM12x).")),
+    # 0.5.23 reads tokenspeed_mla as cutedsl_mla: SM100 only, and it sets fp8_e4m3 itself
+    ("0.5.23", SM120, "DeepseekV3ForCausalLM", True, "tokenspeed_mla", "auto",
+     ("server_args", "attention_backend", CUTEDSL_SM100)),
+    ("0.5.20", SM100, "LlamaForCausalLM", False, "cutedsl_mla", "auto",
+     ("backend_init", "attention_backend", "cutedsl_mla backend can only be used with MLA models.")),
+    ("0.5.23", SM100, "LlamaForCausalLM", False, "fa3", "auto", ("backend_init", "attention_backend", FA3)),
+    # 0.5.20 dropped cutlass_mla from the choices
+    ("0.5.20", SM100, "DeepseekV3ForCausalLM", True, "cutlass_mla", "auto",
+     ("argparse", "attention_backend", None)),
+]
+
+
+@pytest.mark.parametrize("version,cc,arch,mla,backend,kv,want", REFUSALS_NEW)
+def test_0_5_12_to_0_5_23_refusals(version, cc, arch, mla, backend, kv, want):
+    got = _choose(version, cc, arch, mla=mla, backend=backend, kv=kv)
+    assert got is not None and got.backend is None, got
+    stage, category, text = want
+    assert (got.stage, got.category) == (stage, category)
+    assert text is None and "invalid choice" in got.error or got.error == text
+    assert "@v0.5.1" in got.source or "@v0.5.2" in got.source
+
+
+@pytest.mark.parametrize("version,backend,accepted", [
+    ("0.5.19", "cutlass_mla", True), ("0.5.20", "cutlass_mla", False),
+    ("0.5.12", "cutedsl_mla", False), ("0.5.13", "cutedsl_mla", True),
+    ("0.5.16", "hpc_ops", False), ("0.5.17", "hpc_ops", True),
+])
+def test_argparse_choices_after_0_5_11(version, backend, accepted):
+    got = _choose(version, SM100, "DeepseekV3ForCausalLM", mla=True, backend=backend)
+    assert got is None or (got.stage != "argparse") is accepted, got
+
+
+@pytest.mark.parametrize("version,arch", [
+    ("0.5.12", "DeepseekV4ForCausalLM"),  # named by 0.5.12's model-specific rules
+    ("0.5.16", "LongcatFlashForCausalLM"),  # registered in arg_groups/overrides.py
+    ("0.5.20", "Glm5NextForConditionalGeneration"),  # arg_groups/model_overrides/
+    ("0.5.23", "Gemma2ForCausalLM"),  # named by 0.5.11-0.5.14, moved later: still not guessed
+    ("0.5.21", "Llama4ForConditionalGeneration"),
+])
+def test_model_specific_rules_after_0_5_11_are_not_guessed(version, arch):
+    assert _choose(version, SM90, arch) is None

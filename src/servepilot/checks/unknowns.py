@@ -141,6 +141,9 @@ def unknowns_of(dep, ctx) -> list[Unknown]:
     arch = _arch_unknown(dep, ctx)
     if arch is not None:
         out.append(arch)
+    attention = _sglang_attention_unknown(dep, ctx)
+    if attention is not None:
+        out.append(attention)
     for note in ctx.notes:
         if note.startswith("memory plan not available"):
             out.append(
@@ -221,6 +224,26 @@ def _sglang_arch_unknown(dep, ctx) -> Unknown | None:
         f"whether SGLang {version} implements {spec.architectures[0]} (its model registry was not "
         "read by servepilot)",
         "--engine-version of a SGLang release servepilot has read (0.2.15-0.5.23)",
+    )
+
+
+def _sglang_attention_unknown(dep, ctx) -> Unknown | None:
+    """An SGLang release outside the lines whose attention backend selection was read: which
+    backend it runs, and which it refuses on this GPU, is not guessed from a neighbour."""
+    from servepilot.engines.sglang import attention
+
+    res = ctx.resolution
+    version = dep.engine_version or getattr(res, "engine_version", None)
+    if dep.engine != "sglang" or dep.cluster.platform != "cuda" or not version:
+        return None
+    if getattr(res, "gpu_cc", None) is None or attention.modelled(version):
+        return None
+    span = attention.read_span()
+    return Unknown(
+        "attention backend",
+        f"which attention backend SGLang {version} picks, and which it refuses on compute "
+        f"capability {res.gpu_cc[0]}.{res.gpu_cc[1]} (servepilot read SGLang {span})",
+        f"--engine-version of a SGLang release servepilot has read ({span})",
     )
 
 

@@ -1,5 +1,6 @@
-"""SGLang refuses a named attention backend on this GPU (release lines whose default choice is
-not modelled: the asserts alone, read from every release 0.5.4.post3-0.5.23)."""
+"""SGLang refuses a named attention backend on this GPU: the asserts alone, read from every
+release 0.5.4.post3-0.5.23. --attention-backend only on release lines whose default choice is
+not modelled (elsewhere SP-ATTN-004 judges it); --prefill/--decode-attention-backend on all."""
 
 from __future__ import annotations
 
@@ -55,8 +56,9 @@ def refusal(version: str, cc: tuple[int, int], use_mla: bool, opts: dict):
         "needs SM100 for "
         "prefill (and from 0.5.11 SM90/SM100/SM120 for decode); fa3 needs SM80 for MHA models or "
         "SM90.",
-        "Checked only on release lines whose whole backend choice is not modelled (there "
-        "SP-ATTN-004 speaks); a backend SGLang picks itself is not judged.",
+        "--attention-backend is checked here only on release lines whose whole backend choice "
+        "is not modelled (there SP-ATTN-004 speaks); --prefill/--decode-attention-backend on "
+        "every line read; a backend SGLang picks itself is not judged.",
     ),
     sources=(
         KNOWLEDGE,
@@ -71,12 +73,14 @@ def sglang_forced_backend_refused(dep, ctx) -> list[Finding]:
     res = ctx.resolution
     version = dep.engine_version or res.engine_version
     opts = dep.launch.options
-    if res.gpu_cc is None or not version or attention.modelled(version):
+    if res.gpu_cc is None or not version:
         return []
     found = refusal(version, res.gpu_cc, bool(res.use_mla), opts)
     if found is None:
         return []
     row, option = found
+    if option == "attention_backend" and attention.modelled(version):
+        return []  # the whole choice is modelled: SP-ATTN-004 judges --attention-backend
     cc = f"{res.gpu_cc[0]}.{res.gpu_cc[1]}"
     flag = f"--{option.replace('_', '-')} {opts[option]}"
     remedies = []

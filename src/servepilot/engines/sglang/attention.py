@@ -30,6 +30,20 @@ def modelled(version: str) -> bool:
     return kb.row_for(kb.load_file(ENGINE, "attention")["defaults"], version) is not None
 
 
+def read_span() -> str:
+    """The releases whose selection was read, as "first to last" (from the defaults' ranges,
+    each ">=A,<B" with B the line after the last one read)."""
+    from packaging.version import Version
+
+    lows, highs = [], []
+    for row in kb.load_file(ENGINE, "attention")["defaults"]:
+        low, high = (part.lstrip("<>=") for part in row["versions"].split(","))
+        lows.append(Version(low))
+        highs.append(Version(high))
+    last = max(highs)
+    return f"{min(lows)} to {last.major}.{last.minor}.{last.micro - 1}"
+
+
 def choose(version: str, cc: tuple[int, int], *, use_mla: bool, arch: str | None,
            sparse: bool, kv_cache_dtype: str, backend: str | None,
            page_size: int | None) -> Choice | None:
@@ -62,16 +76,22 @@ def choose(version: str, cc: tuple[int, int], *, use_mla: bool, arch: str | None
     # server_args: page-size forcing and asserts, in one pass per backend name
     refused = _refused(refusals, "server_args", chosen, major, use_mla, kv_cache_dtype)
     if refused:
-        return _refusal(refused, page, forced_by)
+        return _refusal(refused, page, forced_by, kv_cache_dtype)
     page = _page(page_row, chosen, page)
     # ModelRunner
+    notes = []
     if chosen is None:
         chosen = _default(default_row, major, use_mla, arch, sparse, version, data)
+    forced_mla = default_row.get("mla_forces")
+    if use_mla and forced_mla and chosen != forced_mla:
+        # before 0.4.4 ModelRunner overwrote the backend of every MLA model, named or not
+        notes.append(f"SGLang {version} runs every MLA model on {forced_mla}: ModelRunner "
+                     f"replaces {chosen}")
+        chosen = forced_mla
     mla_row = kb.row_for(data["mla_backends"], version)
     if use_mla and backend and mla_row and backend not in mla_row["values"]:
         return Choice(None, page, forced_by, f"Invalid attention backend for MLA: {backend}",
                       "attention_backend", "model_runner", mla_row.source)
-    notes = []
     fallback = kb.row_for(data["fa3_e5m2_fallback"], version)
     if chosen == "fa3" and kv_cache_dtype == "fp8_e5m2" and fallback:
         chosen = fallback["backend"]
@@ -82,7 +102,7 @@ def choose(version: str, cc: tuple[int, int], *, use_mla: bool, arch: str | None
                       "attention_backend", "backend_init", choices.source)
     refused = _refused(refusals, "backend_init", chosen, major, use_mla, kv_cache_dtype)
     if refused:
-        return _refusal(refused, page, forced_by)
+        return _refusal(refused, page, forced_by, kv_cache_dtype)
     unmodelled = kb.row_for(data["unmodelled_architectures"], version)
     if unmodelled and arch and (arch in unmodelled["values"]
                                 or any(arch.startswith(p) for p in unmodelled["prefix"] or ())):
@@ -124,14 +144,20 @@ def _refused(rows, stage, backend, major, use_mla, kv):
         elif r.get("cc_major_not_in") is not None:
             if major in r["cc_major_not_in"]:
                 continue
+        if r.get("cc_major_in") is not None and major not in r["cc_major_in"]:
+            continue
         if r.get("kv_not_in") is not None and kv in r["kv_not_in"]:
+            continue
+        if r.get("kv_in") is not None and kv not in r["kv_in"]:
             continue
         return r
     return None
 
 
-def _refusal(row, page, forced_by) -> Choice:
-    return Choice(None, page, forced_by, row["error"], row["category"], row["stage"], row.source)
+def _refusal(row, page, forced_by, kv) -> Choice:
+    # a few of SGLang's messages print the --kv-cache-dtype given (an f-string)
+    error = row["error"].replace("{kv_cache_dtype}", kv)
+    return Choice(None, page, forced_by, error, row["category"], row["stage"], row.source)
 
 
 def _page(row, backend, page) -> int:

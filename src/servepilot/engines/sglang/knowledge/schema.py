@@ -5,13 +5,13 @@ from servepilot.engines.knowledge import VALUE, KeyedRows, Rows
 SCHEMA = {
     "attention": {
         "choices": Rows(("values",)),
-        "defaults": Rows(("where", "mha", "mla", "arch_overrides")),
+        "defaults": Rows(("where", "mha", "mla", "arch_overrides", "mla_forces")),
         "fa3_default_architectures": Rows(("values",)),
         "mla_backends": Rows(("values",)),
         "page_size": Rows(("forced", "keeps")),
         "fa3_e5m2_fallback": Rows(("backend",)),
-        "refusals": Rows(("backend", "stage", "fa3_rule", "cc_major_not_in", "mla", "kv_not_in",
-                          "error", "category")),
+        "refusals": Rows(("backend", "stage", "fa3_rule", "cc_major_not_in", "cc_major_in", "mla",
+                          "kv_not_in", "kv_in", "error", "category")),
         "unmodelled_architectures": Rows(("values", "prefix")),
         "known_differences": Rows(("when", "servepilot_error_starts", "reason")),
         "forced_refusals": Rows(("backend", "reads", "cc_major_not_in", "fa3_rule", "error")),
