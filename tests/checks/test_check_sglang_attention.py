@@ -190,3 +190,18 @@ def test_model_specific_architecture_names_no_backend_but_keeps_generic_refusals
     dep = deployment(root, cc=(12, 0), n=1, version="0.5.10.post1", engine="sglang",
                      options={"tp_size": 1, "attention_backend": "trtllm_mha"})
     assert run_checks(dep).resolution.fails
+
+
+def test_0_5_17_reads_v_head_dim_from_the_config_for_its_sm100_default(tmp_path):
+    import json
+
+    root = llama_like(tmp_path / "l")
+    config = json.loads((root / "config.json").read_text())
+    head = config["hidden_size"] // config["num_attention_heads"]
+    (root / "config.json").write_text(json.dumps({**config, "head_dim": head,
+                                                  "v_head_dim": head // 2}))
+    for version, want in (("0.5.17", ("fa4", 128)), ("0.5.16", ("trtllm_mha", 64))):
+        dep = deployment(root, cc=(10, 0), n=1, version=version, engine="sglang",
+                         options={"tp_size": 1}, memory=96 * GIB)
+        res = run_checks(dep).resolution
+        assert (res.attention_backend, res.block_size) == want

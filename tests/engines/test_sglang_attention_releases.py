@@ -325,3 +325,28 @@ def test_argparse_choices_after_0_5_11(version, backend, accepted):
 ])
 def test_model_specific_rules_after_0_5_11_are_not_guessed(version, arch):
     assert _choose(version, SM90, arch) is None
+
+
+@pytest.mark.parametrize("version,asymmetric,want", [
+    # 0.5.17: unequal K/V head dims on SM100 get fa4 (page 128 for MHA there), not trtllm_mha
+    ("0.5.17", True, ("fa4", 128)),
+    ("0.5.17", False, ("trtllm_mha", 64)),
+    ("0.5.16", True, ("trtllm_mha", 64)),
+])
+def test_asymmetric_kv_mha_on_sm100_from_0_5_17(version, asymmetric, want):
+    got = attention.choose(version, SM100, use_mla=False, arch="LlamaForCausalLM", sparse=False,
+                           kv_cache_dtype="auto", backend=None, page_size=None,
+                           asymmetric_kv=asymmetric)
+    assert (got.backend, got.page_size) == want
+
+
+@pytest.mark.parametrize("version,cc,mla,want", [
+    ("0.5.15", SM100, False, 128),  # fa4 named: page 128 for MHA on SM100 from 0.5.15
+    ("0.5.14", SM100, False, 1),  # ... only as --prefill-attention-backend before
+    ("0.5.15", SM120, False, 1),
+    ("0.5.23", SM100, True, 1),
+])
+def test_fa4_page_size(version, cc, mla, want):
+    arch = "DeepseekV2ForCausalLM" if mla else "LlamaForCausalLM"
+    got = _choose(version, cc, arch, mla=mla, backend="fa4")
+    assert got.backend == "fa4" and got.page_size == want

@@ -30,10 +30,18 @@ _TRADEOFF = {
         "FlashAttention 3 needs compute capability 9.x, or 8.x for MHA models: 'FlashAttention v3 Backend requires "
         "SM>=80 and SM<=90.'",
         "0.4.6 and 0.5.2 accept only a list of backends for MLA models ('Invalid attention backend for MLA: X').",
-        "trtllm_mla takes only fp8_e4m3 or auto (0.5.10: also bf16, fp4_e2m1) KV caches.",
+        "trtllm_mla takes only fp8_e4m3 or auto (0.5.10: also bf16, fp4_e2m1; 0.5.21: no "
+        "fp4_e2m1) KV caches.",
+        "0.4.4-0.4.5: fa3 needs SM>=90; 0.4.0-0.4.3 run every MLA model on triton. 0.5.19 "
+        "takes trtllm_mha prefill on SM90/SM100/SM120, but no fp8_e4m3 KV cache on SM120; "
+        "cutedsl_mla (0.5.13) needs SM100.",
+        "Modelled for SGLang 0.4.0-0.5.23; other releases are an unknown, not a guess.",
     ),
     sources=(KNOWLEDGE, "sglang/srt/server_args.py@v0.5.2", "sglang/srt/server_args.py@v0.5.10.post1",
-             "sglang/srt/model_executor/model_runner.py@v0.5.2"),
+             "sglang/srt/model_executor/model_runner.py@v0.5.2",
+             "sglang/srt/model_executor/model_runner.py@v0.4.4.post4",
+             "sglang/srt/arg_groups/attention_hook.py@v0.5.19",
+             "sglang/srt/arg_groups/overrides.py@v0.5.23"),
     engines=("sglang",),
 )
 def sglang_attention_refused(dep, ctx) -> list[Finding]:

@@ -46,7 +46,7 @@ def read_span() -> str:
 
 def choose(version: str, cc: tuple[int, int], *, use_mla: bool, arch: str | None,
            sparse: bool, kv_cache_dtype: str, backend: str | None,
-           page_size: int | None) -> Choice | None:
+           page_size: int | None, asymmetric_kv: bool = False) -> Choice | None:
     """None when this release line's selection was not read, or when the model's architecture
     has model-specific rules servepilot does not model (and the generic rules refuse nothing)."""
     data = kb.load_file(ENGINE, "attention")
@@ -68,7 +68,8 @@ def choose(version: str, cc: tuple[int, int], *, use_mla: bool, arch: str | None
 
     chosen = backend
     if chosen is None and in_server_args:
-        chosen = _default(default_row, major, use_mla, arch, sparse, version, data)
+        chosen = _default(default_row, major, use_mla, arch, sparse, version, data,
+                           asymmetric_kv)
     elif chosen is None:
         # the architecture overrides live in ServerArgs even while ModelRunner picks the generic
         # default (0.5.3): their choice meets the server_args asserts
@@ -77,11 +78,11 @@ def choose(version: str, cc: tuple[int, int], *, use_mla: bool, arch: str | None
     refused = _refused(refusals, "server_args", chosen, major, use_mla, kv_cache_dtype)
     if refused:
         return _refusal(refused, page, forced_by, kv_cache_dtype)
-    page = _page(page_row, chosen, page)
+    page = _page(page_row, chosen, page, major, use_mla)
     # ModelRunner
     notes = []
     if chosen is None:
-        chosen = _default(default_row, major, use_mla, arch, sparse, version, data)
+        chosen = _default(default_row, major, use_mla, arch, sparse, version, data, asymmetric_kv)
     forced_mla = default_row.get("mla_forces")
     if use_mla and forced_mla and chosen != forced_mla:
         # before 0.4.4 ModelRunner overwrote the backend of every MLA model, named or not
@@ -118,13 +119,15 @@ def _override(row, major, arch, sparse) -> str | None:
     return None
 
 
-def _default(row, major, use_mla, arch, sparse, version, data) -> str:
+def _default(row, major, use_mla, arch, sparse, version, data, asymmetric_kv=False) -> str:
     overridden = _override(row, major, arch, sparse)
     if overridden:
         return overridden
     fa3_archs = kb.row_for(data["fa3_default_architectures"], version)
     for rule in row["mla" if use_mla else "mha"]:
         if rule.get("cc_major") is not None and major not in rule["cc_major"]:
+            continue
+        if rule.get("asymmetric_kv") and not asymmetric_kv:
             continue
         if rule.get("fa3_arch") and not (fa3_archs and arch in fa3_archs["values"]):
             continue
@@ -160,8 +163,13 @@ def _refusal(row, page, forced_by, kv) -> Choice:
     return Choice(None, page, forced_by, error, row["category"], row["stage"], row.source)
 
 
-def _page(row, backend, page) -> int:
-    if row is None or backend not in row["forced"]:
+def _page(row, backend, page, major, use_mla) -> int:
+    if row is None:
+        return page
+    mha_sm100 = row.get("forced_mha_sm100") or {}
+    if backend in mha_sm100 and major == 10 and not use_mla:
+        return mha_sm100[backend]
+    if backend not in row["forced"]:
         return page
     keeps = (row.get("keeps") or {}).get(backend)
     if keeps and page in keeps:

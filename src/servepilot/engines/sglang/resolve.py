@@ -59,6 +59,7 @@ def resolve(dep) -> Resolution:
             kv_cache_dtype=requested,
             backend=opts.get("attention_backend"),
             page_size=_int(opts.get("page_size")),
+            asymmetric_kv=_asymmetric_kv(spec, use_mla),
         )
     if choice is None:
         why = " (GPU compute capability unknown)" if cc is None else \
@@ -99,6 +100,14 @@ def _arch(spec) -> str | None:
         return None
     archs = (spec.config or {}).get("architectures") or []
     return archs[0] if archs else None
+
+
+def _asymmetric_kv(spec, use_mla: bool) -> bool:
+    """An MHA model whose V rows are narrower or wider than its K rows (config v_head_dim)."""
+    att = spec.attention if spec is not None else None
+    if use_mla or att is None or not att.v_head_dim:
+        return False
+    return att.v_head_dim != att.head_dim
 
 
 def _int(value) -> int | None:

@@ -8,7 +8,7 @@ SCHEMA = {
         "defaults": Rows(("where", "mha", "mla", "arch_overrides", "mla_forces")),
         "fa3_default_architectures": Rows(("values",)),
         "mla_backends": Rows(("values",)),
-        "page_size": Rows(("forced", "keeps")),
+        "page_size": Rows(("forced", "keeps", "forced_mha_sm100")),
         "fa3_e5m2_fallback": Rows(("backend",)),
         "refusals": Rows(("backend", "stage", "fa3_rule", "cc_major_not_in", "cc_major_in", "mla",
                           "kv_not_in", "kv_in", "error", "category")),
