@@ -205,3 +205,23 @@ def test_0_5_17_reads_v_head_dim_from_the_config_for_its_sm100_default(tmp_path)
                          options={"tp_size": 1}, memory=96 * GIB)
         res = run_checks(dep).resolution
         assert (res.attention_backend, res.block_size) == want
+
+
+def test_0_4_5_gemma2_with_fp8_e5m2_on_hopper_meets_tritons_window_assert(tmp_path):
+    root = tmp_path / "gemma2"
+    root.mkdir()
+    _write(root, "config.json", {
+        "architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", "vocab_size": 256000,
+        "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
+        "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
+        "sliding_window": 4096, "max_position_embeddings": 8192, "torch_dtype": "bfloat16"})
+    dep = deployment(root, cc=(9, 0), n=1, version="0.4.5.post3", engine="sglang",
+                     options={"tp_size": 1, "kv_cache_dtype": "fp8_e5m2"}, memory=80 * GIB)
+    f = finding(run_checks(dep), "SP-ATTN-004")
+    assert f.category == "attention_backend"
+    assert "Window attention is not supported in the triton attention backend." in f.detail
+    fixed = run_checks(_apply(dep, f.remedies[0]))
+    assert "SP-ATTN-004" not in codes(fixed)
+    plain = deployment(root, cc=(9, 0), n=1, version="0.4.5.post3", engine="sglang",
+                       options={"tp_size": 1}, memory=80 * GIB)
+    assert run_checks(plain).resolution.attention_backend == "fa3"

@@ -350,3 +350,25 @@ def test_fa4_page_size(version, cc, mla, want):
     arch = "DeepseekV2ForCausalLM" if mla else "LlamaForCausalLM"
     got = _choose(version, cc, arch, mla=mla, backend="fa4")
     assert got.backend == "fa4" and got.page_size == want
+
+
+WINDOW = ("Window attention is not supported in the triton attention backend. "
+          "Please use `--attention-backend flashinfer`.")
+
+
+@pytest.mark.parametrize("version,arch,backend,kv,refused", [
+    ("0.4.2", "Gemma2ForCausalLM", "triton", "auto", True),
+    ("0.4.2", "LlamaForCausalLM", "triton", "auto", False),
+    ("0.4.4", "Gemma3ForCausalLM", "triton", "auto", False),  # Gemma 3 reports a window from 0.4.5
+    ("0.4.6.post5", "Gemma3ForConditionalGeneration", "triton", "auto", True),
+    ("0.4.7", "Gemma2ForCausalLM", "triton", "auto", False),  # 0.4.7's triton handles windows
+    # 0.4.5: Gemma 2 on Hopper defaults to fa3, which an fp8_e5m2 cache turns into triton
+    ("0.4.5", "Gemma2ForCausalLM", None, "fp8_e5m2", True),
+    ("0.4.5", "Gemma2ForCausalLM", None, "auto", False),
+])
+def test_triton_refuses_sliding_window_models_up_to_0_4_6(version, arch, backend, kv, refused):
+    got = _choose(version, SM90, arch, backend=backend, kv=kv)
+    assert got is not None
+    assert (got.error == WINDOW) is refused, got
+    if refused:
+        assert got.stage == "backend_init" and got.category == "attention_backend"

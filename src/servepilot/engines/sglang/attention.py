@@ -75,7 +75,7 @@ def choose(version: str, cc: tuple[int, int], *, use_mla: bool, arch: str | None
         # default (0.5.3): their choice meets the server_args asserts
         chosen = _override(default_row, major, arch, sparse)
     # server_args: page-size forcing and asserts, in one pass per backend name
-    refused = _refused(refusals, "server_args", chosen, major, use_mla, kv_cache_dtype)
+    refused = _refused(refusals, "server_args", chosen, major, use_mla, kv_cache_dtype, arch)
     if refused:
         return _refusal(refused, page, forced_by, kv_cache_dtype)
     page = _page(page_row, chosen, page, major, use_mla)
@@ -101,7 +101,7 @@ def choose(version: str, cc: tuple[int, int], *, use_mla: bool, arch: str | None
     if choices and chosen not in choices["values"]:
         return Choice(None, page, forced_by, f"Invalid attention backend: {chosen}",
                       "attention_backend", "backend_init", choices.source)
-    refused = _refused(refusals, "backend_init", chosen, major, use_mla, kv_cache_dtype)
+    refused = _refused(refusals, "backend_init", chosen, major, use_mla, kv_cache_dtype, arch)
     if refused:
         return _refusal(refused, page, forced_by, kv_cache_dtype)
     unmodelled = kb.row_for(data["unmodelled_architectures"], version)
@@ -135,9 +135,11 @@ def _default(row, major, use_mla, arch, sparse, version, data, asymmetric_kv=Fal
     raise AssertionError("every default list ends with an unconditional rule")
 
 
-def _refused(rows, stage, backend, major, use_mla, kv):
+def _refused(rows, stage, backend, major, use_mla, kv, arch=None):
     for r in rows:
         if r["stage"] != stage or r["backend"] != backend:
+            continue
+        if r.get("archs") is not None and arch not in r["archs"]:
             continue
         if r.get("mla") is not None and r["mla"] != use_mla:
             continue

@@ -11,7 +11,7 @@ SCHEMA = {
         "page_size": Rows(("forced", "keeps", "forced_mha_sm100")),
         "fa3_e5m2_fallback": Rows(("backend",)),
         "refusals": Rows(("backend", "stage", "fa3_rule", "cc_major_not_in", "cc_major_in", "mla",
-                          "kv_not_in", "kv_in", "error", "category")),
+                          "kv_not_in", "kv_in", "archs", "error", "category")),
         "unmodelled_architectures": Rows(("values", "prefix")),
         "known_differences": Rows(("when", "servepilot_error_starts", "reason")),
         "forced_refusals": Rows(("backend", "reads", "cc_major_not_in", "fa3_rule", "error")),
