@@ -290,6 +290,8 @@ REFUSALS_NEW = [
     ("0.5.20", SM100, "LlamaForCausalLM", False, "cutedsl_mla", "auto",
      ("backend_init", "attention_backend", "cutedsl_mla backend can only be used with MLA models.")),
     ("0.5.23", SM100, "LlamaForCausalLM", False, "fa3", "auto", ("backend_init", "attention_backend", FA3)),
+    ("0.5.18", SM90, "DeepseekV3ForCausalLM", True, "hpc_ops", "auto",
+     ("backend_init", "attention_backend", "hpc_ops backend can only be used with non-MLA models.")),
     # 0.5.20 dropped cutlass_mla from the choices
     ("0.5.20", SM100, "DeepseekV3ForCausalLM", True, "cutlass_mla", "auto",
      ("argparse", "attention_backend", None)),
