@@ -89,6 +89,10 @@ _PLAIN_ERROR = re.compile(
     # (glibc elf/dl-load.c and dl-lookup.c: "cannot open shared object file", "file too
     # short", "undefined symbol: <name>")
     r"|cannot open shared object file|: file too short\b|\bundefined symbol: "
+    # the HIP runtime finding no kernel build for the GPU in a binary (ROCm clr
+    # hipamd/src/hip_fatbin.cpp: "No compatible code objects found for: gfx1152"), logged with
+    # no level; what follows is a crash
+    r"|\bno compatible code objects found\b"
     # a C function's message that opens with a refusal ("gguf_init_from_file: invalid magic
     # number 67676a74")
     r"|^(?:[a-z_][a-z0-9_]*: +)?(?:invalid|unknown|unsupported|missing|cannot|can't|unable to)\b",

@@ -1,0 +1,96 @@
+"""Issue 13, round-four misses: words the engines (and the runtimes under them) use for a
+binary without code for this GPU or CPU, a port torch could not listen on, and a missing
+optional kernel package. Each log is built from lines the programs print (the source of each
+is said beside it); each test shows the family decides one way and a neighbour the other."""
+
+from __future__ import annotations
+
+from servepilot.triage import triage_text
+
+# vLLM's kernel warm-up calling DeepGEMM when the deep_gemm package is absent
+# (vllm/model_executor/warmup/kernel_warmup.py@v0.19.0 kernel_warmup -> deep_gemm_warmup;
+# vllm/utils/deep_gemm.py@v0.19.0 _missing raises the message), under the engine core's
+# failure report (vllm/v1/engine/core.py@v0.19.0 run_engine_core).
+DEEPGEMM_MISSING = (
+    "(EngineCore_DP0 pid=41) ERROR 05-02 10:00:01 [core.py:708] EngineCore failed to start.\n"
+    "(EngineCore_DP0 pid=41) ERROR 05-02 10:00:01 [core.py:708] Traceback (most recent call "
+    "last):\n"
+    '(EngineCore_DP0 pid=41) ERROR 05-02 10:00:01 [core.py:708]   File "/vllm/model_executor/'
+    'warmup/kernel_warmup.py", line 37, in kernel_warmup\n'
+    "(EngineCore_DP0 pid=41) ERROR 05-02 10:00:01 [core.py:708]     deep_gemm_warmup(model, "
+    "max_tokens)\n"
+    "(EngineCore_DP0 pid=41) ERROR 05-02 10:00:01 [core.py:708] RuntimeError: DeepGEMM backend "
+    "is not available or outdated. Please install or update the `deep_gemm` to a newer version "
+    "to enable FP8 kernels.\n"
+)
+
+
+def test_a_missing_deepgemm_package_is_a_missing_dependency_not_a_quantization_refusal():
+    d = triage_text(DEEPGEMM_MISSING)
+    assert d.root_cause.signature == "vllm-deepgemm-missing"
+    assert d.root_cause.category == "other"
+    assert d.root_cause.line == 5
+
+
+def test_deepgemm_present_but_without_kernels_for_the_gpu_stays_an_architecture_fault():
+    # DeepGEMM's own host assert (csrc/apis/hyperconnection.hpp, DG_HOST_ASSERT)
+    d = triage_text(
+        "tvm.error.InternalError: Assertion error (/deepgemm/csrc/apis/hyperconnection.hpp:56): "
+        "Unsupported architecture\n"
+    )
+    assert d.root_cause.category == "cuda_driver_arch"
+
+
+def test_torch_failing_to_listen_on_every_address_is_a_port_in_use():
+    # torch/csrc/distributed/c10d/socket.cpp@v2.4.0 (SocketListenOp), as a wrapper printed it
+    # with the last attempt's code as a bare number
+    d = triage_text(
+        "RuntimeError: The server socket has failed to listen on any local network address. "
+        "port: 46571, useIpv6: 0, code: -9\n"
+    )
+    assert d.root_cause.category == "port_in_use"
+    assert "46571" in d.root_cause.explanation
+
+
+def test_torch_failing_to_connect_is_not_a_port_in_use():
+    # the client side of the same file (SocketConnectOp): nobody listens there yet
+    d = triage_text(
+        "RuntimeError: The client socket has failed to connect to any network address of "
+        "(10.0.0.2, 29500).\n"
+    )
+    assert d.root_cause.category != "port_in_use"
+
+
+def test_ggml_cuda_without_device_code_for_the_gpu_is_an_architecture_fault():
+    # ggml/src/ggml-cuda/common.cuh@0c1e57098 NO_DEVICE_CODE, and the older wording of
+    # koboldcpp 1.55's ggml-cuda (corpus row koboldcpp-610)
+    for line in (
+        "ggml/src/ggml-cuda/mmq.cuh:3094: ERROR: CUDA kernel mul_mat_q has no device code "
+        "compatible with CUDA arch 520. ggml-cuda.cu was compiled for: 600,610,700\n",
+        "ERROR: ggml-cuda was compiled without support for the current GPU architecture.\n",
+    ):
+        assert triage_text(line).root_cause.category == "cuda_driver_arch", line
+
+
+def test_hip_finding_no_code_object_is_the_cause_of_the_crash_after_it():
+    # ROCm clr hipamd/src/hip_fatbin.cpp logs this with no level; the shell then reports the
+    # server's crash (zsh's job report)
+    crash = "zsh: segmentation fault  llama-server -m model.gguf -fa on\n"
+    text = (
+        ":1:hip_fatbin.cpp           :687 : 114369963532 us:  No compatible code objects found "
+        "for: gfx1152, value of HIP_FORCE_SPIRV_CODEOBJECT: 0\n" + crash
+    )
+    d = triage_text(text)
+    assert (d.root_cause.line, d.root_cause.category) == (1, "cuda_driver_arch")
+    # the crash alone says nothing of why
+    assert triage_text(crash).root_cause.category == "other"
+
+
+def test_a_windows_exit_status_says_which_way_the_runner_died():
+    # ollama llm/server.go: "llama runner process has terminated: exit status %x"; Windows
+    # NTSTATUS (ntstatus.h): 0xC000001D STATUS_ILLEGAL_INSTRUCTION, 0xC0000409 the fail-fast
+    # an abort() raises (what a GGML_ASSERT ends in): only the first names a cause
+    illegal = triage_text("Error: llama runner process has terminated: exit status 0xc000001d\n")
+    aborted = triage_text("Error: llama runner process has terminated: exit status 0xc0000409\n")
+    assert illegal.root_cause.category == "cuda_driver_arch"
+    assert aborted.root_cause.category == "other"
