@@ -94,3 +94,41 @@ def test_a_windows_exit_status_says_which_way_the_runner_died():
     aborted = triage_text("Error: llama runner process has terminated: exit status 0xc0000409\n")
     assert illegal.root_cause.category == "cuda_driver_arch"
     assert aborted.root_cause.category == "other"
+
+
+# ollama (llm/server.go@0084709c) keeps the runner's last error line and reports the runner's
+# death as "llama runner process has terminated: <that line>"; the CLI prints what the server
+# answered ("Error: 500 Internal Server Error: ..."). The runner's own lines come from
+# llama.cpp's graph allocator (ggml/src/ggml-alloc.c ggml_gallocr_reserve_n) sizing the compute
+# buffer when the context is created.
+CLIENT_RETOLD = (
+    "Error: 500 Internal Server Error: llama runner process has terminated: error:failed to "
+    "allocate buffer, size = 33074.89 MiB\n"
+)
+RUNNER_OWN = "ggml_gallocr_reserve_n: failed to allocate Metal buffer of size 34681522080\n"
+
+
+def test_a_retold_death_yields_to_the_dead_runners_own_line_pasted_after_it():
+    d = triage_text(CLIENT_RETOLD + RUNNER_OWN)
+    assert (d.root_cause.line, d.root_cause.category) == (2, "oom_kv_cache")
+
+
+def test_a_retold_death_alone_is_read_from_the_words_it_retells():
+    d = triage_text(CLIENT_RETOLD)
+    assert d.root_cause.line == 1
+    assert d.root_cause.category == "oom_weights"
+
+
+def test_ollamas_exit_status_line_yields_to_the_detailed_message_it_announces():
+    # the server's log (slog text format): the runner's exit, then the load error that carries
+    # the runner's last line (a ggml assert, ggml/src/ggml.c GGML_ASSERT)
+    text = (
+        'time=2025-07-14T19:16:12.565+01:00 level=ERROR source=server.go:449 msg="llama runner '
+        'terminated" error="exit status 0xc0000409"\n'
+        'time=2025-07-14T19:16:12.750+01:00 level=ERROR source=sched.go:457 msg="error loading '
+        'llama server" error="llama runner process has terminated: GGML_ASSERT(tensor->op == '
+        'GGML_OP_UNARY) failed"\n'
+    )
+    d = triage_text(text)
+    assert d.root_cause.line == 2
+    assert d.root_cause.category == "other"

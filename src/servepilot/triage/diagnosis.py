@@ -77,6 +77,7 @@ _WARNING_OTHER_RANK = 3.5  # a vague or unknown warning: after the echoes
 # An unknown memory failure, by the start-up phase it came in (markers.PHASES).
 _OOM_BY_PHASE = {"kv_cache_profiling": "oom_kv_cache", "cuda_graph_capture": "cuda_graph"}
 _PLAIN_UNKNOWN_RANK = 2.2  # an unknown plain line (no exception, no ERROR level): after exceptions
+_RETOLD_RANK = 2.3  # a death report retelling an unknown error: after the error's own lines
 # An unknown line that reports another process's failure from outside: a client's request cut
 # off (Go's `Post "http://127.0.0.1:11434/api/chat": EOF`, a reset or refused connection) or a
 # pointer to another log ("please see the ollama server logs for details").
@@ -218,6 +219,19 @@ def _expand(ev: ErrorEvent, matcher: Matcher) -> list[tuple[ErrorEvent, Match | 
             ll = parse_line(first_text)
             first = replace(ev, line_no=first_no, message=ll.message, text=ll.text, block=[], lines=[])
             out.insert(0, (first, None))
+        elif out[0][1].signature.consequence and _carries_unknown_error(out[0][1]):
+            # a death report pasted before the dead process's own lines (a client's "Error:
+            # 500 ... llama runner process has terminated: ..." above the runner's log): the
+            # first unrecognised line after it is the process's own error, printed earlier
+            for line_no, text in ev.block:
+                ll = parse_line(text)
+                if line_no <= out[0][0].line_no:
+                    continue
+                if matcher.match(ll.message, context, ev.phase) is None:
+                    own = replace(ev, line_no=line_no, message=ll.message, text=ll.text, block=[],
+                                  lines=[], process=ll.process, pid=ll.pid)
+                    out.append((own, None))
+                    break
     if not out and guess_category(ev.message) is None:
         # a run of unknown lines whose first line names nothing (GGML_ABORT's "ggml-cann.cpp:67:
         # CANN error") rests on the first line of the run that says what failed ("CANN error:
@@ -363,6 +377,12 @@ def _rank(g: _Group) -> float:
         # a wrapper that quotes an error no signature knows ("Worker failed with error 'kv_cache
         # must be a tuple'", "failed to load model '...': load_hparams: unknown projector
         # type: gemma4uv") is that error's report, the only one when the log shows no other
+        if g.match.signature.consequence:
+            # a death report that retells the dead process's last error line (ollama's "llama
+            # runner process has terminated: <the runner's last error line>"): the process's
+            # own lines, where the log shows them, were printed before it, whatever order a
+            # reporter pasted them in
+            return _RETOLD_RANK
         plain = g.first.exc_type is None and _is_plain_line(g.first)
         return _PLAIN_UNKNOWN_RANK if plain else _TIER_RANK[None]
     if g.match is None and g.first.exc_type is None and _POINTS_ELSEWHERE.search(g.first.message):
