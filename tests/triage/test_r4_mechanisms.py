@@ -132,3 +132,14 @@ def test_ollamas_exit_status_line_yields_to_the_detailed_message_it_announces():
     d = triage_text(text)
     assert d.root_cause.line == 2
     assert d.root_cause.category == "other"
+
+
+def test_vllms_own_spelling_of_bitsandbytes_names_the_quantization():
+    # vLLM 0.5.4 refused bitsandbytes with CUDA graphs in these words (corpus row vllm-7294;
+    # vllm/config.py@v0.5.5 spells it the same way in its refusals); a client of a hosted
+    # server sees the exception's repr inside its own error
+    d = triage_text(
+        "openai.InternalServerError: internal server error: status Failure: "
+        "ValueError('BitAndBytes with enforce_eager = False is not supported yet.')\n"
+    )
+    assert d.root_cause.category == "quantization_support"
