@@ -143,3 +143,24 @@ def test_vllms_own_spelling_of_bitsandbytes_names_the_quantization():
         "ValueError('BitAndBytes with enforce_eager = False is not supported yet.')\n"
     )
     assert d.root_cause.category == "quantization_support"
+
+
+# vLLM's worker start-up failure (vllm/v1/executor/multiproc_executor.py@v0.11.0 WorkerProc)
+# under a GPUStack deployment summary that quotes the worker's exception in code marks (the
+# assert of vllm/distributed/utils.py@v0.11.0 ensure_divisibility, "{} is not divisible by {}")
+WORKER_ECHO = (
+    "(Worker_TP4 pid=554) ERROR 12-08 15:37:59 [multiproc_executor.py:597] WorkerProc failed to "
+    "start.\n"
+)
+
+
+def test_an_exception_a_wrapper_quotes_in_code_marks_is_reported_by_that_line():
+    summary = (
+        "Deployment failure due to incompatible GPU allocation: 6 cards are not divisible by the "
+        "vocabulary size, breaking tensor parallelism constraints: "
+        "`AssertionError: 151552 is not divisible by 6`\n"
+    )
+    d = triage_text(summary + WORKER_ECHO)
+    assert (d.root_cause.line, d.root_cause.category) == (1, "tp_divisibility")
+    # without the quoted exception the echo is all the log says
+    assert triage_text(WORKER_ECHO).root_cause.category == "other"

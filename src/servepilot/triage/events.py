@@ -93,6 +93,9 @@ _PLAIN_ERROR = re.compile(
     # hipamd/src/hip_fatbin.cpp: "No compatible code objects found for: gfx1152"), logged with
     # no level; what follows is a crash
     r"|\bno compatible code objects found\b"
+    # an exception a wrapper quotes in code marks (GPUStack's "Deployment failure due to ...:
+    # `AssertionError: 151552 is not divisible by 6`"): the line reports that exception
+    r"|`[\w.]*(?:Error|Exception): "
     # a C function's message that opens with a refusal ("gguf_init_from_file: invalid magic
     # number 67676a74")
     r"|^(?:[a-z_][a-z0-9_]*: +)?(?:invalid|unknown|unsupported|missing|cannot|can't|unable to)\b",
