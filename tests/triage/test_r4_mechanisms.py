@@ -164,3 +164,30 @@ def test_an_exception_a_wrapper_quotes_in_code_marks_is_reported_by_that_line():
     assert (d.root_cause.line, d.root_cause.category) == (1, "tp_divisibility")
     # without the quoted exception the echo is all the log says
     assert triage_text(WORKER_ECHO).root_cause.category == "other"
+
+
+def _flashinfer_jit_failure(message: str) -> str:
+    # vLLM 0.23's engine core dying in the sampler warm-up: FlashInfer compiles its top-k/top-p
+    # kernel on first use (flashinfer/jit/cpp_ext.py generate_ninja_build_for_op, get_cuda_path)
+    return (
+        "(EngineCore pid=7) ERROR 06-23 15:43:19 [core.py:1195] Traceback (most recent call "
+        "last):\n"
+        '(EngineCore pid=7) ERROR 06-23 15:43:19 [core.py:1195]   File "/env/site-packages/'
+        'flashinfer/sampling.py", line 60, in get_sampling_module\n'
+        '(EngineCore pid=7) ERROR 06-23 15:43:19 [core.py:1195]   File "/env/site-packages/'
+        'flashinfer/jit/cpp_ext.py", line 61, in get_cuda_path\n'
+        "(EngineCore pid=7) ERROR 06-23 15:43:19 [core.py:1195]     raise RuntimeError(\n"
+        f"(EngineCore pid=7) ERROR 06-23 15:43:19 [core.py:1195] RuntimeError: {message}\n"
+    )
+
+
+def test_a_jit_compile_without_the_cuda_toolkit_is_the_toolkit_not_the_kernel_that_asked():
+    d = triage_text(_flashinfer_jit_failure(
+        "Could not find nvcc and default cuda_home='/usr/local/cuda' doesn't exist"
+    ))
+    assert d.root_cause.category == "cuda_driver_arch"
+
+
+def test_an_unknown_error_in_the_same_flashinfer_frames_is_still_placed_by_them():
+    d = triage_text(_flashinfer_jit_failure("ninja: build stopped: subcommand failed."))
+    assert d.root_cause.category == "attention_backend"

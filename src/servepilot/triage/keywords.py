@@ -78,6 +78,14 @@ _INTERFACE_MISMATCH = re.compile(
     r"|got an unexpected keyword argument "
     r"|missing \d+ required (?:positional|keyword-only) argument"
 )
+# A kernel compiled on first use (JIT) finding no CUDA toolkit: FlashInfer's "Could not find
+# nvcc and default cuda_home='/usr/local/cuda' doesn't exist" (flashinfer/jit/cpp_ext.py
+# get_cuda_path, as vLLM 0.23 logs show it), torch's "CUDA_HOME environment variable is not
+# set" (torch/utils/cpp_extension.py). Whichever kernel came first to need the compiler (a
+# sampler, an attention op, a GEMM) is not what is wrong; the install lacks the toolkit.
+_TOOLKIT_MISSING = re.compile(
+    r"could not find nvcc|CUDA_HOME environment variable is not set", re.IGNORECASE
+)
 
 
 # In those messages the quoted things are names (a function, a module, an argument), and a
@@ -105,9 +113,10 @@ def raised_importing(lines: list[str], message: str) -> bool:
     flashinfer that cannot be imported on Python 3.11 fails inside an all-reduce fusion's
     import, an LMCache module missing from the image inside vLLM's KV-transfer set-up. The
     install is what is wrong, so the frames lend no category (the words still may: a missing
-    'vllm_flash_attn' module is the attention backend's).
+    'vllm_flash_attn' module is the attention backend's). The same holds for an install that
+    lacks the CUDA toolkit a JIT compile needs.
     """
-    if _INTERFACE_MISMATCH.search(message):
+    if _INTERFACE_MISMATCH.search(message) or _TOOLKIT_MISSING.search(message):
         return True
     frames = [line for line in lines if _FRAME_LINE.search(line)]
     return any(_MODULE_BODY.search(line) for line in frames[1:])
