@@ -191,3 +191,34 @@ def test_a_jit_compile_without_the_cuda_toolkit_is_the_toolkit_not_the_kernel_th
 def test_an_unknown_error_in_the_same_flashinfer_frames_is_still_placed_by_them():
     d = triage_text(_flashinfer_jit_failure("ninja: build stopped: subcommand failed."))
     assert d.root_cause.category == "attention_backend"
+
+
+def test_a_missing_kernel_image_of_an_attention_kernel_is_the_attention_backends():
+    # SGLang's kernels print "CUDA error (<file>:<line>): <cudaGetErrorString>"; the file named is
+    # the kernel that has no image for the GPU: FlashAttention 3's Hopper forward kernel (built
+    # only for sm90) against a norm kernel of sgl-kernel
+    no_image = "): no kernel image is available for execution on the device\n"
+    fa3 = triage_text(
+        "CUDA error (_deps/repo-flash-attention-src/hopper/flash_fwd_launch_template.h:166"
+        + no_image
+    )
+    norm = triage_text(
+        "CUDA error (/sgl-kernel/csrc/elementwise/fused_add_rms_norm_kernel.cu:123" + no_image
+    )
+    assert fa3.root_cause.category == "attention_backend"
+    assert norm.root_cause.category == "cuda_driver_arch"
+
+
+def test_triton_names_the_kernel_it_cannot_build_for_the_gpu():
+    # Triton's MLIR diagnostic, loc("<kernel source>.py":line:col), for vLLM's ROCm Triton
+    # flash-attention kernel (vllm/attention/ops/triton_flash_attention.py@v0.6.6) on gfx906,
+    # against a kernel outside attention
+    unsupported = "): error: unsupported target: 'gfx906'\n"
+    attention = triage_text(
+        'loc("/opt/vllm/vllm/attention/ops/triton_flash_attention.py":309:0' + unsupported
+    )
+    other = triage_text(
+        'loc("/opt/vllm/vllm/model_executor/layers/layernorm.py":309:0' + unsupported
+    )
+    assert attention.root_cause.category == "attention_backend"
+    assert other.root_cause.category == "cuda_driver_arch"

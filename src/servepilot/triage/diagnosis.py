@@ -291,6 +291,18 @@ def _cause(group: _Group, basis: str | None = None, engine: str | None = None) -
                 explanation += (
                     f" It was raised in {by_frames[1]!r}, a {category} part of the engine (a guess from where)."
                 )
+        if category == "cuda_driver_arch" and m.evidence == "message":
+            # a kernel without a build for this GPU whose own source location the message names
+            # ("CUDA error (.../flash-attention-src/hopper/flash_fwd_launch_template.h:166): no
+            # kernel image ..."): the attention backend chose a kernel this GPU has no build
+            # of, and choosing another backend is the way past it
+            where = guess_from_source(ev.message)
+            if where is not None and where[0] == "attention_backend":
+                category = "attention_backend"
+                explanation += (
+                    f" The kernel that has none is an attention kernel ({where[1]!r}): the"
+                    " attention backend's choice of kernel is what this GPU cannot run."
+                )
         if m.tier == "echo" and category == "other":
             # a wrapper around a message no signature knows: its words may still say what failed
             guess = guess_category(ev.message)

@@ -148,8 +148,11 @@ def guess_from_frames(lines: list[str], families: tuple[KeywordFamily, ...] | No
 # A C++/CUDA check names the source line that failed: vLLM's CUDACHECK prints "Failed: Cuda
 # error %s:%d '%s'" with __FILE__ and __LINE__ (csrc/custom_all_reduce.cuh@v0.6.6), SGLang's
 # kernels "CUDA error (<file>:<line>): ..." . That file is where the error was raised, as a
-# traceback frame is for a Python exception.
-_SOURCE_LOCATION = re.compile(r"[\w./\-]*\.(?:c|cc|cpp|cxx|cu|cuh|h|hpp)(?::|\()\d+")
+# traceback frame is for a Python exception. Triton's compiler names the Python source of the
+# kernel it could not build in MLIR's form, loc("<file>.py":<line>:<column>).
+_SOURCE_LOCATION = re.compile(
+    r"[\w./\-]*\.(?:c|cc|cpp|cxx|cu|cuh|h|hpp)(?::|\()\d+" + r'|loc\("[^"]+\.py":\d+'
+)
 
 
 def guess_from_source(
