@@ -94,3 +94,36 @@ def test_latest_measurement_without_history_creates_nothing(tmp_path, monkeypatc
     monkeypatch.setenv("SERVEPILOT_HOME", str(tmp_path / "empty"))
     assert store.latest_measurement("m", "vllm", None) is None
     assert not (tmp_path / "empty").exists()
+
+
+def test_an_open_that_sqlite_refuses_at_once_as_locked_is_tried_again(tmp_path, monkeypatch):
+    # SQLite's "database is locked" without waiting (a WAL switch or checkpoint by another
+    # connection at that moment) is transient: the open is tried again, not reported.
+    real_open = store._open
+    refusals = []
+
+    def locked_twice(path):
+        if len(refusals) < 2:
+            refusals.append(path)
+            raise sqlite3.OperationalError("database is locked")
+        return real_open(path)
+
+    monkeypatch.setattr(store, "_open", locked_twice)
+    db = store.connect(tmp_path / "h.sqlite3")
+    assert len(refusals) == 2
+    assert db.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
+
+
+def test_a_history_that_stays_locked_is_reported_once_the_wait_is_over(tmp_path, monkeypatch):
+    import pytest
+
+    from servepilot.errors import BadInput
+
+    monkeypatch.setattr(store, "BUSY_TIMEOUT_MS", 50)
+
+    def always_locked(path):
+        raise sqlite3.OperationalError("database is locked")
+
+    monkeypatch.setattr(store, "_open", always_locked)
+    with pytest.raises(BadInput, match="database is locked"):
+        store.connect(tmp_path / "h.sqlite3")

@@ -143,10 +143,31 @@ def connect(path: Path | None = None) -> sqlite3.Connection:
         raise BadInput(f"cannot use the state directory ({exc.strerror})", path=path.parent,
                        hint="set SERVEPILOT_HOME to a directory") from None
     try:
-        return _open(path)
+        return _open_patiently(path)
     except sqlite3.DatabaseError as exc:
         raise BadInput(f"the run history cannot be opened ({exc})", path=path,
                        hint="move it aside to start a new history, or set SERVEPILOT_HOME") from None
+
+
+def _open_patiently(path: Path) -> sqlite3.Connection:
+    # SQLite answers "database is locked" at once, without its busy handler, in a few moments
+    # of a WAL database's life: while another connection switches it to WAL, runs recovery of
+    # the wal-index, or, as the last one to close, checkpoints and removes the -wal/-shm files.
+    # Two launches started together meet exactly there (found by the port-race fault test
+    # under load), so opening is retried for as long as a busy write would be waited for.
+    import sqlite3
+
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    pause = 0.01
+    while True:
+        try:
+            return _open(path)
+        except sqlite3.OperationalError as exc:
+            transient = "locked" in str(exc) or "busy" in str(exc)
+            if not transient or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.25)
 
 
 def _open(path: Path) -> sqlite3.Connection:
