@@ -58,6 +58,13 @@ _SHUTDOWN = re.compile(
     r"|Finished server process)"
 )
 _WHAT = re.compile(r"^\s*what\(\):\s*(?P<message>.+)")
+# Triton's CompilationError prints a message over several lines (triton/compiler/errors.py
+# CompilationError._format_message@v3.8.0, the same since v3.0): "at LINE:COL:", up to 12
+# lines of the kernel's source, a caret under the failing column, then the inner error
+# (code_generator.py raises it with repr(e): 'ValueError("type fp8e4nv not supported ...")').
+_COMPILE_AT = re.compile(r"CompilationError: at \d+:\d+:$")
+_CARET = re.compile(r"^\s*\^\s*$")
+_COMPILE_SOURCE_MAX = 12  # Triton's source_line_count_max_in_message
 # Settings a launch prints about itself that change what an error means (refine rules read
 # them): an FP8 KV cache, from vLLM's engine config line (`kv_cache_dtype=fp8`), its args
 # (`'kv_cache_dtype': 'fp8'`) or its notices ("Using fp8 data type to store kv cache",
@@ -182,6 +189,16 @@ class _Open:
     phase: str | None = None
 
 
+@dataclass
+class _Continued:
+    """A Triton CompilationError printed; its source excerpt and inner error are to follow."""
+
+    line_no: int  # the CompilationError's line
+    frames: list[str]  # its traceback, which the inner error shares
+    source: list[str] = field(default_factory=list)
+    caret_seen: bool = False
+
+
 _PASTE_MARKUP = re.compile(r"^[*`>_\s]+")  # issue excerpts: **bold**, `code`, > quotes
 
 
@@ -264,6 +281,8 @@ class Assembler:
         self.phase_marks: list[PhaseMark] = []
         self._marked: set[tuple[str | None, str]] = set()
         self._refused_at: int | None = None  # line of an argparse refusal (the process exited 2)
+        # key -> a Triton CompilationError whose message is still being printed (_Continued)
+        self._continued: dict[tuple, _Continued] = {}
 
     # -- launches --------------------------------------------------------------------------
     def _new_launch(self, line_no: int, why: str) -> None:
@@ -343,6 +362,8 @@ class Assembler:
         bare = ll.process is None and ll.pid is None and ll.level is None and ll.timestamp is None
         if bare and self._inline_key is not None and self._inline_key in self._open:
             key = self._inline_key
+        if key in self._continued and self._continue_message(line_no, key, ll):
+            return
         opened = self._open.get(key)
         inline = msg.find(_TRACEBACK_HEAD)
         if inline > 0:
@@ -380,6 +401,8 @@ class Assembler:
             wraps = self._chain.pop(key, None)
             self._emit(line_no, key, ll, exc[0], msg, context.lines if context else [], chained=chained, wraps=wraps)
             self._last_exception[key] = line_no
+            if _COMPILE_AT.search(msg):
+                self._continued[key] = _Continued(line_no, context.lines if context else [])
             if key == self._inline_key:
                 self._inline_key = None
             return
@@ -431,6 +454,34 @@ class Assembler:
                 ErrorEvent(line_no, ll.process, ll.pid, self.launch, None, msg, [], ll.text, is_error=False), ll
             )
 
+    def _continue_message(self, line_no: int, key: tuple, ll: LogLine) -> bool:
+        """Whether the line continues a CompilationError's message (and was taken as such).
+
+        Its source lines are kernel code, not errors; the line after the caret is the inner
+        error, which says what failed: it becomes an exception event raised from the
+        CompilationError, with the traceback's frames and the source as its context.
+        """
+        cont = self._continued[key]
+        msg = ll.message
+        if cont.caret_seen:
+            del self._continued[key]
+            if not msg.strip():
+                return False
+            exc = exception_parts(msg)
+            lines = cont.frames + cont.source
+            self._emit(line_no, key, ll, exc[0] if exc else None, msg, lines, chained=True, wraps=cont.line_no)
+            self._last_exception[key] = line_no
+            return True
+        if _CARET.match(msg):
+            cont.caret_seen = True
+            cont.source.append(ll.text)
+            return True
+        if len(cont.source) >= _COMPILE_SOURCE_MAX or _TRACEBACK_HEAD in msg or _CHAIN.match(msg):
+            del self._continued[key]  # no caret came: not Triton's format after all
+            return False
+        cont.source.append(ll.text)
+        return True
+
     def _add(self, ev: ErrorEvent, ll: LogLine | None = None) -> None:
         ev.phase = self.phase
         if ll is not None:
@@ -478,6 +529,7 @@ class Assembler:
         ev.phase = opened.phase  # the phase the run was printed in, not the one that closed it
 
     def _flush_all(self) -> None:
+        self._continued.clear()
         for key in list(self._open):
             if self._open[key].mode == "block":
                 self._close_block(key)

@@ -1,0 +1,111 @@
+"""Issue 13: exception messages printed over several lines, and lines that point at another.
+
+Triton's CompilationError prints "at LINE:COL:", the kernel's source, a caret, then the inner
+error (triton/compiler/errors.py CompilationError._format_message@v3.8.0; code_generator.py
+raises it with repr(e)). Its source lines are kernel code and its inner error says what failed.
+Each log is built from lines the programs print (the source of each is said beside it).
+"""
+
+from __future__ import annotations
+
+from servepilot.triage import triage_text
+from servepilot.triage.events import Assembler
+
+_FP8E4NV = (
+    "ValueError(\"type fp8e4nv not supported in this architecture. The supported fp8 dtypes "
+    "are ('fp8e4b15', 'fp8e5')\")"  # triton/language/core.py@v3.8.0 dtype.to_ir
+)
+_TRITON_FRAMES = (
+    '  File "/py/triton/runtime/jit.py", line 720, in run\n'
+    "    kernel = self._do_compile(key, signature, device, constexprs, options, attrs, warmup)\n"
+    '  File "/py/triton/compiler/compiler.py", line 80, in make_ir\n'
+    "    return ast_to_ttir(self.fn, self, context=context, options=options)\n"
+)
+
+# SGLang's Triton decode attention compiled for an FP8 (e4m3) KV cache on an Ampere GPU
+# (sglang/srt/layers/attention/triton_ops/decode_attention.py@v0.5.10.post1: line 698 calls
+# _decode_grouped_att_m_fwd, line 478 launches _fwd_grouped_kernel_stage1), then the
+# launcher's notice (sglang/srt/entrypoints/engine.py "Received sigquit from a child process").
+SGLANG_DECODE_FP8 = (
+    "Traceback (most recent call last):\n"
+    '  File "/py/sglang/srt/layers/attention/triton_ops/decode_attention.py", line 698, in '
+    "decode_attention_fwd_grouped\n"
+    "    _decode_grouped_att_m_fwd(\n"
+    '  File "/py/sglang/srt/layers/attention/triton_ops/decode_attention.py", line 478, in '
+    "_decode_grouped_att_m_fwd\n"
+    "    _fwd_grouped_kernel_stage1[grid](\n"
+    + _TRITON_FRAMES
+    + "triton.compiler.errors.CompilationError: at 1:0:\n"
+    "def _fwd_grouped_kernel_stage1(\n"
+    "^\n"
+    + _FP8E4NV + "\n"
+    "\n"
+    "[2026-06-10 06:37:50] Received sigquit from a child process. It usually means the child failed.\n"
+)
+
+# vLLM's FP8 weight GEMM in Triton (vllm/model_executor/layers/quantization/compressed_tensors/
+# triton_scaled_mm.py@v0.18.0: line 200 launches scaled_mm_kernel, line 97 its tl.dot): the
+# same Triton refusal, for FP8 weights; the source excerpt shows the kernel up to the caret.
+VLLM_SCALED_MM_FP8 = (
+    "Traceback (most recent call last):\n"
+    '  File "/py/vllm/model_executor/layers/quantization/compressed_tensors/triton_scaled_mm.py",'
+    " line 200, in triton_scaled_mm\n"
+    "    scaled_mm_kernel[grid](\n"
+    + _TRITON_FRAMES
+    + "triton.compiler.errors.CompilationError: at 79:22:\n"
+    "        a = tl.load(a_ptrs, mask=masks_a)\n"
+    "        # failed loads are masked, not errors\n"
+    "        b = tl.load(b_ptrs, mask=masks_b)\n"
+    "        accumulator = tl.dot(a, b, accumulator, out_dtype=accumulator_dtype)\n"
+    "                      ^\n"
+    + _FP8E4NV + "\n"
+)
+
+
+def _events(text: str) -> list:
+    asm = Assembler()
+    for number, line in enumerate(text.splitlines(), 1):
+        asm.feed(number, line)
+    asm.finish()
+    return asm.events
+
+
+def test_the_inner_error_of_a_compilation_error_is_raised_from_it_with_its_frames():
+    events = _events(SGLANG_DECODE_FP8)
+    compile_error = next(e for e in events if e.exc_type == "triton.compiler.errors.CompilationError")
+    inner = next(e for e in events if e.exc_type == "ValueError")
+    assert (compile_error.line_no, inner.line_no) == (10, 13)
+    assert inner.wraps == 10 and inner.chained
+    assert any("decode_attention.py" in f for f in inner.lines)  # the frames it was raised in
+    # the kernel's source and the caret are part of the message, not lines of their own
+    assert not [e for e in events if e.line_no in (11, 12)]
+
+
+def test_fp8e4nv_in_the_decode_attention_kernel_is_the_kv_cache_dtype():
+    d = triage_text(SGLANG_DECODE_FP8)
+    assert d.root_cause.signature == "triton-fp8e4nv-arch"
+    assert d.root_cause.category == "kv_cache_dtype"
+    assert d.root_cause.line == 13
+
+
+def test_fp8e4nv_in_a_weight_gemm_kernel_stays_a_quantization_limit():
+    d = triage_text(VLLM_SCALED_MM_FP8)
+    assert d.root_cause.category == "quantization_support"
+    assert d.root_cause.line == 14
+    # the source lines (one says "failed") are kernel code, not errors of the log
+    events = _events(VLLM_SCALED_MM_FP8)
+    assert not [e for e in events if 9 <= e.line_no <= 13]
+
+
+def test_a_compilation_error_without_a_caret_leaves_the_lines_after_it_alone():
+    # a message that merely starts the same way and then goes on with ordinary log lines
+    text = (
+        "Traceback (most recent call last):\n"
+        + _TRITON_FRAMES
+        + "triton.compiler.errors.CompilationError: at 1:0:\n"
+        + "".join(f"line {i} of something\n" for i in range(13))
+        + "RuntimeError: CUDA error: out of memory\n"
+    )
+    events = _events(text)
+    oom = next(e for e in events if e.exc_type == "RuntimeError")
+    assert oom.line_no == 20 and oom.wraps is None
