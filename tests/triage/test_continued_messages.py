@@ -109,3 +109,57 @@ def test_a_compilation_error_without_a_caret_leaves_the_lines_after_it_alone():
     events = _events(text)
     oom = next(e for e in events if e.exc_type == "RuntimeError")
     assert oom.line_no == 20 and oom.wraps is None
+
+
+# torch_npu's report of an operator that failed asynchronously, as a vLLM-Ascend worker logs
+# its traceback (vllm/v1/executor/multiproc_executor.py worker_main, each line at ERROR): the
+# exception points at the inner error; its notes, torch_npu's own code line and CANN's error
+# message follow in the same message (https://github.com/vllm-project/vllm-ascend/issues/2260,
+# /issues/1383: the EZ3002 line is CANN's graph engine finding no TransData kernel on a 310P).
+_W = "(VllmWorker rank=0 pid=13053) ERROR 08-01 03:42:22 [multiproc_executor.py:594] "
+NPU_POINTER = (
+    f'{_W}  File "/py/torch/_ops.py", line 1116, in __call__\n'
+    f"{_W}    return self._op(*args, **(kwargs or {{}}))\n"
+    f"{_W}RuntimeError: The Inner error is reported as above. The process exits for this inner "
+    "error, and the current working operator name is Identity.\n"
+    f"{_W}Since the operator is called asynchronously, the stacktrace may be inaccurate. If you "
+    "want to get the accurate stacktrace, please set the environment variable "
+    "ASCEND_LAUNCH_BLOCKING=1.\n"
+    f"{_W}Note: ASCEND_LAUNCH_BLOCKING=1 will force ops to run in synchronous mode, resulting in "
+    "performance degradation. Please unset ASCEND_LAUNCH_BLOCKING in time after debugging.\n"
+    f"{_W}[ERROR] 2025-06-23-10:51:59 (PID:603, Device:0, RankID:-1) ERR00100 PTA call acl api "
+    "failed.\n"
+)
+_CANN_EZ3002 = (
+    f"{_W}EZ3002: [PID: 603] 2025-06-23-10:51:59.636.525 Optype [TransData] of Ops kernel "
+    "[AIcoreEngine] is unsupported. Reason: [tbe-custom]:op type TransData is not found in this "
+    "op store.\n"
+)
+
+
+def test_torch_npus_pointer_hands_the_decision_to_the_cann_error_it_names():
+    d = triage_text(NPU_POINTER + _CANN_EZ3002)
+    assert d.root_cause.line == 7
+    assert d.root_cause.category == "cuda_driver_arch"
+    assert d.root_cause.exception == "RuntimeError"
+    assert "operator name is Identity" in d.root_cause.excerpt  # the pointer stays in view
+    assert not d.other_errors  # its notes are its message, not errors of their own
+
+
+def test_torch_npus_pointer_without_the_cann_message_is_reported_where_it_was_printed():
+    # the paste was cut before CANN's message, then the process's next line
+    d = triage_text(NPU_POINTER + f"{_W}Worker exiting\n")
+    assert d.root_cause.line == 3
+    assert d.root_cause.category == "other"
+
+
+def test_the_same_report_logged_without_its_type_rests_on_the_cann_line():
+    # vLLM's V0 engine logs str(e) at ERROR (vllm/engine/multiprocessing/engine.py), so the
+    # pointer opens a run of error lines and CANN's line in it says what failed
+    text = "".join(
+        line.replace(_W, "ERROR 06-23 10:51:59 [engine.py:458] ").replace("RuntimeError: ", "")
+        for line in (NPU_POINTER + _CANN_EZ3002).splitlines(keepends=True)[2:]
+    )
+    d = triage_text(text)
+    assert d.root_cause.line == 5
+    assert d.root_cause.category == "cuda_driver_arch"

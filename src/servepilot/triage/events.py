@@ -11,7 +11,7 @@ echo, a pasted excerpt) is collected the same way and closed by its exception li
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from servepilot.triage.lines import LogLine, parse_line
@@ -65,6 +65,20 @@ _WHAT = re.compile(r"^\s*what\(\):\s*(?P<message>.+)")
 _COMPILE_AT = re.compile(r"CompilationError: at \d+:\d+:$")
 _CARET = re.compile(r"^\s*\^\s*$")
 _COMPILE_SOURCE_MAX = 12  # Triton's source_line_count_max_in_message
+# torch_npu's report of an operator that failed asynchronously points elsewhere: "RuntimeError:
+# The Inner error is reported as above. The process exits for this inner error, and the current
+# working operator name is X." Its message goes on with two notes ("Since the operator is called
+# asynchronously ...", "Note: ASCEND_LAUNCH_BLOCKING=1 ..."), its own code line ("[ERROR] <time>
+# (PID:n, Device:n, RankID:n) ERR00100 PTA call acl api failed.") and CANN's error message, whose
+# code line ("EZ3002: [PID: n] ... Optype [TransData] of Ops kernel [AIcoreEngine] is
+# unsupported ...") is the inner error it points at (as vLLM-Ascend logs print it:
+# https://github.com/vllm-project/vllm-ascend/issues/1383, /issues/2260).
+_NPU_POINTER = re.compile(r"\bThe Inner error is reported as above\b")
+_NPU_NOTE = re.compile(
+    r"^(?:Since the operator is called asynchronously|Note: ASCEND_LAUNCH_BLOCKING"
+    r"|(?:\[ERROR\] )?\S+ \(PID:\d+, Device:-?\d+, RankID:-?\d+\) ERR\d{5}\b)"
+)
+_CANN_CODE = re.compile(r"^E[A-Z0-9]\d{4}: ")  # CANN's error codes: EZ3002, EE9999, EI0006, ...
 # Settings a launch prints about itself that change what an error means (refine rules read
 # them): an FP8 KV cache, from vLLM's engine config line (`kv_cache_dtype=fp8`), its args
 # (`'kv_cache_dtype': 'fp8'`) or its notices ("Using fp8 data type to store kv cache",
@@ -283,6 +297,8 @@ class Assembler:
         self._refused_at: int | None = None  # line of an argparse refusal (the process exited 2)
         # key -> a Triton CompilationError whose message is still being printed (_Continued)
         self._continued: dict[tuple, _Continued] = {}
+        # key -> torch_npu's pointer exception, held until its message's lines are read
+        self._pointer: dict[tuple, ErrorEvent] = {}
 
     # -- launches --------------------------------------------------------------------------
     def _new_launch(self, line_no: int, why: str) -> None:
@@ -364,6 +380,8 @@ class Assembler:
             key = self._inline_key
         if key in self._continued and self._continue_message(line_no, key, ll):
             return
+        if key in self._pointer and self._continue_pointer(line_no, key, ll):
+            return
         opened = self._open.get(key)
         inline = msg.find(_TRACEBACK_HEAD)
         if inline > 0:
@@ -399,6 +417,13 @@ class Assembler:
                 self._append_block(_without_code_lines(context))
             chained = key in self._chain
             wraps = self._chain.pop(key, None)
+            if _NPU_POINTER.search(msg):
+                ev = ErrorEvent(line_no, ll.process, ll.pid, self.launch, exc[0], msg,
+                                context.lines if context else [], ll.text, chained, wraps=wraps)
+                ev.phase, ev.level, ev.timestamp = self.phase, ll.level, ll.timestamp
+                self._pointer[key] = ev
+                self._last_exception[key] = line_no
+                return
             self._emit(line_no, key, ll, exc[0], msg, context.lines if context else [], chained=chained, wraps=wraps)
             self._last_exception[key] = line_no
             if _COMPILE_AT.search(msg):
@@ -482,6 +507,32 @@ class Assembler:
         cont.source.append(ll.text)
         return True
 
+    def _continue_pointer(self, line_no: int, key: tuple, ll: LogLine) -> bool:
+        """Whether the line continues torch_npu's pointer message (and was taken as such).
+
+        Its notes are part of the exception. CANN's error code line is the inner error the
+        pointer names: the exception is reported there, its own line becoming context.
+        Any other line ends the message and the exception is reported where it was printed.
+        """
+        pointer = self._pointer[key]
+        if _NPU_NOTE.match(ll.message):
+            pointer.lines.append(ll.text)
+            return True
+        del self._pointer[key]
+        if _CANN_CODE.match(ll.message):
+            inner = replace(pointer, line_no=line_no, message=ll.message, text=ll.text,
+                            lines=[*pointer.lines, pointer.text])
+            self._add_held(inner, ll)
+            return True
+        self._add_held(pointer, None)
+        return False
+
+    def _add_held(self, ev: ErrorEvent, ll: LogLine | None) -> None:
+        phase, hints = ev.phase, ev.hints
+        self._add(ev, ll)
+        ev.phase = phase  # the phase it was printed in, not the one that came after
+        ev.hints = hints or ev.hints
+
     def _add(self, ev: ErrorEvent, ll: LogLine | None = None) -> None:
         ev.phase = self.phase
         if ll is not None:
@@ -530,6 +581,8 @@ class Assembler:
 
     def _flush_all(self) -> None:
         self._continued.clear()
+        for key in list(self._pointer):
+            self._add_held(self._pointer.pop(key), None)
         for key in list(self._open):
             if self._open[key].mode == "block":
                 self._close_block(key)
