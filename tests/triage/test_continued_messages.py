@@ -3,6 +3,8 @@
 Triton's CompilationError prints "at LINE:COL:", the kernel's source, a caret, then the inner
 error (triton/compiler/errors.py CompilationError._format_message@v3.8.0; code_generator.py
 raises it with repr(e)). Its source lines are kernel code and its inner error says what failed.
+torch_npu's "The Inner error is reported as above" and pydantic's "N validation error for X"
+name no cause themselves; the lines of their message that follow do.
 Each log is built from lines the programs print (the source of each is said beside it).
 """
 
@@ -163,3 +165,39 @@ def test_the_same_report_logged_without_its_type_rests_on_the_cann_line():
     d = triage_text(text)
     assert d.root_cause.line == 5
     assert d.root_cause.category == "cuda_driver_arch"
+
+
+# vLLM's config classes are pydantic dataclasses: a refusal in ModelConfig comes as pydantic's
+# ValidationError, whose header names only the class; its "Value error, <msg> [type=...]" line
+# carries vLLM's message (pydantic_core ValidationError.__str__, pydantic 2.12; the path
+# vllm/engine/arg_utils.py create_model_config -> ModelConfig, vllm/config/model.py@v0.18.0).
+_P = "(APIServer pid=7) "
+_VALIDATION = (
+    f"{_P}Traceback (most recent call last):\n"
+    f'{_P}  File "/py/vllm/engine/arg_utils.py", line 1183, in create_model_config\n'
+    f"{_P}    return ModelConfig(\n"
+    f'{_P}  File "/py/pydantic/_internal/_dataclasses.py", line 121, in __init__\n'
+    f"{_P}    s.__pydantic_validator__.validate_python(ArgsKwargs(args, kwargs), self_instance=s)\n"
+    f"{_P}pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig\n"
+    f"{_P}  Value error, {{}} [type=value_error, input_value=ArgsKwargs((), {{{{'model': 'm'}}}}), "
+    "input_type=ArgsKwargs]\n"
+    f"{_P}    For further information visit https://errors.pydantic.dev/2.12/v/value_error\n"
+)
+
+
+def test_a_validation_errors_message_line_decides_when_its_words_name_the_cause():
+    # vllm/config/model.py@v0.18.0 _verify_quantization, for a deprecated method
+    d = triage_text(_VALIDATION.format(
+        "The quantization method marlin is deprecated and will be removed in future versions of "
+        "vLLM. To bypass, set `--allow-deprecated-quantization`."
+    ))
+    assert d.root_cause.line == 7
+    assert d.root_cause.category == "quantization_support"
+    assert d.root_cause.exception == "pydantic_core._pydantic_core.ValidationError"
+
+
+def test_a_validation_error_whose_message_names_nothing_is_reported_at_its_header():
+    # json.loads on an empty config file, wrapped by ModelConfig's validation
+    d = triage_text(_VALIDATION.format("Expecting value: line 1 column 1 (char 0)"))
+    assert d.root_cause.line == 6
+    assert d.root_cause.category == "other"

@@ -79,6 +79,14 @@ _NPU_NOTE = re.compile(
     r"|(?:\[ERROR\] )?\S+ \(PID:\d+, Device:-?\d+, RankID:-?\d+\) ERR\d{5}\b)"
 )
 _CANN_CODE = re.compile(r"^E[A-Z0-9]\d{4}: ")  # CANN's error codes: EZ3002, EE9999, EI0006, ...
+# pydantic's ValidationError prints its header, then per error an optional location line, the
+# indented message with its type ("  Value error, <msg> [type=value_error, input_value=...,
+# input_type=...]") and a link (pydantic_core ValidationError.__str__, as pydantic 2.13.4
+# prints it; vLLM's config classes are pydantic dataclasses, so its config refusals come as
+# "1 validation error for ModelConfig" and a "Value error, ..." line). The header names no
+# cause; the first error's message is what failed.
+_VALIDATION_HEADER = re.compile(r"^\d+ validation errors? for \S+$")
+_VALIDATION_DETAIL = re.compile(r" \[type=\w+(?:,|\])")
 # Settings a launch prints about itself that change what an error means (refine rules read
 # them): an FP8 KV cache, from vLLM's engine config line (`kv_cache_dtype=fp8`), its args
 # (`'kv_cache_dtype': 'fp8'`) or its notices ("Using fp8 data type to store kv cache",
@@ -262,6 +270,13 @@ def _without_code_lines(opened: _Open) -> _Open:
     return _Open("block", lines, first=first, numbers=numbers, phase=opened.phase)
 
 
+def _says_what_failed(message: str) -> bool:
+    """Whether an error message's words name a cause (keywords.yaml; loaded on first use)."""
+    from servepilot.triage.keywords import guess_category
+
+    return guess_category(message) is not None
+
+
 def _is_code_line(ll: LogLine) -> bool:
     return not ll.message.strip("^~ ") or _indented(ll.text, ll.message)
 
@@ -299,6 +314,7 @@ class Assembler:
         self._continued: dict[tuple, _Continued] = {}
         # key -> torch_npu's pointer exception, held until its message's lines are read
         self._pointer: dict[tuple, ErrorEvent] = {}
+        self._location_seen: set[tuple] = set()  # a ValidationError's location line was read
 
     # -- launches --------------------------------------------------------------------------
     def _new_launch(self, line_no: int, why: str) -> None:
@@ -417,7 +433,7 @@ class Assembler:
                 self._append_block(_without_code_lines(context))
             chained = key in self._chain
             wraps = self._chain.pop(key, None)
-            if _NPU_POINTER.search(msg):
+            if _NPU_POINTER.search(msg) or _VALIDATION_HEADER.match(exc[1]):
                 ev = ErrorEvent(line_no, ll.process, ll.pid, self.launch, exc[0], msg,
                                 context.lines if context else [], ll.text, chained, wraps=wraps)
                 ev.phase, ev.level, ev.timestamp = self.phase, ll.level, ll.timestamp
@@ -515,6 +531,8 @@ class Assembler:
         Any other line ends the message and the exception is reported where it was printed.
         """
         pointer = self._pointer[key]
+        if _VALIDATION_HEADER.match(exception_parts(pointer.message)[1]):
+            return self._continue_validation(line_no, key, ll)
         if _NPU_NOTE.match(ll.message):
             pointer.lines.append(ll.text)
             return True
@@ -525,6 +543,36 @@ class Assembler:
             self._add_held(inner, ll)
             return True
         self._add_held(pointer, None)
+        return False
+
+    def _continue_validation(self, line_no: int, key: tuple, ll: LogLine) -> bool:
+        """A pydantic ValidationError's first error: reported at its message line when its
+        words say what failed (the header names only the class that refused).
+
+        A location line may come first (no error words: it passes as an ordinary line).
+        """
+        header = self._pointer[key]
+        msg = ll.message
+        if _VALIDATION_DETAIL.search(msg) and _indented(ll.text, msg):
+            if not _says_what_failed(msg[: _VALIDATION_DETAIL.search(msg).start()]):
+                # words that name no cause ("Expecting value: line 1 column 1"): the header
+                # stays the report, and this line an error line of its own as before
+                del self._pointer[key]
+                self._location_seen.discard(key)
+                self._add_held(header, None)
+                return False
+            del self._pointer[key]
+            self._location_seen.discard(key)
+            inner = replace(header, line_no=line_no, message=msg, text=ll.text,
+                            lines=[*header.lines, header.text])
+            self._add_held(inner, ll)
+            return True
+        if msg and " " not in msg.strip() and key not in self._location_seen:
+            self._location_seen.add(key)  # the error's location ("model", "body.messages.0")
+            return False
+        del self._pointer[key]
+        self._location_seen.discard(key)
+        self._add_held(header, None)
         return False
 
     def _add_held(self, ev: ErrorEvent, ll: LogLine | None) -> None:
