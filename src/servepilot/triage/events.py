@@ -531,7 +531,7 @@ class Assembler:
         Any other line ends the message and the exception is reported where it was printed.
         """
         pointer = self._pointer[key]
-        if _VALIDATION_HEADER.match(exception_parts(pointer.message)[1]):
+        if not _NPU_POINTER.search(pointer.message):  # the other kind held: a ValidationError
             return self._continue_validation(line_no, key, ll)
         if _NPU_NOTE.match(ll.message):
             pointer.lines.append(ll.text)
