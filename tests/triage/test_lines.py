@@ -76,6 +76,30 @@ def test_sglang_rank_inside_the_timestamp_bracket(raw, process, ts):
     assert (ll.process, ll.timestamp, ll.message) == (process, ts, "Load weight begin")
 
 
+def test_a_level_and_source_after_the_timestamp_bracket_are_read():
+    # A script's own logging.basicConfig around SGLang's offline Engine:
+    # `[%(asctime)s] %(levelname)s %(filename)s:%(lineno)d: %(message)s`.
+    ll = parse_line("[2025-11-23 23:34:08] INFO engine.py:123: server_args=ServerArgs(dtype='auto')")
+    assert (ll.level, ll.source, ll.message) == ("INFO", "engine.py:123", "server_args=ServerArgs(dtype='auto')")
+    # SGLang's own format has no level: a message is left whole
+    assert parse_line("[2025-11-23 23:34:08 TP0] Load weight end.").level is None
+
+
+def test_an_info_line_dumping_server_args_is_no_failure():
+    from servepilot.triage.api import triage_text
+
+    # the shape of a healthy offline run's log (a public homework repository's sglang_log.txt)
+    text = (
+        "(py312) [user@node sglang]$ python run_sglang.py\n"
+        "[2025-11-23 23:34:08] WARNING server_args.py:1359: Mixed chunk and radix cache are disabled"
+        " when using dual-chunk flash attention backend\n"
+        "[2025-11-23 23:34:08] INFO engine.py:123: server_args=ServerArgs(model_path='Qwen/Qwen2.5-7B'"
+        ", trust_remote_code=True, context_length=None)\n"
+    )
+    cause = triage_text(text).root_cause
+    assert cause is None or cause.category != "remote_code"
+
+
 def test_llama_cpp_function_prefix_is_the_source():
     ll = parse_line("llama_model_load: error loading model: unknown model architecture: 'x'")
     assert ll.source == "llama_model_load"

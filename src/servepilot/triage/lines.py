@@ -44,6 +44,13 @@ _VLLM_FORMAT = re.compile(
 _SGLANG_FORMAT = re.compile(
     r"\[(?P<ts>(?:\d{4}-)?\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?)(?P<ranks>(?: (?:DP|PP|TP|EP|CP)\d+)*)\] ?"
 )
+# A script that calls `logging.basicConfig` itself before starting SGLang's offline Engine (or
+# any tool logging as `[%(asctime)s] %(levelname)s %(filename)s:%(lineno)d: %(message)s`) puts
+# a level and a source after the bracket: `[2025-11-23 23:34:08] INFO engine.py:123: msg`.
+# Without reading the level, an INFO line that dumps ServerArgs would be taken for a message.
+_LEVEL_AFTER_BRACKET = re.compile(
+    r"(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) (?:(?P<src>[\w./\-]+\.py:\d+):? )?"
+)
 
 # A leading ISO timestamp (docker --timestamps, journald, Python logging defaults), then
 # optionally a level: `2025-01-01T10:00:00.123Z ERROR msg`, `2025-01-01 10:00:00,123 - x - ERROR - msg`,
@@ -165,6 +172,10 @@ def parse_line(raw: str) -> LogLine:
             if ranks and process is None:
                 process = ranks
             rest = rest[m.end() :]
+            inner = _LEVEL_AFTER_BRACKET.match(rest)
+            if inner:
+                level, source = inner.group("level"), inner.group("src")
+                rest = rest[inner.end() :]
         else:
             m = _ISO_PREFIX.match(rest)
             if m:
