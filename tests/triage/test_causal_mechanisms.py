@@ -479,3 +479,44 @@ def test_an_older_servers_shutdown_into_a_reused_log_is_not_a_new_launch():
         run + "(APIServer pid=413441) INFO 01-12 01:43:00 [api_server.py:1] args: {}\n"
     )
     assert relaunch.launches == 2 and relaunch.stale
+
+
+# vLLM on ROCm warns when its compiled ops cannot be imported and goes on
+# (vllm/platforms/rocm.py@v0.19.0 logs "Failed to import from vllm._C with %r"); an offline
+# run's progress bars follow, unstamped (tqdm).
+ROCM_IMPORT_WARNING = (
+    "WARNING 08-17 17:26:49 [rocm.py:43] Failed to import from vllm._C with "
+    "ModuleNotFoundError(\"No module named 'vllm._C'\")\n"
+    "WARNING 08-17 17:26:49 [rocm.py:49] Failed to import from vllm._rocm_C with "
+    "ModuleNotFoundError(\"No module named 'vllm._rocm_C'\")\n"
+)
+SHARDS_DONE = "Loading safetensors checkpoint shards: 100% Completed | 1/1 [00:02<00:00,  2.24s/it]\n"
+
+
+def test_a_warning_its_process_went_on_from_is_no_failure():
+    assert triage_text(ROCM_IMPORT_WARNING + SHARDS_DONE).root_cause is None
+    # the same warning where the log stops is still what it shows: nothing followed it
+    alone = triage_text("INFO 08-17 17:26:48 [x.py:1] Starting\n" + ROCM_IMPORT_WARNING).root_cause
+    assert alone is not None and alone.line == 2  # the first of the two
+
+
+def test_a_warning_does_not_hide_an_error_after_the_phase_it_went_on_to():
+    oom = (
+        "ERROR 08-17 17:27:01 [core.py:700] torch.OutOfMemoryError: CUDA out of memory. Tried to "
+        "allocate 2.00 GiB. GPU 0 has a total capacity of 11.98 GiB of which 1.02 GiB is free.\n"
+    )
+    cause = triage_text(ROCM_IMPORT_WARNING + SHARDS_DONE + oom).root_cause
+    assert cause is not None and cause.line == 4
+
+
+# SGLang's capture progress (sglang/srt/model_executor/cuda_graph_runner.py@v0.5.5.post3
+# tqdm "Capturing batches (bs=... avail_mem=...)"), cut at different points.
+CAPTURE = "Capturing batches (bs={bs} avail_mem=14.64 GB): {pct}%|{bar}| {n}/4 [00:01<00:00]\n"
+
+
+def test_a_log_ending_after_capture_reached_its_end_is_no_capture_hang():
+    done = SHARDS_DONE + CAPTURE.format(bs=1, pct=100, bar="##########", n=4)
+    assert triage_text(done).root_cause is None
+    midway = SHARDS_DONE + CAPTURE.format(bs=4, pct=50, bar="#####     ", n=2)
+    cause = triage_text(midway).root_cause
+    assert cause is not None and cause.category == "cuda_graph"

@@ -441,7 +441,10 @@ def _survived(g: _Group, marks: list[PhaseMark]) -> bool:
     """
     ev = g.first
     rank = _PHASE_ORDER.get(ev.phase, -1) if ev.phase else -1
-    stamp = _time_key(ev.timestamp)
+    # a line logged as a warning says by its level that the process goes on; a progress bar
+    # after it, stamped or not, only confirms it (vLLM on ROCm warns "Failed to import from
+    # vllm._C" and loads its weights: vllm/platforms/rocm.py@v0.19.0)
+    stamp = None if ev.is_warning and ev.exc_type is None else _time_key(ev.timestamp)
     # later in the file, and for a stamped error stamped later too: processes flush their lines
     # out of order, and an unstamped progress bar cannot be placed in time against it
     later = [
@@ -666,6 +669,10 @@ def decide(
         return g.first.line_no
 
     root, root_basis = _choose(candidates, line_of)
+    if root is not None and root.survived and root.first.is_warning and root.first.exc_type is None:
+        # the worst the launch printed is a warning its process went on from: nothing failed
+        # by what the log shows (where it stopped may still tell a hang, below)
+        root = None
     others = sorted(
         (g for g in groups.values() if g is not root), key=lambda g: (g.first.launch != last, g.first.line_no)
     )

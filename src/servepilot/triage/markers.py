@@ -132,8 +132,13 @@ def stall_phase(tail_messages: list[str]):
     for message in reversed(recent):
         for row in STALL_PHASES:
             if row[2].search(message):
-                return row
+                # a phase whose own progress bar reached its end finished there ("Capturing
+                # batches (bs=1 avail_mem=14.64 GB): 100%|...", tqdm's last redraw)
+                return None if _PROGRESS_DONE.search(message) else row
     return None
+
+
+_PROGRESS_DONE = re.compile(r"(?<![\d.])100%\|")
 
 
 # Start-up stages, from the engines' own progress lines (each engine's logs.STAGES), so that an
