@@ -1,0 +1,43 @@
+"""Issue 13, the round-four held batches' misses after they became dev rows: words the engines
+(and torch under them) use for a start-up with no accelerator and for a missing dependency.
+Each log is built from lines the programs print (the source of each is said beside it); each
+test shows the mechanism decides one way and a neighbour the other."""
+
+from __future__ import annotations
+
+from servepilot.triage import triage_text
+
+# vLLM >= 0.14 on a node whose process sees no GPU: Triton finds no driver
+# (vllm/triton_utils/importing.py@v0.14.1), torch finds no CUDA runtime
+# (torch/utils/cpp_extension.py), then EngineArgs.create_engine_config passes
+# current_platform.device_type, "" on UnspecifiedPlatform (vllm/platforms/interface.py@v0.14.1),
+# to DeviceConfig, whose __post_init__ calls torch.device("") (vllm/config/device.py@v0.14.1).
+NO_DEVICE = (
+    "INFO 04-28 01:32:18 [importing.py:44] Triton is installed but 0 active driver(s) found "
+    "(expected 1). Disabling Triton to prevent runtime errors.\n"
+    "W0428 01:32:20.020000 2163909 torch/utils/cpp_extension.py:118] No CUDA runtime is found, "
+    "using CUDA_HOME='/usr/local/cuda'\n"
+    "Traceback (most recent call last):\n"
+    '  File "/venv/lib/python3.10/site-packages/vllm/engine/arg_utils.py", line 1351, in '
+    "create_engine_config\n"
+    "    device_config = DeviceConfig(device=cast(Device, current_platform.device_type))\n"
+    '  File "/venv/lib/python3.10/site-packages/vllm/config/device.py", line 73, in '
+    "__post_init__\n"
+    "    self.device = torch.device(self.device_type)\n"
+    "{error}\n"
+)
+
+
+def test_an_empty_device_string_from_vllms_platform_is_no_visible_gpu():
+    d = triage_text(NO_DEVICE.format(error="RuntimeError: Device string must not be empty"))
+    assert d.root_cause.category == "cuda_driver_arch"
+    assert d.root_cause.signature == "no-cuda-gpu"
+    assert d.root_cause.line == 8
+
+
+def test_a_device_string_torch_cannot_parse_is_not_read_as_no_gpu():
+    # torch's refusal of a malformed device given explicitly (c10/core/Device.cpp): a typo in
+    # the command, with the GPU present
+    d = triage_text(NO_DEVICE.format(error="RuntimeError: Invalid device string: 'cuda:x'"))
+    assert d.root_cause.category != "cuda_driver_arch"
+    assert d.root_cause.line == 8
