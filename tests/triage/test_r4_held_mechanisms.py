@@ -41,3 +41,36 @@ def test_a_device_string_torch_cannot_parse_is_not_read_as_no_gpu():
     d = triage_text(NO_DEVICE.format(error="RuntimeError: Invalid device string: 'cuda:x'"))
     assert d.root_cause.category != "cuda_driver_arch"
     assert d.root_cause.line == 8
+
+
+# vLLM's compressed-tensors quantization config importing the compressed-tensors package
+# (vllm/model_executor/layers/quantization/compressed_tensors/compressed_tensors.py@v0.19.0,
+# "from compressed_tensors.transform import TransformConfig") while the API server resolves
+# the model config; CPython names the whole dotted module when only its last part is missing.
+IMPORT_CHAIN = (
+    "(APIServer pid=1) Traceback (most recent call last):\n"
+    '(APIServer pid=1)   File "/usr/local/lib/python3.12/dist-packages/vllm/model_executor/'
+    'layers/quantization/compressed_tensors/compressed_tensors.py", line 19, in <module>\n'
+    "(APIServer pid=1)     from {module} import TransformConfig\n"
+    "(APIServer pid=1) ModuleNotFoundError: No module named '{module}'\n"
+)
+
+
+def test_a_submodule_missing_from_an_installed_library_is_a_version_drift_not_its_feature():
+    d = triage_text(IMPORT_CHAIN.format(module="compressed_tensors.transform"))
+    assert d.root_cause.category == "other"
+    assert "'compressed_tensors' is installed" in d.root_cause.explanation
+    assert d.root_cause.line == 4
+
+
+def test_the_library_missing_altogether_still_names_the_feature_that_needs_it():
+    # Python names the top package alone when it is not installed at all
+    d = triage_text(IMPORT_CHAIN.format(module="compressed_tensors"))
+    assert d.root_cause.category == "quantization_support"
+
+
+def test_the_engines_own_vendored_kernels_missing_keep_their_words():
+    # vllm/v1/attention/backends/fa_utils.py@v0.19.0 imports
+    # vllm.vllm_flash_attn.flash_attn_interface; a build without the vendored kernels lacks it
+    d = triage_text(IMPORT_CHAIN.format(module="vllm.vllm_flash_attn.flash_attn_interface"))
+    assert d.root_cause.category == "attention_backend"

@@ -104,6 +104,26 @@ def words_of_mismatch(message: str) -> str:
     return _QUOTED.sub("'<name>'", message) if _NAMES_ONLY.search(message) else message
 
 
+# "No module named 'a.b.c'": Python imports the parents first (importlib._bootstrap
+# _find_and_load_unlocked), and a missing parent is named alone ("No module named 'a'"), so a
+# dotted name says package `a` is installed, at a version without that submodule. When `a` is
+# another project (a quantization or KV-transfer library), the words of its name are not the
+# feature failing but the two installs not fitting each other. The engine's own packages keep
+# their words: a vLLM build without its vendored kernels ('vllm.vllm_flash_attn...') lacks
+# the part the name says, and 'transformers_modules' is no package but the namespace
+# Transformers loads a model's remote code into (transformers/dynamic_module_utils.py).
+_MISSING_SUBMODULE = re.compile(r"No module named '(?P<top>\w+)\.[\w.]+'")
+_ENGINE_PACKAGES = frozenset({"vllm", "sglang", "llama_cpp", "sgl_kernel", "transformers_modules"})
+
+
+def missing_submodule_of(message: str) -> str | None:
+    """The installed third-party package a missing dotted module belongs to, or None."""
+    m = _MISSING_SUBMODULE.search(message)
+    if m is None or m.group("top") in _ENGINE_PACKAGES:
+        return None
+    return m.group("top")
+
+
 def raised_importing(lines: list[str], message: str) -> bool:
     """Whether an exception comes from packages that do not fit each other (an import that
     failed, a module's top-level code that failed, a keyword another package's version does
