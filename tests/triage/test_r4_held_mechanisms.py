@@ -74,3 +74,17 @@ def test_the_engines_own_vendored_kernels_missing_keep_their_words():
     # vllm.vllm_flash_attn.flash_attn_interface; a build without the vendored kernels lacks it
     d = triage_text(IMPORT_CHAIN.format(module="vllm.vllm_flash_attn.flash_attn_interface"))
     assert d.root_cause.category == "attention_backend"
+
+
+def test_the_gguf_loaders_refusal_quoted_by_a_reporter_is_an_unsupported_model():
+    # transformers/modeling_gguf_pytorch_utils.py@v4.42.4 load_gguf_checkpoint:
+    # "Architecture {architecture} not supported", which vLLM 0.5.4 reaches through
+    # AutoConfig.from_pretrained(gguf_file=...); here in a reporter's code marks
+    d = triage_text("`gemma-2-27b-it-GGUF`: `Architecture gemma2 not supported`\n")
+    assert d.root_cause.category == "unsupported_arch"
+    assert d.root_cause.line == 1
+
+
+def test_a_gpu_architecture_not_supported_stays_the_gpus():
+    d = triage_text("`RuntimeError: GPU architecture sm_120 not supported`\n")
+    assert d.root_cause.category == "cuda_driver_arch"
