@@ -113,6 +113,9 @@ MODULES: list[tuple[str, str, str | None]] = [
         "nccl_distributed",
     ),
     ("sglang", r"sglang/srt/distributed/device_communicators/", "nccl_distributed"),
+    # the transfer engines prefill/decode disaggregation links its processes with (Ascend's
+    # memfabric one): their start-up refusals are the links', as Mooncake's above are
+    ("sglang", r"sglang/srt/disaggregation/\w+/transfer_engine\.py$", "nccl_distributed"),
     ("sglang", r"sglang/srt/model_executor/cuda_graph_runner\.py$", "cuda_graph"),
     ("sglang", r"sglang/srt/(?:utils/)?hf_transformers_utils\.py$", None),  # tokenizer and config
     ("sglang", r"sglang/srt/configs/model_config\.py$", None),

@@ -88,3 +88,42 @@ def test_the_gguf_loaders_refusal_quoted_by_a_reporter_is_an_unsupported_model()
 def test_a_gpu_architecture_not_supported_stays_the_gpus():
     d = triage_text("`RuntimeError: GPU architecture sm_120 not supported`\n")
     assert d.root_cause.category == "cuda_driver_arch"
+
+
+# SGLang prefill/decode disaggregation on Ascend: the scheduler builds the KV pool
+# (sglang/srt/model_executor/model_runner.py@v0.5.9 "KV Cache is allocated"), then the KV
+# transfer engine fails to reach its store
+# (sglang/srt/disaggregation/ascend/transfer_engine.py@v0.5.9 raises the last line).
+ASCEND_PD = (
+    "[2026-04-14 11:56:52] KV Cache is allocated. #tokens: 1881728, K size: 10.77 GB, "
+    "V size: 10.77 GB\n"
+    "[2026-04-14 11:56:52] Memory pool end. avail mem=6.08 GB\n"
+    "RuntimeError: {message}\n"
+)
+
+
+def test_a_disaggregation_transfer_engine_failing_to_start_is_the_processes_link():
+    d = triage_text(ASCEND_PD.format(message="Ascend Transfer Engine initialization failed."))
+    assert d.root_cause.category == "nccl_distributed"
+    assert d.root_cause.basis == "engine-source"
+    assert d.root_cause.line == 3
+
+
+def test_the_transfer_engine_table_entry_reaches_no_other_disaggregation_module():
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "tools" / "harvest_engine_messages.py"
+    spec = importlib.util.spec_from_file_location("harvest_engine_messages_r4", script)
+    harvest = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = harvest
+    try:
+        spec.loader.exec_module(harvest)
+        on = "sglang/srt/disaggregation/ascend/transfer_engine.py"
+        off = "sglang/srt/disaggregation/ascend/conn.py"
+        message = "Ascend Transfer Engine initialization failed."
+        assert harvest.categorise("sglang", on, message) == "nccl_distributed"
+        assert harvest.categorise("sglang", off, message) != "nccl_distributed"
+    finally:
+        sys.modules.pop(spec.name, None)
