@@ -127,3 +127,38 @@ def test_the_transfer_engine_table_entry_reaches_no_other_disaggregation_module(
         assert harvest.categorise("sglang", off, message) != "nccl_distributed"
     finally:
         sys.modules.pop(spec.name, None)
+
+
+# vLLM V1's profiling run (vllm/v1/worker/gpu_model_runner.py@v0.8.5 profile_run ->
+# _dummy_sampler_run, which re-raises the sampler's OOM in its own words), under the engine
+# core's start-up report (vllm/v1/engine/core.py@v0.8.5).
+SAMPLER_WARMUP = (
+    "ERROR 05-30 10:02:11 [core.py:396] EngineCore failed to start.\n"
+    "ERROR 05-30 10:02:11 [core.py:396] Traceback (most recent call last):\n"
+    'ERROR 05-30 10:02:11 [core.py:396]   File "/usr/local/lib/python3.12/site-packages/vllm/'
+    'v1/worker/gpu_model_runner.py", line 1549, in {frame}\n'
+    "ERROR 05-30 10:02:11 [core.py:396]     raise RuntimeError(\n"
+    "ERROR 05-30 10:02:11 [core.py:396] RuntimeError: {message}\n"
+)
+
+
+def test_an_oom_of_vllms_sampler_warm_up_is_the_memory_the_kv_cache_left():
+    d = triage_text(SAMPLER_WARMUP.format(
+        frame="<module>",
+        message="CUDA out of memory occurred when warming up sampler with 1024 dummy requests. "
+        "Please try lowering `max_num_seqs` or `gpu_memory_utilization` when initializing the "
+        "engine.",
+    ))
+    assert d.root_cause.category == "oom_kv_cache"
+    assert d.root_cause.signature == "vllm-sampler-warmup-oom"
+    assert d.root_cause.line == 5
+
+
+def test_a_plain_oom_in_the_same_runner_file_stays_the_weights():
+    # torch's OOM (c10/cuda/CUDACachingAllocator.cpp) raised while the model loads
+    d = triage_text(SAMPLER_WARMUP.format(
+        frame="load_model",
+        message="CUDA out of memory. Tried to allocate 1.96 GiB. GPU 0 has a total capacity "
+        "of 23.64 GiB of which 1.02 GiB is free.",
+    ))
+    assert d.root_cause.category == "oom_weights"
