@@ -162,3 +162,51 @@ def test_a_plain_oom_in_the_same_runner_file_stays_the_weights():
         "of 23.64 GiB of which 1.02 GiB is free.",
     ))
     assert d.root_cause.category == "oom_weights"
+
+
+# vllm-ascend's worker wrapping a torch_npu graph-capture failure
+# (vllm_ascend/worker/model_runner_v1.py "NPUModelRunner failed, error is {e}"; torch_npu
+# csrc/core/npu/NPUGraph.cpp capture_begin calling CANN's aclmdlRICaptureBegin), logged line by
+# line at ERROR by vLLM's worker (vllm/v1/executor/multiproc_executor.py@v0.19.0), pasted from
+# a code line whose frame line was cut off.
+_W = "(Worker_TP3_EP3 pid=317) ERROR 07-14 06:35:03 [multiproc_executor.py:962] "
+NPU_WORKER = "".join(
+    _W + line + "\n"
+    for line in (
+        "    self.gen.throw(value)",
+        '  File "/vllm-workspace/vllm-ascend/vllm_ascend/worker/model_runner_v1.py", line 4995,'
+        " in _replace_gpu_model_runner_function_wrapper",
+        '    raise RuntimeError(f"NPUModelRunner failed, error is {e}")',
+        "RuntimeError: NPUModelRunner failed, error is {error}",
+    )
+)
+
+
+def test_npu_graph_capture_failing_is_graph_capture_and_the_exception_is_the_line():
+    error = (
+        "capture_begin:../torch_npu/csrc/core/npu/NPUGraph.cpp:230 NPU function error: "
+        "c10_npu::acl::AclmdlRICaptureBegin(capture_stream_, capture_mode), error code is 207005"
+    )
+    d = triage_text(NPU_WORKER.replace("{error}", error))
+    assert d.root_cause.category == "cuda_graph"
+    assert d.root_cause.line == 4  # not the code line the paste starts with
+
+
+def test_another_npu_function_error_in_the_same_wrapper_is_not_graph_capture():
+    error = (
+        "matmul:../torch_npu/csrc/aten/ops/MatmulKernelNpu.cpp:88 NPU function error: "
+        "call aclnnMatmul failed, error code is 507015"
+    )
+    d = triage_text(NPU_WORKER.replace("{error}", error))
+    assert d.root_cause.category != "cuda_graph"
+    assert d.root_cause.line == 4
+
+
+def test_an_error_message_before_a_cut_traceback_still_stands_on_its_own_line():
+    # an unindented ERROR line is a message, not a traceback's code: it keeps its place
+    log = _W + "No CUDA GPUs are available\n" + NPU_WORKER.split("\n", 1)[1].replace(
+        "{error}", "boom"
+    )
+    d = triage_text(log)
+    assert d.root_cause.category == "cuda_driver_arch"
+    assert d.root_cause.line == 1

@@ -467,7 +467,12 @@ class Assembler:
             return
         if _FRAME.match(msg):
             # a traceback pasted or cut without its header line: its frames are the context
-            if opened is not None:
+            if opened is not None and opened.mode == "block":
+                # the code lines before the first whole frame (a frame cut at the paste's top
+                # edge, vLLM logging each traceback line at ERROR level) are that traceback's,
+                # as when an exception line closes the run
+                self._append_block(_without_code_lines(self._open.pop(key)))
+            elif opened is not None:
                 self._close_block(key)
             self._open[key] = _Open("tb", [ll.text], headerless=True)
             return
