@@ -210,3 +210,10 @@ def test_an_error_message_before_a_cut_traceback_still_stands_on_its_own_line():
     d = triage_text(log)
     assert d.root_cause.category == "cuda_driver_arch"
     assert d.root_cause.line == 1
+
+
+def test_a_kernel_packages_missing_module_stays_the_backend_that_needs_it():
+    # an attention kernel package lacking a module: choosing another attention backend is
+    # the way past it, whatever made the module absent
+    d = triage_text(IMPORT_CHAIN.format(module="flash_attn.flash_attn_interface"))
+    assert d.root_cause.category == "attention_backend"

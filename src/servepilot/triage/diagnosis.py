@@ -307,7 +307,7 @@ def _cause(group: _Group, basis: str | None = None, engine: str | None = None) -
         if m.tier == "echo" and category == "other":
             # a wrapper around a message no signature knows: its words may still say what failed
             guess = guess_category(ev.message)
-            if guess is not None and missing_submodule_of(ev.message) is None:
+            if guess is not None and missing_submodule_of(ev.message, guess[0]) is None:
                 category, basis = guess[0], "words"
                 explanation += (
                     f" The wrapped message names {guess[1]!r}: a {category} failure (a guess from its words)."
@@ -321,8 +321,8 @@ def _cause(group: _Group, basis: str | None = None, engine: str | None = None) -
         by_frames = None if raised_importing(ev.lines, ev.message) else guess_from_frames(ev.lines)
         by_frames = by_frames or guess_from_source(ev.message)
         by_words = guess_category(_words_of(ev))
-        drifted = missing_submodule_of(ev.message)
-        if by_words is not None and drifted is not None:
+        drifted = by_words and missing_submodule_of(ev.message, by_words[0])
+        if drifted:
             by_words = None
             explanation += (
                 f" The package {drifted!r} is installed but lacks that module: a version of it"

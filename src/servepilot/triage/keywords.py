@@ -114,12 +114,17 @@ def words_of_mismatch(message: str) -> str:
 # Transformers loads a model's remote code into (transformers/dynamic_module_utils.py).
 _MISSING_SUBMODULE = re.compile(r"No module named '(?P<top>\w+)\.[\w.]+'")
 _ENGINE_PACKAGES = frozenset({"vllm", "sglang", "llama_cpp", "sgl_kernel", "transformers_modules"})
+# Kernel packages are the exception: whatever the reason one lacks a module, the attention
+# backend or GPU path that imports it cannot run, and the way past it is the one its words
+# say (another backend, a kernel build for this GPU), not only re-pinning the package.
+_BUILT_PER_GPU = frozenset({"attention_backend", "cuda_driver_arch"})
 
 
-def missing_submodule_of(message: str) -> str | None:
-    """The installed third-party package a missing dotted module belongs to, or None."""
+def missing_submodule_of(message: str, category: str) -> str | None:
+    """The installed third-party package whose missing dotted module the words `category`
+    was guessed from do not name a failing feature of, or None."""
     m = _MISSING_SUBMODULE.search(message)
-    if m is None or m.group("top") in _ENGINE_PACKAGES:
+    if m is None or m.group("top") in _ENGINE_PACKAGES or category in _BUILT_PER_GPU:
         return None
     return m.group("top")
 
