@@ -345,10 +345,11 @@ class Assembler:
             self._refused_at = line_no
         if ll.process and ll.pid is not None and is_unique_process_name(ll.process):
             known = self._pids.get(ll.process)
-            if known is not None and known != ll.pid and _SHUTDOWN.search(ll.message) is not None:
-                pass  # another run of that name ending into the same log: no launch of this one
-            else:
-                if known is not None and known != ll.pid:
+            other_pid = known is not None and known != ll.pid
+            # a shutdown line under another pid is an older run of that name ending into the
+            # same log, not a launch of this one
+            if not (other_pid and _SHUTDOWN.search(ll.message) is not None):
+                if other_pid:
                     self._new_launch(line_no, f"{ll.process} has a new pid ({known} -> {ll.pid})")
                 self._pids[ll.process] = ll.pid
         if is_healthy(ll.message):
