@@ -1,0 +1,78 @@
+"""Issue 13, round-five misses: a GGUF tensor type newer than the llama.cpp build, and Docker
+refusing to publish a port that is already taken. Each log is built from lines the programs
+print (the source of each is said beside it); each test shows the mechanism decides one way
+and a neighbour the other."""
+
+from __future__ import annotations
+
+from servepilot.triage import triage_text
+
+# llama.cpp's GGUF reader refusing a tensor type id past its type table
+# (ggml/src/gguf.cpp gguf_init_from_file_impl, llama-cpp-python 0.3.36 vendored llama.cpp:
+# "tensor '%s' has invalid ggml type %d. should be in [0, %d)", then "failed to read tensor
+# info"), and the loader's echoes (src/llama-model-loader.cpp, src/llama.cpp llama_model_load).
+_LOAD_ECHOES = (
+    "gguf_init_from_file_impl: failed to read tensor info\n"
+    "llama_model_load: error loading model: llama_model_loader: failed to load model from "
+    "/models/m.gguf\n"
+)
+
+
+def _gguf_type_log(type_text: str) -> str:
+    return (
+        "llama_model_loader: loaded meta data with 3 key-value pairs and 291 tensors\n"
+        "gguf_init_from_file_impl: tensor 'blk.0.ffn_up.weight' has invalid ggml type "
+        f"{type_text}\n"
+        + _LOAD_ECHOES
+    )
+
+
+def test_a_tensor_type_just_past_the_builds_table_is_a_quantization_the_build_lacks():
+    d = triage_text(_gguf_type_log("41. should be in [0, 40)"))
+    assert d.root_cause.signature == "llamacpp-ggml-type-newer-than-build"
+    assert d.root_cause.category == "quantization_support"
+    assert d.root_cause.line == 2
+
+
+def test_the_older_wording_naming_the_type_none_reads_the_same():
+    # older builds name the type through ggml_type_name, "NONE" past the table
+    # (ggml/src/ggml.c, llama-cpp-python 0.3.2 vendored llama.cpp)
+    d = triage_text(_gguf_type_log("39 (NONE)"))
+    assert d.root_cause.category == "quantization_support"
+    assert d.root_cause.line == 2
+
+
+def test_a_garbage_type_id_is_a_corrupt_file_not_a_newer_format():
+    # a truncated or damaged file reads an arbitrary 32-bit number as the type
+    d = triage_text(_gguf_type_log("1735289204. should be in [0, 40)"))
+    assert d.root_cause.signature == "llamacpp-gguf-invalid"
+    assert d.root_cause.category == "other"
+
+
+# `docker run -p 8000:8000 vllm/vllm-openai` when the host port is held: the Docker CLI prints
+# the daemon's error, whose tail is the port allocator's (moby libnetwork/portallocator
+# ErrPortAlreadyAllocated), and the usage hint; the engine never starts.
+DOCKER_PORT_TAKEN = (
+    "docker: Error response from daemon: failed to set up container networking: driver failed "
+    "programming external connectivity on endpoint eager_lamport (3f2a9c0b): Bind for "
+    "0.0.0.0:8000 failed: port is already allocated\n"
+    "\n"
+    "Run 'docker run --help' for more information\n"
+)
+
+
+def test_docker_refusing_a_taken_host_port_is_a_port_in_use():
+    d = triage_text(DOCKER_PORT_TAKEN)
+    assert d.root_cause.signature == "docker-port-allocated"
+    assert d.root_cause.category == "port_in_use"
+    assert d.root_cause.line == 1
+
+
+def test_another_docker_daemon_error_is_not_a_port_in_use():
+    # the daemon's answer when the image's runtime is unknown (moby daemon), same prefix
+    d = triage_text(
+        "docker: Error response from daemon: unknown or invalid runtime name: nvidia.\n"
+        "\n"
+        "Run 'docker run --help' for more information\n"
+    )
+    assert d.root_cause is None or d.root_cause.category != "port_in_use"
