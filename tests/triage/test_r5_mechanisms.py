@@ -76,3 +76,60 @@ def test_another_docker_daemon_error_is_not_a_port_in_use():
         "Run 'docker run --help' for more information\n"
     )
     assert d.root_cause is None or d.root_cause.category != "port_in_use"
+
+
+# vLLM 0.8.5 with Ray and fewer GPUs than --tensor-parallel-size: the placement-group warning
+# and its waits (vllm/executor/ray_utils.py@v0.8.5 _verify_bundles / _wait_until_pg_ready),
+# then the launch stopped from outside with SIGTERM: Ray's handler exits with the signal
+# number (ray/_private/worker.py sigterm_handler, sys.exit(signum)) inside the KeyboardInterrupt
+# vLLM raised, and run_mp_engine logs the exception with logger.exception(e)
+# (vllm/engine/multiprocessing/engine.py@v0.8.5), whose first line is str(e): "15".
+_PG_WARNING = (
+    "WARNING 05-26 18:53:53 [ray_utils.py:342] The number of required GPUs exceeds the total "
+    "number of available GPUs in the placement group.\n"
+    "INFO 05-26 18:54:03 [ray_utils.py:233] Waiting for creating a placement group of specs "
+    "for 10 seconds. specs=[{'GPU': 1.0}, {'GPU': 1.0}]. Check `ray status` and `ray list "
+    "nodes` to see if you have enough resources.\n"
+)
+_E = "ERROR 05-26 18:58:11 [engine.py:448] "
+_STOPPED = (
+    f"{_E}15\n"
+    f"{_E}Traceback (most recent call last):\n"
+    f'{_E}  File "/venv/lib/python3.12/site-packages/ray/_private/worker.py", line 3053, in wait\n'
+    f"{_E}    ready_ids, remaining_ids = worker.core_worker.wait(\n"
+    f"{_E}KeyboardInterrupt\n"
+    f"{_E}\n"
+    f"{_E}During handling of the above exception, another exception occurred:\n"
+    f"{_E}\n"
+    f"{_E}Traceback (most recent call last):\n"
+    f'{_E}  File "/venv/lib/python3.12/site-packages/ray/_private/worker.py", line 1539, in '
+    "sigterm_handler\n"
+    f"{_E}    sys.exit(signum)\n"
+    f"{_E}SystemExit: 15\n"
+)
+
+
+def test_a_launch_stopped_while_waiting_is_explained_by_what_it_waited_on():
+    d = triage_text(_PG_WARNING + _STOPPED)
+    assert d.root_cause.signature == "ray-placement-gpus"
+    assert d.root_cause.category == "nccl_distributed"
+    assert d.root_cause.line == 1
+
+
+def test_a_real_error_after_the_warning_still_outranks_it():
+    # a fatal exception of the engine's own is not an interruption
+    d = triage_text(
+        _PG_WARNING
+        + f"{_E}Traceback (most recent call last):\n"
+        + f'{_E}  File "/venv/lib/python3.12/site-packages/vllm/worker/worker.py", line 9, in x\n'
+        + f"{_E}    raise RuntimeError(msg)\n"
+        + f"{_E}RuntimeError: Something unexpected in the worker\n"
+    )
+    assert d.root_cause.exception == "RuntimeError"
+    assert d.root_cause.line == 6
+
+
+def test_an_interruption_alone_is_still_reported():
+    d = triage_text(_STOPPED)
+    assert d.root_cause is not None
+    assert d.root_cause.category != "nccl_distributed"

@@ -77,6 +77,14 @@ _WARNING_CAUSE_RANK = 2.5  # a known cause printed as a warning: after unknown e
 _WARNING_OTHER_RANK = 3.5  # a vague or unknown warning: after the echoes
 # An unknown memory failure, by the start-up phase it came in (markers.PHASES).
 _OOM_BY_PHASE = {"kv_cache_profiling": "oom_kv_cache", "cuda_graph_capture": "cuda_graph"}
+# An interruption from outside (Ctrl-C, a supervisor's or a timeout's SIGTERM): Python raises
+# KeyboardInterrupt or SystemExit and asyncio cancels what was running; vLLM's engine turns
+# SIGTERM into KeyboardInterrupt (vllm/engine/multiprocessing/engine.py@v0.8.5 signal_handler).
+# The process was stopped, it did not fail: what it was waiting on, where the log says, is the
+# cause, and the stop ranks as an echo. So does an error line with no words at all (the "15"
+# `logger.exception(e)` prints for such an exception): it names nothing.
+_INTERRUPTIONS = frozenset({"KeyboardInterrupt", "SystemExit", "CancelledError"})
+_NO_WORDS = re.compile(r"[^A-Za-z]*")
 _PLAIN_UNKNOWN_RANK = 2.2  # an unknown plain line (no exception, no ERROR level): after exceptions
 _RETOLD_RANK = 2.3  # a death report retelling an unknown error: after the error's own lines
 # An unknown line that reports another process's failure from outside: a client's request cut
@@ -393,6 +401,8 @@ def _rank(g: _Group) -> float:
         return _WARNING_OTHER_RANK
     if g.first.is_warning:
         return _WARNING_CAUSE_RANK if g.tier_rank == 0 else _WARNING_OTHER_RANK
+    if g.match is None and _is_interruption(g.first):
+        return _TIER_RANK["echo"]
     if _carries_unknown_error(g.match):
         # a wrapper that quotes an error no signature knows ("Worker failed with error 'kv_cache
         # must be a tuple'", "failed to load model '...': load_hparams: unknown projector
@@ -413,6 +423,13 @@ def _rank(g: _Group) -> float:
     if g.match is None and _is_plain_line(g.first):
         return _PLAIN_UNKNOWN_RANK
     return g.tier_rank
+
+
+def _is_interruption(ev: ErrorEvent) -> bool:
+    """A stop from outside, or a line that names nothing (see _INTERRUPTIONS)."""
+    if ev.exc_type is not None:
+        return ev.exc_type.rsplit(".", 1)[-1] in _INTERRUPTIONS
+    return _NO_WORDS.fullmatch(ev.message) is not None
 
 
 def _carries_unknown_error(m: Match | None) -> bool:
