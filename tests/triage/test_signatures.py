@@ -30,6 +30,7 @@ NEEDLELESS = {
     "nccl-timeout": "inside a c10::DistBackendError 'what():' block",
     "tokenizer-load-failed": "the end of a traceback",
     "llamacpp-gguf-invalid": "followed by 'error loading model'",
+    "llamacpp-ggml-type-newer-than-build": "followed by 'failed to read tensor info'",
     "request-exceeds-context": "request-time error returned to the client",
     # SGLang's needles carry "NOT connected"; vLLM's do not (one more pass over every big vLLM
     # log for a rare line; logs under 4 MB are parsed whole)
