@@ -133,3 +133,19 @@ def test_an_interruption_alone_is_still_reported():
     d = triage_text(_STOPPED)
     assert d.root_cause is not None
     assert d.root_cause.category != "nccl_distributed"
+
+
+# vllm-ascend refusing a feature on the 310P SoC (vllm_ascend/_310p/attention/attention_mask.py
+# get_attention_mask raises NotImplementedError("310P does not support runner_type='pooling'")):
+# the device generation is what lacks the feature, as a CUDA build without kernels for a GPU.
+def test_an_ascend_soc_refusing_a_feature_is_a_device_limit():
+    d = triage_text("NotImplementedError: 310P does not support runner_type='pooling'\n")
+    assert d.root_cause.category == "cuda_driver_arch"
+
+
+def test_a_refusal_without_a_device_generation_names_no_device():
+    for text in (
+        "NotImplementedError: this layer does not support runner_type='pooling'\n",
+        "ValueError: model 910 does not support runner_type='pooling'\n",
+    ):
+        assert triage_text(text).root_cause.category != "cuda_driver_arch", text
