@@ -149,3 +149,31 @@ def test_a_refusal_without_a_device_generation_names_no_device():
         "ValueError: model 910 does not support runner_type='pooling'\n",
     ):
         assert triage_text(text).root_cause.category != "cuda_driver_arch", text
+
+
+# llama-server start-up (llama-cpp-python v0.3.36 vendor/llama.cpp): ggml_cuda_init's device
+# line (ggml/src/ggml-cuda/ggml-cuda.cu), common's system_info line with the build's CUDA
+# architectures (common/common.cpp; the ARCHS feature is __CUDA_ARCH_LIST__), then loading.
+def _llama_server_start(archs: str) -> str:
+    return (
+        "ggml_cuda_init: found 1 CUDA devices:\n"
+        "  Device 0: Tesla T4, compute capability 7.5, VMM: yes, VRAM: 14912 MiB\n"
+        "build: 8836 (83d58e02f) with GNU 13.3.0 for Linux x86_64\n"
+        f"system_info: n_threads = 4 (n_threads_batch = 4) / 8 | CUDA : ARCHS = {archs} | "
+        "USE_GRAPHS = 1 | PEER_MAX_BATCH_SIZE = 128 | CPU : SSE3 = 1 | AVX2 = 1 |\n"
+        "load_tensors: loading model tensors, this can take a while... (mmap = true)\n"
+    )
+
+
+def test_a_build_for_newer_gpus_only_has_no_code_for_the_device():
+    d = triage_text(_llama_server_start("1200"))
+    assert d.root_cause.signature == "llamacpp-cuda-archs-leave-out-device"
+    assert d.root_cause.category == "cuda_driver_arch"
+    assert d.root_cause.line == 4
+
+
+def test_a_build_with_an_architecture_the_device_can_run_is_no_fault():
+    # 7.5 code runs on the T4; 5.2 PTX is compiled for it on first use
+    for archs in ("750,800,860,890", "520,610"):
+        d = triage_text(_llama_server_start(archs))
+        assert d.root_cause is None or d.root_cause.category != "cuda_driver_arch", archs

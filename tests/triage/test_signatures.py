@@ -31,6 +31,9 @@ NEEDLELESS = {
     "tokenizer-load-failed": "the end of a traceback",
     "llamacpp-gguf-invalid": "followed by 'error loading model'",
     "llamacpp-ggml-type-newer-than-build": "followed by 'failed to read tensor info'",
+    # written by triage from two start-up lines (cuda_archs.py): logs under 4 MB are parsed
+    # whole; in bigger ones the start-up lines carry no needle
+    "llamacpp-cuda-archs-leave-out-device": "derived from the device and system_info lines",
     "request-exceeds-context": "request-time error returned to the client",
     # SGLang's needles carry "NOT connected"; vLLM's do not (one more pass over every big vLLM
     # log for a rare line; logs under 4 MB are parsed whole)

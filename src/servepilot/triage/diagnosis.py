@@ -464,6 +464,8 @@ def _survived(g: _Group, marks: list[PhaseMark]) -> bool:
     process's progress does not (one worker fails while the others load), and one error that
     eight workers printed was survived only if all eight went on.
     """
+    if g.match is not None and g.match.signature.latent:
+        return False  # going on is what a latent fault does: it bites later
     ev = g.first
     rank = _PHASE_ORDER.get(ev.phase, -1) if ev.phase else -1
     # a line logged as a warning says by its level that the process goes on; a progress bar

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
+from servepilot.triage.cuda_archs import archs_leaving_out, device_capability
 from servepilot.triage.lines import LogLine, parse_line
 from servepilot.triage.markers import (
     banner_kind,
@@ -315,6 +316,7 @@ class Assembler:
         # key -> torch_npu's pointer exception, held until its message's lines are read
         self._pointer: dict[tuple, ErrorEvent] = {}
         self._location_seen: set[tuple] = set()  # a ValidationError's location line was read
+        self._cuda_devices: dict[int, int] = {}  # ggml-cuda device -> capability (cuda_archs.py)
 
     # -- launches --------------------------------------------------------------------------
     def _new_launch(self, line_no: int, why: str) -> None:
@@ -328,6 +330,7 @@ class Assembler:
         self.phase_marks = []  # only the last launch is diagnosed
         self._marked = set()
         self.hints = set()
+        self._cuda_devices = {}
 
     def _track_launch(self, line_no: int, ll: LogLine) -> None:
         kind = banner_kind(ll.message)
@@ -387,7 +390,23 @@ class Assembler:
                     self.first_old_line = line_no
                 return
         self._track_launch(line_no, ll)
+        self._check_cuda_archs(line_no, ll)
         self._feed_error(line_no, ll)
+
+    def _check_cuda_archs(self, line_no: int, ll: LogLine) -> None:
+        """A llama.cpp build without code for a GPU it found is an error of its own, on the
+        line that lists the build's architectures (cuda_archs.py)."""
+        if "compute capability" in ll.text:
+            found = device_capability(ll.text)
+            if found is not None:
+                self._cuda_devices[found[0]] = found[1]
+        elif self._cuda_devices and "ARCHS" in ll.text:
+            message = archs_leaving_out(ll.text, self._cuda_devices)
+            if message is not None:
+                ev = ErrorEvent(
+                    line_no, ll.process, ll.pid, self.launch, None, message, text=ll.text
+                )
+                self._add(ev, ll)
 
     def _feed_error(self, line_no: int, ll: LogLine) -> None:
         key = (ll.process, ll.pid)

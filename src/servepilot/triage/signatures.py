@@ -26,6 +26,8 @@ and how it ranks:
 - `consequence: true` marks a vague report of a failure printed first elsewhere (a worker that
   died, a Ray actor that died, a kernel fault reported at the next synchronisation): an
   unknown error printed before it is what it reports (diagnosis.py rule 4);
+- `latent: true` marks a fault the process goes on past until it bites (a build without code
+  for the GPU): a later start-up phase is no sign it was survived (diagnosis.py _survived);
 - `analyzer` names a function below that reads a structured message (the attention
   selector's per-backend reasons).
 """
@@ -80,6 +82,7 @@ class Signature:
     by_phase: tuple[tuple[str, str, str], ...] = ()  # (phase, category, explanation)
     waits_on_peers: bool = False  # a rank that timed out waiting for others (see diagnosis.py)
     consequence: bool = False  # reports a failure printed first elsewhere (see diagnosis.py)
+    latent: bool = False  # a fault the process goes on past until it bites (see diagnosis.py)
 
 
 @dataclass(frozen=True)
@@ -171,6 +174,7 @@ def build_signature(raw: dict) -> Signature:
         unwrap=unwrap,
         waits_on_peers=bool(raw.get("waits_on_peers", False)),
         consequence=bool(raw.get("consequence", False)),
+        latent=bool(raw.get("latent", False)),
         refine=tuple(
             RefineRule(_compile(r["when"], where), r["category"], r.get("explanation"))
             for r in raw.get("refine", ())
