@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import re
 
-_DEVICE = re.compile(r"\bDevice (?P<n>\d+): .*?, compute capability (?P<major>\d+)\.(?P<minor>\d+)\b")
+_DEVICE = re.compile(
+    r"\bDevice (?P<n>\d+): .*?, compute capability (?P<major>\d+)\.(?P<minor>\d+)\b"
+)
 _ARCHS = re.compile(r"\bCUDA : ARCHS = (?P<archs>\d+(?:,\d+)*)")
 
 
