@@ -213,11 +213,7 @@ def _expand(ev: ErrorEvent, matcher: Matcher) -> list[tuple[ErrorEvent, Match | 
         ll = parse_line(text)
         m = matcher.match(ll.message, context, ev.phase)
         if m is not None:
-            sub = replace(
-                ev, line_no=line_no, message=ll.message, text=ll.text, process=ll.process, pid=ll.pid,
-                level=ll.level or ev.level, timestamp=ll.timestamp or ev.timestamp,
-            )
-            out.append((sub, m))
+            out.append((_moved_to(ev, line_no, ll), m))
     if out and all(m.tier == "echo" or m.signature.consequence for _, m in out):
         # only wrappers were recognised ("failed to load model"), or reports of a death: the
         # run's first line, which they wrap or report, is the error itself
@@ -226,8 +222,7 @@ def _expand(ev: ErrorEvent, matcher: Matcher) -> list[tuple[ErrorEvent, Match | 
         first_no, first_text = ev.block[0]
         if first_no < out[0][0].line_no:
             ll = parse_line(first_text)
-            first = replace(ev, line_no=first_no, message=ll.message, text=ll.text, block=[], lines=[])
-            out.insert(0, (first, None))
+            out.insert(0, (_moved_to(ev, first_no, ll, alone=True), None))
         elif out[0][1].signature.consequence and _carries_unknown_error(out[0][1]):
             # a death report pasted before the dead process's own lines (a client's "Error:
             # 500 ... llama runner process has terminated: ..." above the runner's log): the
@@ -237,9 +232,7 @@ def _expand(ev: ErrorEvent, matcher: Matcher) -> list[tuple[ErrorEvent, Match | 
                 if line_no <= out[0][0].line_no:
                     continue
                 if matcher.match(ll.message, context, ev.phase) is None:
-                    own = replace(ev, line_no=line_no, message=ll.message, text=ll.text, block=[],
-                                  lines=[], process=ll.process, pid=ll.pid)
-                    out.append((own, None))
+                    out.append((_moved_to(ev, line_no, ll, alone=True), None))
                     break
     if not out and guess_category(ev.message) is None:
         # a run of unknown lines whose first line names nothing (GGML_ABORT's "ggml-cann.cpp:67:
@@ -248,17 +241,26 @@ def _expand(ev: ErrorEvent, matcher: Matcher) -> list[tuple[ErrorEvent, Match | 
         for line_no, text in ev.block[1:6]:
             ll = parse_line(text)
             if guess_category(ll.message) is not None and not _POINTS_ELSEWHERE.search(ll.message):
-                return [(replace(ev, line_no=line_no, message=ll.message, text=ll.text, process=ll.process,
-                                 pid=ll.pid, level=ll.level or ev.level), None)]
+                return [(_moved_to(ev, line_no, ll), None)]
     if not out and _POINTS_ELSEWHERE.search(ev.message):
         # a run of unknown lines that opens with a pointer ("see the server logs", a client's
         # EOF): the first line that is not one is the error the run reports
         for line_no, text in ev.block[1:]:
             ll = parse_line(text)
             if ll.message.strip() and not _POINTS_ELSEWHERE.search(ll.message):
-                return [(replace(ev, line_no=line_no, message=ll.message, text=ll.text, process=ll.process,
-                                 pid=ll.pid, level=ll.level or ev.level), None)]
+                return [(_moved_to(ev, line_no, ll), None)]
     return out or [(ev, None)]
+
+
+def _moved_to(ev: ErrorEvent, line_no: int, ll, *, alone: bool = False) -> ErrorEvent:
+    """The run's event as one of its lines: that line's words, place and time (the run's where
+    the line has none). `alone`: the line stands apart from the run (no block, no frames)."""
+    moved = replace(
+        ev, line_no=line_no, message=ll.message, text=ll.text,
+        process=ll.process or ev.process, pid=ll.pid if ll.pid is not None else ev.pid,
+        level=ll.level or ev.level, timestamp=ll.timestamp or ev.timestamp,
+    )
+    return replace(moved, block=[], lines=[]) if alone else moved
 
 
 def _excerpt(ev: ErrorEvent) -> str:
