@@ -12,7 +12,7 @@ import pytest
 from checkfixtures import codes, finding, llama_like, sparse_mla
 
 from servepilot.checks import run_checks
-from servepilot.checks.platforms import PLATFORM_NEUTRAL, rule_applies
+from servepilot.checks.platforms import rule_applies
 from servepilot.checks.registry import find_rule, load_rules
 from servepilot.cli.main import main
 from servepilot.deployment import build_deployment
@@ -84,12 +84,15 @@ def test_a_release_between_reads_that_disagree_is_unknown(tmp_path):
 
 def test_cuda_only_rules_stay_off_amd_gpus():
     load_rules()
-    cuda_only = [r for r in load_rules() if not r.platforms and r.code not in PLATFORM_NEUTRAL]
+    cuda_only = [r for r in load_rules() if not r.platforms]
     assert cuda_only, "the registry has CUDA rules"
     assert not any(rule_applies(r, "rocm") or rule_applies(r, "unknown") for r in cuda_only)
     assert all(rule_applies(r, "cuda") for r in cuda_only)
     rocm = find_rule("SP-ROCM-001")
     assert rule_applies(rocm, "rocm") and not rule_applies(rocm, "cuda")
+    # a rule of memory arithmetic declares itself neutral and judges every platform
+    memory = find_rule("SP-MEM-001")
+    assert all(rule_applies(memory, p) for p in (None, "cuda", "rocm", "unknown"))
 
 
 def test_modelopt_fp4_on_amd_is_judged_by_rocm_facts_not_compute_capability(tmp_path):

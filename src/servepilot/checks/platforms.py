@@ -6,59 +6,26 @@ GPU (ROCm) or an accelerator servepilot has no platform facts for (Intel Gaudi o
 Ascend, an AMD GPU of unknown gfx target), such a rule would judge by facts that do not hold.
 
 So the default is closed: a rule runs off CUDA only when it declares the platform
-(`@rule(..., platforms=("rocm",))`) or is listed below as platform-neutral (its facts are of
-the engine's argument parser, the model's config, parallel sizes or memory arithmetic). What
+(`@rule(..., platforms=("rocm",))`) or declares itself platform-neutral (`platforms=ANY_PLATFORM`:
+its facts are of the engine's argument parser, the model's config, parallel sizes or memory
+arithmetic). What
 the skipped rules would have decided becomes a named unknown (verdict `unknown`, exit 4),
 unless a ROCm rule decides it.
 """
 
 from __future__ import annotations
 
+from servepilot.checks.registry import ANY_PLATFORM
 from servepilot.checks.unknowns import Unknown
-
-# Rules whose facts hold on every GPU platform: argument parsing, the model's own config and
-# files, tensor/expert parallel arithmetic, memory arithmetic on the GPU's memory size, ports.
-PLATFORM_NEUTRAL = frozenset(
-    {
-        "SP-ARGS-001",
-        "SP-ARGS-002",
-        "SP-KV-001",
-        "SP-KV-002",
-        "SP-ARCH-001",
-        "SP-ARCH-002",
-        "SP-CODE-001",
-        "SP-CODE-002",
-        "SP-CODE-003",
-        "SP-LEN-001",
-        "SP-LEN-002",
-        "SP-TMPL-001",
-        "SP-CKPT-001",
-        "SP-TP-001",
-        "SP-TP-002",
-        "SP-TP-003",
-        "SP-TP-004",
-        "SP-EP-001",
-        "SP-MEM-001",
-        "SP-MEM-002",
-        "SP-MEM-003",
-        "SP-PORT-001",
-        "SP-SHM-001",
-        "SP-GPU-001",
-        # llama.cpp's own name tables (architectures, pre-tokenizers, ggml types) per build
-        "SP-GGUF-001",
-        "SP-GGUF-002",
-        "SP-GGUF-003",
-    }
-)
 
 
 def rule_applies(rule, platform: str | None) -> bool:
     """Whether `rule` may judge GPUs of `platform` ("cuda", "rocm", "unknown", None: no GPU)."""
+    if rule.platforms == ANY_PLATFORM:
+        return True
     if rule.platforms:
         return platform in rule.platforms
-    if platform in (None, "cuda"):
-        return True
-    return rule.code in PLATFORM_NEUTRAL
+    return platform in (None, "cuda")
 
 
 def platform_unknowns(dep, ctx) -> list[Unknown]:

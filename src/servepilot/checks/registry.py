@@ -25,10 +25,15 @@ class Rule:
     sources: tuple[str, ...] = ()  # where that behaviour was read (file@tag, PR URL) or knowledge files
     engines: tuple[str, ...] = ()  # empty: every engine
     module: str = field(default="", compare=False)
-    # GPU platforms ("cuda", "rocm") whose facts the rule encodes; empty: written for CUDA and run
-    # elsewhere only when checks/platforms.py lists it as platform-neutral (fail closed)
+    # GPU platforms ("cuda", "rocm") whose facts the rule encodes; ANY_PLATFORM: facts of the
+    # arguments, the model or memory arithmetic that hold everywhere; empty: written for CUDA,
+    # so it does not run on another platform (fail closed; checks/platforms.py)
     platforms: tuple[str, ...] = ()
 
+
+# A rule whose facts hold on every GPU platform: argument parsing, the model's own config and
+# files, tensor/expert parallel and memory arithmetic, ports, llama.cpp's name tables per build.
+ANY_PLATFORM = ("any",)
 
 RULES: list[Rule] = []
 _loaded = False

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from servepilot.checks.finding import Evidence, Finding, Remedy
-from servepilot.checks.registry import rule
+from servepilot.checks.registry import ANY_PLATFORM, rule
 
 
 @rule(
@@ -21,7 +21,7 @@ from servepilot.checks.registry import rule
         "vllm/engine/arg_utils.py@v0.18.0 (no disable-log-requests)",
         "https://github.com/vllm-project/vllm/pull/21739",
         "sglang/srt/server_args.py@v0.5.10.post1 (prepare_server_args)",
-    ),
+    ), platforms=ANY_PLATFORM,
 )
 def parser_rejects(dep, ctx) -> list[Finding]:
     rejected = getattr(dep.launch, "rejected", ())
@@ -61,7 +61,7 @@ def parser_rejects(dep, ctx) -> list[Finding]:
         "vllm/engine/arg_utils.py@v0.16.0 (EngineArgs annotations; get_kwargs turns a Literal into choices)",
         "vllm/config/cache.py@v0.16.0 (gpu_memory_utilization: Field(gt=0, le=1))",
         "vllm/model_executor/layers/quantization/__init__.py@v0.16.0 (QuantizationMethods)",
-    ),
+    ), platforms=ANY_PLATFORM,
 )
 def value_out_of_range(dep, ctx) -> list[Finding]:
     from servepilot.engines.flagtable import value_problems

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from servepilot.checks.finding import Evidence, Finding, Remedy
-from servepilot.checks.registry import rule
+from servepilot.checks.registry import ANY_PLATFORM, rule
 from servepilot.checks.remedies import kv_remedies
 
 KNOWLEDGE = "servepilot/engines/vllm/knowledge/attention.yaml"
@@ -198,7 +198,7 @@ def attention_env_ignored(dep, ctx) -> list[Finding]:
     facts=("--kv-cache-dtype is a closed list (CacheDType) per version: bfloat16 from 0.11, fp8_ds_mla from 0.12, "
            "float16 from 0.18.",),
     sources=(KV_KNOWLEDGE, "vllm/config/cache.py@v0.16.0", "vllm/config/cache.py@v0.18.0",
-             "sglang/srt/server_args.py@v0.5.2", "llama.cpp common/arg.cpp"),
+             "sglang/srt/server_args.py@v0.5.2", "llama.cpp common/arg.cpp"), platforms=ANY_PLATFORM,
 )
 def kv_dtype_invalid(dep, ctx) -> list[Finding]:
     res = ctx.resolution
@@ -237,7 +237,7 @@ def kv_dtype_invalid(dep, ctx) -> list[Finding]:
     facts=("vLLM 0.16-0.18: the non-MLA Attention layer sets kv_cache_dtype = fp8 whenever a compressed-tensors "
            "kv_cache_scheme exists, even over --kv-cache-dtype bfloat16; MLA layers do not.",),
     sources=(KV_KNOWLEDGE, "vllm/model_executor/layers/attention/attention.py@v0.16.0"),
-    engines=("vllm",),
+    engines=("vllm",), platforms=ANY_PLATFORM,
 )
 def compressed_tensors_forced(dep, ctx) -> list[Finding]:
     res = ctx.resolution

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from servepilot.checks import sizes
 from servepilot.checks.finding import Evidence, Finding, Remedy
-from servepilot.checks.registry import rule
+from servepilot.checks.registry import ANY_PLATFORM, rule
 
 SOURCES = (
     "servepilot/engines/vllm/knowledge/quantization.yaml",
@@ -52,7 +52,7 @@ def moe_ranks(dep) -> int | None:
         "SGLang's --ep-size place experts whole instead.",
     ),
     sources=SOURCES,
-    engines=("vllm", "sglang"),
+    engines=("vllm", "sglang"), platforms=ANY_PLATFORM,
 )
 def fp8_block_moe(dep, ctx) -> list[Finding]:
     from servepilot.engines.sglang import release as sglang_release

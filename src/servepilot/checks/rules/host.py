@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from servepilot.checks import sizes
 from servepilot.checks.finding import Evidence, Finding, Remedy
-from servepilot.checks.registry import rule
+from servepilot.checks.registry import ANY_PLATFORM, rule
 
 DOCKER_DEFAULT_SHM = 64 * 2**20  # Docker's default --shm-size
 # NCCL keeps per-peer buffers in /dev/shm; vLLM's docs ask for --ipc=host or --shm-size >= 1g
@@ -16,7 +16,7 @@ MIN_SHM_FOR_TP = 1 * 2**30
     "SP-PORT-001", "port_in_use", "The server port is already taken",
     facts=("The API server binds --port (default 8000) at start-up; a listener already there makes it fail with "
            "'Address already in use' after the model has loaded.",),
-    sources=("vllm/entrypoints/openai/api_server.py@v0.16.0 (create_server_socket)",),
+    sources=("vllm/entrypoints/openai/api_server.py@v0.16.0 (create_server_socket)",), platforms=ANY_PLATFORM,
 )
 def port_in_use(dep, ctx) -> list[Finding]:
     facts = dep.host  # probed once into the deployment, whatever the source of the GPU facts
@@ -37,7 +37,7 @@ def port_in_use(dep, ctx) -> list[Finding]:
     facts=("NCCL and vLLM's multiprocessing use /dev/shm; Docker's default 64 MB makes NCCL fail ('Error while "
            "creating shared memory segment') with TP > 1.",),
     sources=("https://docs.vllm.ai/en/stable/deployment/docker.html (--ipc=host or --shm-size)",
-             "https://github.com/NVIDIA/nccl/issues/290"),
+             "https://github.com/NVIDIA/nccl/issues/290"), platforms=ANY_PLATFORM,
 )
 def shm_too_small(dep, ctx) -> list[Finding]:
     shm = dep.cluster.shm_bytes
@@ -61,7 +61,7 @@ def shm_too_small(dep, ctx) -> list[Finding]:
     facts=("vLLM sizes memory from the smallest GPU and kernels from the current device; ranks on different GPU kinds "
            "run at the slowest one's pace and may pick different kernels.",),
     sources=("vllm/v1/worker/gpu_worker.py@v0.16.0 (determine_available_memory)",
-             "vllm/v1/core/kv_cache_utils.py@v0.16.0 (minimum num_blocks over ranks)"),
+             "vllm/v1/core/kv_cache_utils.py@v0.16.0 (minimum num_blocks over ranks)"), platforms=ANY_PLATFORM,
 )
 def mixed_gpus(dep, ctx) -> list[Finding]:
     kinds = dep.cluster.kinds

@@ -10,7 +10,7 @@ given becomes an unknown (llamacpp_build_unknowns), never a pass.
 from __future__ import annotations
 
 from servepilot.checks.finding import Evidence, Finding, Remedy
-from servepilot.checks.registry import rule
+from servepilot.checks.registry import ANY_PLATFORM, rule
 from servepilot.checks.unknowns import Unknown
 
 KNOWLEDGE = "servepilot/engines/llamacpp/knowledge/build_facts.json"
@@ -157,7 +157,7 @@ def _remedies(build, verdict, word: str, name: str) -> list[Remedy]:
         "llama.cpp src/llama-arch.cpp@b4435 ... @b10361 (LLM_ARCH_NAMES; "
         "src/llama.cpp@b3543 ... @b4291, llama.cpp@b1492, @b2861)",
     ),
-    engines=("llama.cpp",),
+    engines=("llama.cpp",), platforms=ANY_PLATFORM,
 )
 def llamacpp_architecture(dep, ctx) -> list[Finding]:
     return _findings(dep, "architectures")
@@ -179,7 +179,7 @@ def llamacpp_architecture(dep, ctx) -> list[Finding]:
         "llama.cpp src/llama-vocab.cpp@b4753 ... @b10361 (the BPE branch of the vocabulary "
         "loader; src/llama-model.cpp@b4435, src/llama.cpp@b3543 ... @b4291, llama.cpp@b2861)",
     ),
-    engines=("llama.cpp",),
+    engines=("llama.cpp",), platforms=ANY_PLATFORM,
 )
 def llamacpp_pre_tokenizer(dep, ctx) -> list[Finding]:
     return _findings(dep, "pre_tokenizers")
@@ -199,7 +199,7 @@ def llamacpp_pre_tokenizer(dep, ctx) -> list[Finding]:
         KNOWLEDGE,
         "llama.cpp ggml/include/ggml.h@b3543 ... @b10361 (enum ggml_type; ggml.h@b1492, @b2861)",
     ),
-    engines=("llama.cpp",),
+    engines=("llama.cpp",), platforms=ANY_PLATFORM,
 )
 def llamacpp_tensor_types(dep, ctx) -> list[Finding]:
     return _findings(dep, "ggml_types")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from servepilot.checks.finding import Evidence, Finding, Remedy
-from servepilot.checks.registry import rule
+from servepilot.checks.registry import ANY_PLATFORM, rule
 
 GiB = 1 << 30
 PLAN_SOURCES = (
@@ -131,7 +131,7 @@ def _hardware(plan) -> Remedy:
            "ends in torch.OutOfMemoryError while loading.",
            "Shares: TP splits attention and MLP projections, replicates norms and routers, vocab-parallel embeddings; "
            "EP spreads whole experts over TP x DP ranks; PP splits layers."),
-    sources=PLAN_SOURCES,
+    sources=PLAN_SOURCES, platforms=ANY_PLATFORM,
 )
 def weights_over_gpu(dep, ctx) -> list[Finding]:
     plan = ctx.plan
@@ -154,7 +154,7 @@ def weights_over_gpu(dep, ctx) -> list[Finding]:
     "SP-MEM-003", "oom_kv_cache", "No memory left for the KV cache",
     facts=("vLLM: available KV memory = total x gpu_memory_utilization - weights - activation peak - non-torch memory; "
            "when it is not positive the engine raises 'No available memory for the cache blocks'.",),
-    sources=PLAN_SOURCES,
+    sources=PLAN_SOURCES, platforms=ANY_PLATFORM,
 )
 def no_kv_budget(dep, ctx) -> list[Finding]:
     plan = ctx.plan
@@ -211,7 +211,7 @@ def _llamacpp_kv(plan) -> list[Finding]:
            "length is M.' (binary search over max_model_len)",
            "vLLM V0: 'The model's max seq len (N) is larger than the maximum number of tokens that can be stored in KV "
            "cache (M).'"),
-    sources=PLAN_SOURCES,
+    sources=PLAN_SOURCES, platforms=ANY_PLATFORM,
 )
 def kv_below_one_request(dep, ctx) -> list[Finding]:
     plan = ctx.plan

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from servepilot.checks.finding import Evidence, Finding, Remedy
-from servepilot.checks.registry import rule
+from servepilot.checks.registry import ANY_PLATFORM, rule
 
 ARCH_KNOWLEDGE = "servepilot/engines/vllm/knowledge/architectures.yaml"
 
@@ -20,7 +20,7 @@ ARCH_KNOWLEDGE = "servepilot/engines/vllm/knowledge/architectures.yaml"
     sources=(ARCH_KNOWLEDGE,
              "vllm/model_executor/models/registry.py@v0.18.0 ... @v0.34.0 (tables and "
              "_PREVIOUSLY_SUPPORTED_MODELS)"),
-    engines=("vllm",),
+    engines=("vllm",), platforms=ANY_PLATFORM,
 )
 def architecture_known(dep, ctx) -> list[Finding]:
     spec = dep.spec
@@ -94,7 +94,7 @@ def _retired(spec, arch: str, version: str, removed_in: str, last: str | None, *
            "so they can be reviewed."),
     sources=("servepilot/engines/vllm/knowledge/config_types.yaml",
              "transformers/models/auto/configuration_auto.py@v4.57.1",
-             "vllm/transformers_utils/config.py@v0.16.0 (get_config, _CONFIG_REGISTRY)"),
+             "vllm/transformers_utils/config.py@v0.16.0 (get_config, _CONFIG_REGISTRY)"), platforms=ANY_PLATFORM,
 )
 def remote_code(dep, ctx) -> list[Finding]:
     spec = dep.spec
@@ -118,7 +118,7 @@ def remote_code(dep, ctx) -> list[Finding]:
 
 @rule("SP-CODE-002", "remote_code", "Custom code that --trust-remote-code will run",
       facts=("Lists the checkpoint files (and sha256) that run when --trust-remote-code is given.",),
-      sources=("transformers/dynamic_module_utils.py (get_class_from_dynamic_module)",))
+      sources=("transformers/dynamic_module_utils.py (get_class_from_dynamic_module)",), platforms=ANY_PLATFORM)
 def remote_code_listing(dep, ctx) -> list[Finding]:
     spec = dep.spec
     if (spec is None or spec.custom_code is None or not spec.custom_code.auto_map
@@ -178,7 +178,7 @@ def derived_max_len(spec) -> tuple[int | None, str]:
     "SP-LEN-001", "max_model_len", "max_model_len beyond what the model supports",
     facts=("vLLM raises 'User-specified max_model_len (X) is greater than the derived max_model_len (Y)' unless "
            "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1.",),
-    sources=("vllm/config/model.py@v0.16.0 (_get_and_verify_max_len)",),
+    sources=("vllm/config/model.py@v0.16.0 (_get_and_verify_max_len)",), platforms=ANY_PLATFORM,
 )
 def max_model_len(dep, ctx) -> list[Finding]:
     spec = dep.spec
@@ -226,7 +226,7 @@ def max_model_len(dep, ctx) -> list[Finding]:
            "The template can come from tokenizer_config.json chat_template, a chat_template.jinja / chat_template.json "
            "file, or --chat-template."),
     sources=("transformers/tokenization_utils_base.py@v4.44.0 (apply_chat_template)",
-             "vllm/entrypoints/chat_utils.py@v0.16.0 (resolve_hf_chat_template)"),
+             "vllm/entrypoints/chat_utils.py@v0.16.0 (resolve_hf_chat_template)"), platforms=ANY_PLATFORM,
 )
 def chat_template(dep, ctx) -> list[Finding]:
     import json
@@ -267,7 +267,7 @@ def chat_template(dep, ctx) -> list[Finding]:
            "context of the model (M) - capping'.",),
     sources=("ggml-org/llama.cpp src/llama-context.cpp (llama_context constructor: n_ctx_seq > n_ctx_train warning)",
              "ggml-org/llama.cpp tools/server/server.cpp (load_model: slot context capped to the training context)"),
-    engines=("llama.cpp",),
+    engines=("llama.cpp",), platforms=ANY_PLATFORM,
 )
 def llamacpp_context(dep, ctx) -> list[Finding]:
     spec = dep.spec
@@ -322,7 +322,7 @@ def tokenizer_code_classes(root) -> tuple[str | None, list[str]]:
     sources=("transformers/models/auto/tokenization_auto.py@v4.57.1 (AutoTokenizer.from_pretrained: has_remote_code, "
              "has_local_code, resolve_trust_remote_code)",
              "vllm/transformers_utils/tokenizer.py@v0.16.0 (get_tokenizer passes trust_remote_code)"),
-    engines=("vllm", "sglang"),
+    engines=("vllm", "sglang"), platforms=ANY_PLATFORM,
 )
 def tokenizer_remote_code(dep, ctx) -> list[Finding]:
     spec = dep.spec
@@ -360,7 +360,7 @@ def tokenizer_remote_code(dep, ctx) -> list[Finding]:
     ),
     sources=(
         "vllm/model_executor/model_loader/weight_utils.py@v0.18.0 (safetensors_weights_iterator)",
-    ),
+    ), platforms=ANY_PLATFORM,
 )
 def damaged_shards(dep, ctx) -> list[Finding]:
     spec = dep.spec

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from servepilot.checks import sizes
 from servepilot.checks.finding import Evidence, Finding, Remedy
-from servepilot.checks.registry import rule
+from servepilot.checks.registry import ANY_PLATFORM, rule
 
 SOURCE = "vllm/config/model.py@v0.16.0 (ModelConfig.verify_with_parallel_config, get_num_kv_heads)"
 
@@ -27,7 +27,7 @@ def _divisors(n: int, limit: int) -> list[int]:
            "KV heads: with tp > kv_heads vLLM replicates each KV head (tp must be a multiple of kv_heads); with tp < "
            "kv_heads, kv_heads must be divisible by tp.",
            "MLA models keep one latent KV per token; heads only need to divide by tp."),
-    sources=(SOURCE,),
+    sources=(SOURCE,), platforms=ANY_PLATFORM,
 )
 def tp_heads(dep, ctx) -> list[Finding]:
     spec = dep.spec
@@ -63,7 +63,7 @@ def tp_heads(dep, ctx) -> list[Finding]:
 @rule("SP-TP-002", "tp_divisibility", "Tensor parallel size and KV heads",
       facts=("tp > kv_heads: KV heads are replicated and tp must be a multiple of kv_heads; tp < kv_heads: kv_heads % "
              "tp == 0.",),
-      sources=(SOURCE,))
+      sources=(SOURCE,), platforms=ANY_PLATFORM)
 def tp_kv_heads(dep, ctx) -> list[Finding]:
     spec = dep.spec
     tp = sizes.tp(dep.launch)
@@ -100,7 +100,7 @@ def tp_kv_heads(dep, ctx) -> list[Finding]:
 @rule(
     "SP-TP-003", "tp_divisibility", "Parallel layout needs more GPUs than there are",
     facts=("world size = tensor x pipeline x data parallel; each rank needs its own GPU on a single node.",),
-    sources=("vllm/config/parallel.py@v0.16.0 (ParallelConfig.world_size)",),
+    sources=("vllm/config/parallel.py@v0.16.0 (ParallelConfig.world_size)",), platforms=ANY_PLATFORM,
 )
 def world_size(dep, ctx) -> list[Finding]:
     launch = dep.launch
@@ -120,7 +120,7 @@ def world_size(dep, ctx) -> list[Finding]:
     "SP-EP-001", "tp_divisibility", "Expert parallel settings that do not fit the model",
     facts=("--enable-expert-parallel spreads the routed experts over tp x dp ranks; on a dense model it has no effect.",
            "With more ranks than routed experts some ranks would hold no expert."),
-    sources=("vllm/model_executor/layers/fused_moe/layer.py@v0.16.0 (determine_expert_map)",),
+    sources=("vllm/model_executor/layers/fused_moe/layer.py@v0.16.0 (determine_expert_map)",), platforms=ANY_PLATFORM,
 )
 def expert_parallel(dep, ctx) -> list[Finding]:
     launch = dep.launch

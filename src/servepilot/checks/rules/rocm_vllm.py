@@ -2,7 +2,7 @@
 servepilot cannot judge on ROCm (attention backends, kernels) named as unknowns.
 
 The facts are in engines/vllm/knowledge/rocm.yaml, read from vllm/platforms/rocm.py per release.
-Only rules that declare platforms=("rocm",) or are platform-neutral (checks/platforms.py) run on
+Only rules that declare platforms=("rocm",) or platforms=ANY_PLATFORM (checks/platforms.py) run on
 an AMD GPU; the CUDA ones (compute capability, Marlin, CUDA wheels) do not.
 """
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from servepilot.checks.finding import Evidence, Finding, Remedy
-from servepilot.checks.registry import rule
+from servepilot.checks.registry import ANY_PLATFORM, rule
 
 KNOWLEDGE = "servepilot/engines/sglang/knowledge/architectures.yaml"
 
@@ -28,7 +28,7 @@ KNOWLEDGE = "servepilot/engines/sglang/knowledge/architectures.yaml"
         "sglang/srt/models/registry.py@v0.4.6.post5 (_raise_for_unsupported)",
         "sglang/srt/model_loader/utils.py@v0.4.7.post1 (get_model_architecture)",
     ),
-    engines=("sglang",),
+    engines=("sglang",), platforms=ANY_PLATFORM,
 )
 def sglang_architecture_known(dep, ctx) -> list[Finding]:
     from servepilot.engines.sglang.release import architecture_status, transformers_fallback
