@@ -1,15 +1,16 @@
-"""How far the log alone decides a row's label: the corpus labels against a second rater.
+"""How far the log alone decides a row's label: the corpus labels against log-only raters.
 
 The corpus labels (corpus/excerpts.jsonl) were given by gatherers who read whole threads:
-maintainers' answers, the fix that worked. Triage sees only the pasted lines. A second rater
-was given only what triage gets (engine, version, GPU, model, command and the log; no id, label,
-reasoning or note, and no servepilot output) for 160 rows drawn at random (seed 20261203) and
-labelled them by the same guide. Their answers are corpus/second-rater.jsonl.
+maintainers' answers, the fix that worked. Triage sees only the pasted lines. Two raters, each
+working alone, were given only what triage gets (engine, version, GPU, model, command and the
+log; no id, label, reasoning or note, and no servepilot output) for the same 160 rows drawn at
+random (seed 20261203) and labelled them by the same guide. Their answers are
+corpus/log-only-raters/*.jsonl.
 
-The agreement between the two is a ceiling of sorts for any log reader: where an expert reading
-the same lines disagrees with the label, the label rests on something the log does not show.
-This script prints that agreement next to triage's on the same rows, by the rater's confidence.
-The rows are dev rows (triage was shaped on them), so triage's figure here is not a blind one.
+Where readers of the same lines disagree with the label, the label rests on something the log
+does not show (or is wrong). The script prints each rater against the label, the raters against
+each other, and triage against all of them on the same rows. The rows are dev rows (triage was
+shaped on them), so triage's figure here is not a blind one.
 
     python bench/bench_agreement.py [--list]
 """
@@ -26,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_triage import line_hit, predict  # noqa: E402
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus"
+RATERS = CORPUS / "log-only-raters"
 
 
 def _rows(path: Path) -> dict[str, dict]:
@@ -33,50 +35,48 @@ def _rows(path: Path) -> dict[str, dict]:
         return {row["id"]: row for row in map(json.loads, filter(str.strip, f))}
 
 
+def _share(hits: int, total: int) -> str:
+    return f"{hits}/{total} = {hits / total:.1%}"
+
+
 def main(argv: list[str]) -> int:
     labelled = _rows(CORPUS / "excerpts.jsonl")
-    rater = _rows(CORPUS / "second-rater.jsonl")
-    missing = sorted(set(rater) - set(labelled))
-    if missing:
-        print(f"second-rater.jsonl names rows the corpus lacks: {', '.join(missing[:5])}", file=sys.stderr)
+    raters = {path.stem: _rows(path) for path in sorted(RATERS.glob("*.jsonl"))}
+    if not raters:
+        print(f"{RATERS}: no rater files", file=sys.stderr)
         return 2
-    n = len(rater)
-    rater_label = triage_label = triage_rater = rater_line = 0
-    by_confidence: dict[str, list[int]] = {}
-    disagreements: Counter[tuple[str, str]] = Counter()
-    listing = []
-    for row_id, second in rater.items():
-        row = labelled[row_id]
-        got, _via, got_line = predict(row)
-        agree = second["category"] == row["category"]
-        rater_label += agree
-        triage_label += got == row["category"]
-        triage_rater += got == second["category"]
-        rater_line += bool(line_hit(row["root_cause_line"], second["root_cause_line"]))
-        tally = by_confidence.setdefault(second["confidence"], [0, 0, 0])
-        tally[0] += agree
-        tally[1] += got == row["category"]
-        tally[2] += 1
-        if not agree:
-            disagreements[(row["category"], second["category"])] += 1
-            listing.append(f"  {row_id[:50]:50} label {row['category']:20} rater {second['category']:20} triage {got}")
-    print(f"{n} rows rated from the log alone (dev rows: triage was shaped on them)")
-    print(f"  second rater agrees with the label: {rater_label}/{n} = {rater_label / n:.1%}")
-    print(f"  triage agrees with the label:       {triage_label}/{n} = {triage_label / n:.1%}")
-    print(f"  triage agrees with the rater:       {triage_rater}/{n} = {triage_rater / n:.1%}")
-    print(f"  same root-cause line, rater and label: {rater_line}/{n}")
-    for level in ("high", "medium", "low"):
-        if level in by_confidence:
-            agree, hits, total = by_confidence[level]
-            print(
-                f"  rater's confidence {level:6}: {total:3} rows; "
-                f"rater = label {agree}/{total}, triage = label {hits}/{total}"
-            )
-    print("label -> second rater, where they differ:")
-    for (label, second), count in disagreements.most_common():
-        print(f"  {label:22} -> {second:22} x{count}")
+    ids = sorted(set.intersection(*(set(answers) for answers in raters.values())))
+    missing = sorted(set(ids) - set(labelled))
+    if missing:
+        print(f"{RATERS}: rows the corpus lacks: {', '.join(missing[:5])}", file=sys.stderr)
+        return 2
+    triage = {row_id: predict(labelled[row_id])[0] for row_id in ids}
+    n = len(ids)
+    print(f"{n} rows rated from the log alone by {len(raters)} raters (dev rows: triage was shaped on them)")
+    for name, answers in raters.items():
+        agree = sum(answers[i]["category"] == labelled[i]["category"] for i in ids)
+        lines = sum(bool(line_hit(labelled[i]["root_cause_line"], answers[i]["root_cause_line"])) for i in ids)
+        print(f"  {name} = label: {_share(agree, n)} (same root-cause line {lines}/{n})")
+    names = list(raters)
+    for k, first in enumerate(names):
+        for second in names[k + 1:]:
+            agree = sum(raters[first][i]["category"] == raters[second][i]["category"] for i in ids)
+            print(f"  {first} = {second}: {_share(agree, n)}")
+    print(f"  triage = label: {_share(sum(triage[i] == labelled[i]['category'] for i in ids), n)}")
+    for name, answers in raters.items():
+        print(f"  triage = {name}: {_share(sum(triage[i] == answers[i]['category'] for i in ids), n)}")
+
+    # rows where every rater reads the lines the same way and the label says otherwise
+    against = [i for i in ids if len({a[i]["category"] for a in raters.values()}) == 1
+               and next(iter(raters.values()))[i]["category"] != labelled[i]["category"]]
+    unanimous = sum(len({a[i]["category"] for a in raters.values()}) == 1 for i in ids)
+    print(f"  raters unanimous on {unanimous}/{n} rows; unanimous against the label on {len(against)}")
+    pairs = Counter((labelled[i]["category"], next(iter(raters.values()))[i]["category"]) for i in against)
+    for (label, read), count in pairs.most_common():
+        print(f"    label {label:22} raters {read:22} x{count}")
     if "--list" in argv:
-        print("\n".join(listing))
+        for i in against:
+            print(f"    {i[:50]:50} label {labelled[i]['category']:20} triage {triage[i]}")
     return 0
 
 

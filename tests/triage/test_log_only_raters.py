@@ -1,23 +1,30 @@
-"""corpus/second-rater.jsonl: a log-only second rating of corpus rows (bench/bench_agreement.py)."""
+"""corpus/log-only-raters/: log-only ratings of corpus rows (bench/bench_agreement.py)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import pytest
+
 from servepilot.categories import CATEGORIES
 
 CORPUS = Path(__file__).resolve().parents[2] / "corpus"
+RATER_FILES = sorted((CORPUS / "log-only-raters").glob("*.jsonl"))
 
 
-def _load(name: str) -> list[dict]:
-    text = (CORPUS / name).read_text(encoding="utf-8")
-    return [json.loads(raw) for raw in text.splitlines() if raw.strip()]
+def _load(path: Path) -> list[dict]:
+    return [json.loads(raw) for raw in path.read_text(encoding="utf-8").splitlines() if raw.strip()]
 
 
-def test_every_second_rating_names_a_corpus_row_a_category_and_one_of_its_lines():
-    excerpts = {row["id"]: row for row in _load("excerpts.jsonl")}
-    ratings = _load("second-rater.jsonl")
+def test_there_are_raters_to_compare():
+    assert len(RATER_FILES) >= 2
+
+
+@pytest.mark.parametrize("path", RATER_FILES, ids=lambda p: p.stem)
+def test_every_rating_names_a_corpus_row_a_category_and_one_of_its_lines(path):
+    excerpts = {row["id"]: row for row in _load(CORPUS / "excerpts.jsonl")}
+    ratings = _load(path)
     assert len(ratings) >= 100
     assert len({r["id"] for r in ratings}) == len(ratings), "a row rated twice"
     for rating in ratings:
