@@ -354,6 +354,11 @@ def quantization_for(model: str) -> dict | None:
         return {"quant_method": "compressed-tensors", "ignore": ["lm_head"], "config_groups": {"group_0": {
             "targets": ["Linear"], "weights": {"num_bits": 8, "type": "int"},
             "input_activations": {"num_bits": 8, "type": "int"}}}}
+    if "w8a16" in name:
+        # Neural Magic's "quantized.w8a16" checkpoints: INT8 weights, one scale per output
+        # channel, 16-bit activations (their model cards: symmetric per-channel weights)
+        return {"quant_method": "compressed-tensors", "ignore": ["lm_head"], "config_groups": {"group_0": {
+            "targets": ["Linear"], "weights": {"num_bits": 8, "type": "int", "strategy": "channel"}}}}
     if "w4a16" in name:
         return {"quant_method": "compressed-tensors", "ignore": ["lm_head"], "config_groups": {"group_0": {
             "targets": ["Linear"], "weights": {"num_bits": 4, "type": "int", "group_size": 128}}}}

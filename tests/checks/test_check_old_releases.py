@@ -177,3 +177,32 @@ def test_check_names_the_retirement_and_offers_the_last_releases(tmp_path):
     assert f.remedies[0].args == {"upgrade": {"package": "vllm", "specifier": "<0.25.0"}}
     older = deployment(baichuan, cc=(9, 0), n=1, version="0.24.0", memory=80 * GIB)
     assert "SP-ARCH-001" not in codes(run_checks(older))
+
+
+@pytest.mark.parametrize("version, unknown", [("0.5.3", True), ("0.9.2", True), ("0.10.0", False)])
+def test_attention_of_an_unread_release_is_unknown_not_a_pass(tmp_path, version, unknown):
+    # before 0.10.0 the backend rules are 0.10.0's: without any error, the verdict cannot be pass
+    path = llama_like(tmp_path / "m")
+    result = run_checks(deployment(path, cc=(9, 0), n=1, version=version, memory=80 * GIB))
+    facts = [u.fact for u in result.unknowns]
+    assert ("attention backend" in facts) is unknown
+    assert (result.verdict == "unknown") is unknown
+
+
+W8A16 = {"quant_method": "compressed-tensors", "ignore": ["lm_head"], "config_groups": {"group_0": {
+    "targets": ["Linear"], "weights": {"num_bits": 8, "type": "int", "strategy": "channel"}}}}
+
+
+@pytest.mark.parametrize("version, refused", [("0.5.5", True), ("0.6.3", False), ("0.6.6", False)])
+def test_compressed_tensors_w8a16_ran_on_marlin_alone_before_06(tmp_path, version, refused):
+    # Qwen2-72B's MLP: 29568 / TP 4 = 7392 rows into the down projection, 7392 % 128 = 96;
+    # the merged gate/up output 2 x 7392 = 14784 divides by 64, so min_thread_k is what fails.
+    # 0.6.6 picks among kernels (not claimed); 0.6.0-0.6.5 were not read (no claim either).
+    path = llama_like(tmp_path / "m", heads=64, quant=W8A16, intermediate=29568)
+    result = run_checks(deployment(path, cc=(8, 0), n=4, version=version, memory=80 * GIB))
+    found = [f for f in result.findings if f.code == "SP-QUANT-004"]
+    assert bool(found) is refused
+    if found:
+        assert found[0].detail.startswith("Weight input_size_per_partition = 7392 is not divisible by "
+                                          "min_thread_k = 128")
+        assert found[0].category == "tp_divisibility" and found[0].severity == "error"

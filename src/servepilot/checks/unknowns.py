@@ -141,7 +141,7 @@ def unknowns_of(dep, ctx) -> list[Unknown]:
     arch = _arch_unknown(dep, ctx)
     if arch is not None:
         out.append(arch)
-    attention = _sglang_attention_unknown(dep, ctx)
+    attention = _sglang_attention_unknown(dep, ctx) or _vllm_attention_unknown(dep, ctx)
     if attention is not None:
         out.append(attention)
     for note in ctx.notes:
@@ -244,6 +244,29 @@ def _sglang_attention_unknown(dep, ctx) -> Unknown | None:
         f"which attention backend SGLang {version} picks, and which it refuses on compute "
         f"capability {res.gpu_cc[0]}.{res.gpu_cc[1]} (servepilot read SGLang {span})",
         f"--engine-version of a SGLang release servepilot has read ({span})",
+    )
+
+
+def _vllm_attention_unknown(dep, ctx) -> Unknown | None:
+    """A vLLM release outside the ones whose CUDA attention selection was read: the backend
+    rules of the nearest read release were applied, and a pass on them would be a guess (the
+    V0 engine of 0.5-0.9 chooses by other rules, and a later release may refuse more)."""
+    from servepilot.engines import knowledge as kb
+
+    res = ctx.resolution
+    version = dep.engine_version
+    if dep.engine != "vllm" or dep.cluster.platform != "cuda" or not version:
+        return None
+    if getattr(res, "gpu_cc", None) is None or kb.is_known_version("vllm", version):
+        return None
+    oldest, newest = kb.known_range("vllm")
+    cc = res.gpu_cc
+    return Unknown(
+        "attention backend",
+        f"which attention backend vLLM {version} picks, and which it refuses on compute "
+        f"capability {cc[0]}.{cc[1]} (servepilot read vLLM {oldest} to {newest}; the nearest "
+        "release's rules were applied)",
+        f"--engine-version of a vLLM release servepilot has read ({oldest} to {newest})",
     )
 
 

@@ -136,3 +136,9 @@ def known_config_types(version: str) -> frozenset:
 def fp8_block_moe(version: str):
     """The whole-FP8-blocks-per-rank check of the MoE layers in `version`, as a row, or None."""
     return kb.row_for(kb.load_file("vllm", "quantization").fp8_block_moe, version)
+
+
+def ct_wna16_kernel(version: str):
+    """How `version` runs a compressed-tensors W4A16/W8A16 layer (marlin_only / chooser), as a
+    row, or None where the release was not read."""
+    return kb.row_for(kb.load_file("vllm", "quantization").ct_wna16_kernel, version)

@@ -70,5 +70,6 @@ SCHEMA = {
         "speed": Rows(("fp4_over_bf16", "fp8_over_bf16")),
         "fp8_block_moe": Rows(("message",)),
         "bnb_prequant_tp": Rows(("message",)),
+        "ct_wna16_kernel": Rows(("value",)),
     },
 }
