@@ -140,7 +140,7 @@ def run_checks(dep, measured: dict | None = None) -> CheckResult:
         memory_plan=ctx.plan,
         unknowns=unknowns,
         model_summary=_summary(dep.spec),
-        unchecked=tuple(unchecked_of(dep)),
+        unchecked=tuple(unchecked_of(dep, resolution)),
     )
 
 

@@ -16,7 +16,7 @@ from servepilot.checks.unknowns import Unknown
 _START = "a start of the engine on these GPUs (`servepilot launch`); `servepilot triage` reads a failed start's log"
 
 
-def unchecked_of(dep) -> list[Unknown]:
+def unchecked_of(dep, resolution=None) -> list[Unknown]:
     launch = dep.launch
     ranks = sizes.tp(launch) * sizes.pp(launch) * sizes.dp(launch)
     out: list[Unknown] = []
@@ -35,6 +35,17 @@ def unchecked_of(dep) -> list[Unknown]:
             "gloo sockets between nodes); this host sees only its own GPUs",
             "`servepilot preflight` over the nodes (their addresses, interfaces, GPUs and versions "
             "against the plan), then a start across them",
+        ))
+    decides = (getattr(resolution, "extra", None) or {}).get("environment_decides")
+    if decides:
+        # SP-ATTN-005 names both outcomes; the one that happens is settled by the host's network
+        instead = decides.get("without_cubins") or "no valid backend"
+        out.append(Unknown(
+            "attention kernels on this host",
+            f"{decides['backend']} runs the model's attention sinks only with FlashInfer's TRTLLM cubins, "
+            f"downloaded from NVIDIA's artifactory when the engine starts (or installed with "
+            f"flashinfer-cubin); without them the engine takes {instead}",
+            "`check --ask-engine` on the serving host, or a start of the engine there",
         ))
     return out
 
