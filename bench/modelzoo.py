@@ -51,6 +51,7 @@ def qwen3_moe(layers, hidden, heads, kv, experts, topk, moe_inter, maxpos=40960)
 def gemma2(layers, hidden, heads, kv, inter, head_dim) -> dict:
     return dense(layers, hidden, heads, kv, inter, 256000, 8192, tie=True, head_dim=head_dim, model_type="gemma2",
                  arch="Gemma2ForCausalLM", sliding_window=4096, final_logit_softcapping=30.0,
+                 attn_logit_softcapping=50.0,  # google/gemma-2-{2b,9b,27b} config.json
                  layer_types=["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(layers)])
 
 
@@ -357,8 +358,9 @@ def quantization_for(model: str) -> dict | None:
     if "w8a16" in name:
         # Neural Magic's "quantized.w8a16" checkpoints: INT8 weights, one scale per output
         # channel, 16-bit activations (their model cards: symmetric per-channel weights)
-        return {"quant_method": "compressed-tensors", "ignore": ["lm_head"], "config_groups": {"group_0": {
-            "targets": ["Linear"], "weights": {"num_bits": 8, "type": "int", "strategy": "channel"}}}}
+        weights = {"num_bits": 8, "type": "int", "strategy": "channel"}
+        return {"quant_method": "compressed-tensors", "ignore": ["lm_head"],
+                "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights}}}
     if "w4a16" in name:
         return {"quant_method": "compressed-tensors", "ignore": ["lm_head"], "config_groups": {"group_0": {
             "targets": ["Linear"], "weights": {"num_bits": 4, "type": "int", "group_size": 128}}}}

@@ -203,6 +203,6 @@ def test_compressed_tensors_w8a16_ran_on_marlin_alone_before_06(tmp_path, versio
     found = [f for f in result.findings if f.code == "SP-QUANT-004"]
     assert bool(found) is refused
     if found:
-        assert found[0].detail.startswith("Weight input_size_per_partition = 7392 is not divisible by "
-                                          "min_thread_k = 128")
+        assert found[0].detail.startswith(
+            "Weight input_size_per_partition = 7392 is not divisible by min_thread_k = 128")
         assert found[0].category == "tp_divisibility" and found[0].severity == "error"

@@ -131,14 +131,16 @@ def test_sinks_on_sm100_say_the_host_decides_and_the_offline_answer(root, capsys
     assert not [f for f in json.loads(capsys.readouterr().out)["findings"] if f["code"] == "SP-ATTN-005"]
 
 
-@pytest.mark.parametrize("version, host_decides", [("0.11.0", False), ("0.13.0", True), ("0.18.0", True)])
+@pytest.mark.parametrize("version, host_decides",
+                         [("0.11.0", False), ("0.13.0", True), ("0.18.0", True)])
 def test_sinks_on_sm100_leave_the_cubins_unchecked_from_012(version, host_decides, root, capsys):
     # 0.12-0.15 already ask supports_trtllm_attention() (SM100 and the artifactory) in
     # FlashInfer's supports_sink; 0.10-0.11 select FlashInfer on SM100 without asking
     from servepilot.cli.main import main
 
     model = str(root / "gptoss-sinks")
-    main(["check", "--json", "--gpu", "b200", "--engine-version", version, "--", "vllm", "serve", model])
+    main(["check", "--json", "--gpu", "b200", "--engine-version", version, "--",
+          "vllm", "serve", model])
     data = json.loads(capsys.readouterr().out)
     assert bool([f for f in data["findings"] if f["code"] == "SP-ATTN-005"]) is host_decides
     facts = [u["fact"] for u in data["unchecked"]]

@@ -42,9 +42,9 @@ def unchecked_of(dep, resolution=None) -> list[Unknown]:
         instead = decides.get("without_cubins") or "no valid backend"
         out.append(Unknown(
             "attention kernels on this host",
-            f"{decides['backend']} runs the model's attention sinks only with FlashInfer's TRTLLM cubins, "
-            f"downloaded from NVIDIA's artifactory when the engine starts (or installed with "
-            f"flashinfer-cubin); without them the engine takes {instead}",
+            f"{decides['backend']} runs the model's attention sinks only with FlashInfer's "
+            "TRTLLM cubins, downloaded from NVIDIA's artifactory when the engine starts (or "
+            f"installed with flashinfer-cubin); without them the engine takes {instead}",
             "`check --ask-engine` on the serving host, or a start of the engine there",
         ))
     return out

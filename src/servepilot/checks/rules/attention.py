@@ -132,8 +132,8 @@ def soft_cap_backend(dep, ctx) -> list[Finding]:
     cfg = spec.text_config or spec.config or {}
     cap = next((cfg.get(k) for k in ("attn_logit_softcapping", "final_logit_softcapping") if cfg.get(k)), None)
     row = ctx.resolution.release.logits_soft_cap
-    if cap is None or row is None:
-        return []
+    if cap is None or row is None or row.get("fa3_without_softcap"):
+        return []  # the FA3 build of 0.10.1-0.16 is SP-ATTN-009's
     env_backend = str((dep.launch.shell.env or {}).get("VLLM_ATTENTION_BACKEND", "")).upper()
     if env_backend == row.needs_backend:
         return []
@@ -156,6 +156,69 @@ def soft_cap_backend(dep, ctx) -> list[Finding]:
                      Remedy("upgrade", "pip install 'vllm>=0.10.0'", "newer releases select a soft-capping backend "
                                                                      "themselves",
                             {"upgrade": {"package": "vllm", "specifier": ">=0.10.0"}})))]
+
+
+@rule(
+    "SP-ATTN-009", "attention_backend",
+    "FlashAttention 3 built without soft-capping (vLLM 0.10.1-0.16 on Hopper)",
+    facts=("On compute capability 9.x vLLM's FLASH_ATTN backend runs FlashAttention 3.",
+           "The vllm-flash-attn FA3 module pinned by vLLM 0.10.1-0.16.x is compiled with "
+           "FLASHATTENTION_DISABLE_SOFTCAP: a model with attention soft-capping (Gemma 2) is "
+           "selected normally and its first forward pass raises 'This flash attention build "
+           "does not support tanh softcapping.'",
+           "FlashAttention 2 (VLLM_FLASH_ATTN_VERSION=2) or FlashInfer applies the cap; 0.18.0's "
+           "pin builds FA3 with it."),
+    sources=(KNOWLEDGE, "https://github.com/vllm-project/flash-attention "
+                        "(CMakeLists.txt at the pinned commits)"),
+    engines=("vllm",),
+)
+def fa3_without_soft_cap(dep, ctx) -> list[Finding]:
+    res = ctx.resolution
+    row = res.release.logits_soft_cap
+    spec = dep.spec
+    if row is None or not row.get("fa3_without_softcap") or spec is None or res.gpu_cc is None:
+        return []
+    cap = (spec.text_config or spec.config or {}).get("attn_logit_softcapping")
+    hopper_fa = res.attention_backend == "FLASH_ATTN" and res.gpu_cc[0] == 9
+    if not cap or not hopper_fa or _fa_version_forced(dep):
+        return []
+    return [Finding(
+        "SP-ATTN-009", "attention_backend", "error",
+        f"FlashAttention 3 here is built without soft-capping ({cap})",
+        f"vLLM {res.engine_version} runs FLASH_ATTN as FlashAttention 3 on compute capability "
+        f"{res.gpu_cc[0]}.{res.gpu_cc[1]}, and the FA3 build it ships leaves soft-capping out. "
+        f"The model caps attention logits at {cap}; the first forward pass (profiling or "
+        f"CUDA-graph capture) will raise: {row['message']}",
+        (Evidence(f"attn_logit_softcapping {cap}", f"{spec.path}/config.json"),
+         Evidence("vllm-flash-attn FA3 compiled with FLASHATTENTION_DISABLE_SOFTCAP", row.source)),
+        (Remedy("env", "VLLM_FLASH_ATTN_VERSION=2",
+                "FlashAttention 2 on Hopper: slower than FA3, applies the cap",
+                {"env": {"set": {"VLLM_FLASH_ATTN_VERSION": "2"}, "unset": []}}),
+         _flashinfer_remedy(res),
+         Remedy("upgrade", "pip install 'vllm>=0.18.0'",
+                "a release whose FA3 build applies soft-capping",
+                {"upgrade": {"package": "vllm", "specifier": ">=0.18.0"}})),
+    )]
+
+
+def _flashinfer_remedy(res) -> Remedy:
+    """FlashInfer, forced the way the release reads it (the variable before --attention-backend)."""
+    forcing = res.release.backend_forcing
+    if forcing is None or forcing.flag is None:
+        return Remedy("env", "VLLM_ATTENTION_BACKEND=FLASHINFER", "needs flashinfer installed",
+                      {"env": {"set": {"VLLM_ATTENTION_BACKEND": "FLASHINFER"}, "unset": []}})
+    return Remedy("flag", "--attention-backend FLASHINFER", "needs flashinfer installed",
+                  {"set": {"attention_backend": "FLASHINFER"}, "unset": []})
+
+
+def _fa_version_forced(dep) -> bool:
+    """FlashAttention 2 asked for: VLLM_FLASH_ATTN_VERSION=2, or attention_config's
+    flash_attn_version."""
+    env = dep.launch.shell.env or {}
+    if str(env.get("VLLM_FLASH_ATTN_VERSION", "")).strip() == "2":
+        return True
+    config = dep.launch.get("attention_config")
+    return isinstance(config, dict) and str(config.get("flash_attn_version")) == "2"
 
 
 @rule(

@@ -116,17 +116,21 @@ MARLIN_MIN_THREAD_K = 128  # GPTQ_MARLIN_MIN_THREAD_K: input rows per partition
 
 
 @rule(
-    "SP-QUANT-004", "tp_divisibility", "Marlin kernels cannot split these layers over this many GPUs",
-    facts=("Marlin needs every partition's output size divisible by 64 and input size by 128 and by the group size: "
-           "'Weight input_size_per_partition = N is not divisible by group_size = G. Consider reducing "
-           "tensor_parallel_size'.",
-           "The MLP (and expert) intermediate size is split by tensor parallel: the merged gate/up projection's "
-           "output (2 x intermediate_size / tp) and the down projection's input (intermediate_size / tp) must "
-           "meet them.",
-           "GPTQ and AWQ checkpoints run on Marlin when the GPU allows it; compressed-tensors W4A16/W8A16 ran on "
-           "Marlin alone before vLLM 0.6 (later releases choose among several kernels, not modelled here)."),
-    sources=("vllm/model_executor/layers/quantization/utils/marlin_utils.py@v0.16.0 (verify_marlin_supports_shape)",
-             "vllm/model_executor/layers/quantization/compressed_tensors/schemes/compressed_tensors_wNa16.py@v0.5.5",
+    "SP-QUANT-004", "tp_divisibility",
+    "Marlin kernels cannot split these layers over this many GPUs",
+    facts=("Marlin needs every partition's output size divisible by 64 and input size by 128 and "
+           "by the group size: 'Weight input_size_per_partition = N is not divisible by "
+           "group_size = G. Consider reducing tensor_parallel_size'.",
+           "The MLP (and expert) intermediate size is split by tensor parallel: the merged "
+           "gate/up projection's output (2 x intermediate_size / tp) and the down projection's "
+           "input (intermediate_size / tp) must meet them.",
+           "GPTQ and AWQ checkpoints run on Marlin when the GPU allows it; compressed-tensors "
+           "W4A16/W8A16 ran on Marlin alone before vLLM 0.6 (later releases choose among "
+           "several kernels, not modelled here)."),
+    sources=("vllm/model_executor/layers/quantization/utils/marlin_utils.py@v0.16.0 "
+             "(verify_marlin_supports_shape)",
+             "vllm/model_executor/layers/quantization/compressed_tensors/schemes/"
+             "compressed_tensors_wNa16.py@v0.5.5",
              KNOWLEDGE),
     engines=("vllm",),
 )
@@ -140,54 +144,65 @@ def marlin_shape(dep, ctx) -> list[Finding]:
     # without group_size, is channel-wise: one scale per output column, no group to divide by
     default = 0 if q.method == "compressed-tensors" else 128
     group = max(spec.quant.group_size or default, 0)
+    expert = spec.moe.expert_intermediate_size if spec.moe else None
     problems = []
     # (name, size, output factor): the dense MLP's gate and up projections are one merged layer
     # whose partition output is their sum (create_weights: sum(output_partition_sizes))
-    layers = (("intermediate_size", spec.intermediate_size, 2),
-              ("moe_intermediate_size", spec.moe.expert_intermediate_size if spec.moe else None, 1))
-    for name, size, out_factor in layers:
+    for name, size, out_factor in (("intermediate_size", spec.intermediate_size, 2),
+                                   ("moe_intermediate_size", expert, 1)):
         if not size or tp <= 1:
             continue
         part = size // tp
+        where = f"({name} {size} / tp {tp})"
         if size % tp:
             problems.append(f"{name} {size} does not divide by tensor parallel size {tp}")
         elif (out_factor * part) % MARLIN_MIN_THREAD_N:
-            problems.append(f"Weight output_size_per_partition = {out_factor * part} is not divisible by "
-                            f"min_thread_n = {MARLIN_MIN_THREAD_N} ({name} {size} / tp {tp})")
+            problems.append(f"Weight output_size_per_partition = {out_factor * part} is not "
+                            f"divisible by min_thread_n = {MARLIN_MIN_THREAD_N} {where}")
         elif part % MARLIN_MIN_THREAD_K:
-            problems.append(f"Weight input_size_per_partition = {part} is not divisible by min_thread_k = "
-                            f"{MARLIN_MIN_THREAD_K} ({name} {size} / tp {tp})")
+            problems.append(f"Weight input_size_per_partition = {part} is not divisible by "
+                            f"min_thread_k = {MARLIN_MIN_THREAD_K} {where}")
         elif 0 < group < size and part % group:
-            problems.append(f"Weight input_size_per_partition = {part} is not divisible by group_size = {group} "
-                            f"({name} {size} / tp {tp})")
+            problems.append(f"Weight input_size_per_partition = {part} is not divisible by "
+                            f"group_size = {group} {where}")
     if not problems:
         return []
-    good = [
-        d
-        for d in range(tp - 1, 0, -1)
-        if all(
-            not s or (s % d == 0 and (s // d) % MARLIN_MIN_THREAD_K == 0 and (not group or (s // d) % group == 0))
-            for s in (spec.intermediate_size, spec.moe.expert_intermediate_size if spec.moe else None)
-        )
-    ]
-    remedies = [Remedy("flag", f"--tensor-parallel-size {good[0]}", "fewer GPUs per replica",
-                       {"set": {"tensor_parallel_size": good[0]}, "unset": []})] if good else []
-    if q.method != "compressed-tensors":  # gptq / awq have non-Marlin kernels to fall back to
-        remedies.append(Remedy("flag", f"--quantization {q.method.removesuffix('_marlin')}",
-                               "the non-Marlin kernels have no such limit but are slower",
-                               {"set": {"quantization": q.method.removesuffix("_marlin")}, "unset": []}))
+    return [Finding("SP-QUANT-004", "tp_divisibility", "error",
+                    f"{q.method} cannot split the MLP over {tp} GPUs", "\n".join(problems),
+                    tuple(_marlin_evidence(dep, q.method)),
+                    tuple(_marlin_remedies(spec, q.method, tp, group, expert)))]
+
+
+def _marlin_remedies(spec, method: str, tp: int, group: int, expert) -> list[Remedy]:
+    def fits(d: int) -> bool:
+        return all(not s or (s % d == 0 and (s // d) % MARLIN_MIN_THREAD_K == 0
+                             and (not group or (s // d) % group == 0))
+                   for s in (spec.intermediate_size, expert))
+
+    good = [d for d in range(tp - 1, 0, -1) if fits(d)]
+    out = [Remedy("flag", f"--tensor-parallel-size {good[0]}", "fewer GPUs per replica",
+                  {"set": {"tensor_parallel_size": good[0]}, "unset": []})] if good else []
+    if method != "compressed-tensors":  # gptq / awq have non-Marlin kernels to fall back to
+        plain = method.removesuffix("_marlin")
+        out.append(Remedy("flag", f"--quantization {plain}",
+                          "the non-Marlin kernels have no such limit but are slower",
+                          {"set": {"quantization": plain}, "unset": []}))
     else:
-        remedies.append(Remedy("upgrade", "pip install 'vllm>=0.6.6'",
-                               "a release that picks another kernel when Marlin cannot tile the layer",
-                               {"upgrade": {"package": "vllm", "specifier": ">=0.6.6"}}))
-    evidence = [Evidence(f"group_size = {spec.quant.group_size}", f"{spec.path}/config.json"),
-                Evidence("Marlin min_thread_n 64, min_thread_k 128",
-                         "vllm/model_executor/layers/quantization/utils/marlin_utils.py@v0.16.0")]
-    if q.method == "compressed-tensors":
-        evidence.append(Evidence(f"compressed-tensors {spec.quant.quant_algo} runs on Marlin only in vLLM "
-                                 f"{dep.engine_version}", _wna16_row(dep).source))
-    return [Finding("SP-QUANT-004", "tp_divisibility", "error", f"{q.method} cannot split the MLP over {tp} GPUs",
-                    "\n".join(problems), tuple(evidence), tuple(remedies))]
+        out.append(Remedy("upgrade", "pip install 'vllm>=0.6.6'",
+                          "a release that picks another kernel when Marlin cannot tile the layer",
+                          {"upgrade": {"package": "vllm", "specifier": ">=0.6.6"}}))
+    return out
+
+
+def _marlin_evidence(dep, method: str) -> list[Evidence]:
+    spec = dep.spec
+    out = [Evidence(f"group_size = {spec.quant.group_size}", f"{spec.path}/config.json"),
+           Evidence("Marlin min_thread_n 64, min_thread_k 128",
+                    "vllm/model_executor/layers/quantization/utils/marlin_utils.py@v0.16.0")]
+    if method == "compressed-tensors":
+        out.append(Evidence(f"compressed-tensors {spec.quant.quant_algo} runs on Marlin only in "
+                            f"vLLM {dep.engine_version}", _wna16_row(dep).source))
+    return out
 
 
 def _wna16_row(dep):
@@ -201,7 +216,8 @@ def _runs_on_marlin(dep, method: str) -> bool:
     release has no other kernel for it."""
     if method in ("gptq_marlin", "awq_marlin"):
         return True
-    if method != "compressed-tensors" or (dep.spec.quant.quant_algo or "") not in ("W4A16", "W8A16"):
+    scheme = dep.spec.quant.quant_algo or ""
+    if method != "compressed-tensors" or scheme not in ("W4A16", "W8A16"):
         return False
     row = _wna16_row(dep)
     return row is not None and row.value == "marlin_only"

@@ -23,7 +23,7 @@ SCHEMA = {
                                "sparse", "dtypes", "fp8_e4m3_min_cc", "fp8_min_cc", "fp8_kv_families", "head_size_rule",
                                "head_sizes", "impl_rejects_fp8", "sink_families", "sinks_need_trtllm_cubins",
                                "fp8_kv_values", "impl_rejects_sliding_window")),
-        "logits_soft_cap": Rows(("message", "needs_backend", "fa2_min_cc")),
+        "logits_soft_cap": Rows(("message", "needs_backend", "fa2_min_cc", "fa3_without_softcap")),
         "flashinfer_v0_profile_fa2": Rows(("message", "fa2_min_cc")),
         "flashinfer_cubin_dependency": Rows(("wheel_requires_flashinfer_cubin",)),
         "known_differences": Rows(("aspect", "when", "reason")),
