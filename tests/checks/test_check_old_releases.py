@@ -206,3 +206,12 @@ def test_compressed_tensors_w8a16_ran_on_marlin_alone_before_06(tmp_path, versio
         assert found[0].detail.startswith(
             "Weight input_size_per_partition = 7392 is not divisible by min_thread_k = 128")
         assert found[0].category == "tp_divisibility" and found[0].severity == "error"
+
+
+@pytest.mark.parametrize("version, status", [("0.8.3", "error"), ("0.8.4", None)])
+def test_qwen3_is_registered_from_084(tmp_path, version, status):
+    # registry.py@v0.8.4 lists Qwen3ForCausalLM; @v0.8.3 does not
+    path = llama_like(tmp_path / "m", arch="Qwen3ForCausalLM", model_type="qwen3")
+    result = run_checks(deployment(path, cc=(8, 0), n=1, version=version, memory=80 * GIB))
+    found = [f for f in result.findings if f.code == "SP-ARCH-001"]
+    assert (found[0].severity if found else None) == status
