@@ -220,6 +220,58 @@ def max_model_len(dep, ctx) -> list[Finding]:
 
 
 @rule(
+    "SP-LEN-003", "max_model_len", "Per-step token budget below max_model_len without chunked prefill",
+    facts=("With chunked prefill off a prompt must fit one scheduler step, so vLLM's SchedulerConfig "
+           "refuses --max-num-batched-tokens below max_model_len: 'max_num_batched_tokens (N) is "
+           "smaller than max_model_len (M)'.",
+           "max_model_len is --max-model-len, else the one vLLM derives from config.json."),
+    sources=("servepilot/engines/vllm/knowledge/engine.yaml (scheduler_budget_below_len)",
+             "vllm/config/scheduler.py@v0.19.0 (verify_max_model_len)"),
+    engines=("vllm",), platforms=ANY_PLATFORM,
+)
+def budget_below_max_model_len(dep, ctx) -> list[Finding]:
+    from servepilot.engines import knowledge as kb
+
+    spec = dep.spec
+    version = dep.engine_version
+    if spec is None or version is None or dep.launch.get("enable_chunked_prefill") is not False:
+        return []  # chunked prefill on, or left to the engine's default: prompts are split
+    row = kb.row_for(kb.load_file("vllm", "engine").scheduler_budget_below_len, version)
+    budget = _int_or_none(dep.launch.get("max_num_batched_tokens"))
+    if row is None or budget is None:
+        return []
+    given = _int_or_none(dep.launch.get("max_model_len"))
+    length, how = (given, "--max-model-len") if given else derived_max_len(spec)
+    if length is None or budget >= length:
+        return []
+    return [Finding(
+        "SP-LEN-003", "max_model_len", "error",
+        f"--max-num-batched-tokens {budget:,} is below max_model_len {length:,}",
+        f"Chunked prefill is off, so every prompt must fit one step of {budget:,} tokens, and "
+        f"max_model_len is {length:,} ({how}). vLLM {version} will raise: "
+        + row.message.format(budget=budget, length=length),
+        (Evidence("--no-enable-chunked-prefill, --max-num-batched-tokens "
+                  f"{budget}", "command line"),
+         Evidence(f"max_model_len {length:,} ({how})", f"{spec.path}/config.json"),
+         Evidence("SchedulerConfig: budget >= max_model_len without chunked prefill", row.source)),
+        (Remedy("flag", f"--max-num-batched-tokens {length}",
+                "larger prefill steps: more activation memory in profiling, less KV cache",
+                {"set": {"max_num_batched_tokens": length}, "unset": []}),
+         Remedy("flag", f"--max-model-len {budget}", f"requests longer than {budget:,} tokens are refused",
+                {"set": {"max_model_len": budget}, "unset": []}),
+         Remedy("flag", "--enable-chunked-prefill", "long prompts are prefilled over several steps",
+                {"set": {"enable_chunked_prefill": True}, "unset": []})),
+    )]
+
+
+def _int_or_none(value) -> int | None:
+    try:
+        return int(value) if value not in (None, "auto", -1) else None
+    except (TypeError, ValueError):
+        return None
+
+
+@rule(
     "SP-TMPL-001", "tokenizer_template", "No chat template: chat requests will fail",
     facts=("Since transformers 4.44 a tokenizer without chat_template has no default; the server starts but "
            "/v1/chat/completions answers with an error ('you must provide a chat template').",

@@ -40,6 +40,7 @@ SCHEMA = {
         "newest_known": VALUE,
         "read_releases": VALUE,
         "hf_overrides": Rows(("flag", "replaces_whole_dict")),
+        "scheduler_budget_below_len": Rows(("message",)),
     },
     "gpu_flags": {
         "flags": Rows(("message", "option", "requires", "value")),
