@@ -30,6 +30,7 @@ SCHEMA = {
     },
     "builds": {
         "wheels": Rows(("archs", "cuda", "reported_missing", "reported_source")),
+        "fp4_kernel_targets": Rows(("exact", "wheel_cuda")),
     },
     "config_types": {
         "vllm_configs": Rows(("model_types",)),
