@@ -45,7 +45,8 @@ def qwen3(layers, hidden, heads, kv, inter, maxpos=40960, **kw) -> dict:
 def qwen3_moe(layers, hidden, heads, kv, experts, topk, moe_inter, maxpos=40960) -> dict:
     return dense(layers, hidden, heads, kv, 6144, 151936, maxpos, head_dim=128, model_type="qwen3_moe",
                  arch="Qwen3MoeForCausalLM", num_experts=experts, num_experts_per_tok=topk,
-                 moe_intermediate_size=moe_inter, decoder_sparse_step=1)
+                 moe_intermediate_size=moe_inter, decoder_sparse_step=1,
+                 norm_topk_prob=True)  # Qwen/Qwen3-30B-A3B and -235B-A22B config.json
 
 
 def gemma2(layers, hidden, heads, kv, inter, head_dim) -> dict:

@@ -23,7 +23,8 @@ _SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 #      quantized linear layers check their kernel shapes (SP-QUANT-00x); weights are allocated
 #      layer by layer after the first attention layer is built, so an attention error comes
 #      before a weights OOM;
-#   6. weight loading and KV profiling (SP-MEM-001 weights; SP-ATTN-008, the V0 FlashInfer
+#   6. weight loading and KV profiling (SP-MEM-001 weights; SP-MOE, the expert weights re-laid
+#      for the MoE kernel once loaded (process_weights_after_loading); SP-ATTN-008, the V0 FlashInfer
 #      backend's profiling pass through FlashAttention-2; SP-MEM-003 no KV budget left, then
 #      SP-MEM-002 one max_model_len request larger than the KV cache: check_enough_kv_cache_memory);
 #   7. binding the API port (SP-PORT), then serving (SP-TMPL: the first chat request).
@@ -35,7 +36,7 @@ _STAGES = ("SP-ARGS", "SP-KV-001", "SP-CODE", "SP-ARCH", "SP-ROCM-001",
            "SP-CODE-003", "SP-GPU",
            "SP-CUDA", "SP-ROCM-004", "SP-DTYPE", "SP-SHM", "SP-NCCL", "SP-ATTN",
            "SP-ROCM-002", "SP-ROCM-003", "SP-QUANT",
-           "SP-CKPT", "SP-MEM-001", "SP-ATTN-008", "SP-MEM-003",
+           "SP-CKPT", "SP-MEM-001", "SP-MOE", "SP-ATTN-008", "SP-MEM-003",
            "SP-MEM-002", "SP-MEM", "SP-PORT", "SP-TMPL")
 _REVIEW_NOTES = ("SP-CODE-002",)
 

@@ -73,5 +73,6 @@ SCHEMA = {
         "fp8_block_moe": Rows(("message",)),
         "bnb_prequant_tp": Rows(("message",)),
         "ct_wna16_kernel": Rows(("value",)),
+        "unquantized_moe_trtllm_block": Rows(("block_k",)),
     },
 }
