@@ -21,7 +21,7 @@ KNOWLEDGE = "servepilot/engines/vllm/knowledge/builds.yaml"
     engines=("vllm",),
 )
 def fp4_kernels_for_gpu(dep, ctx) -> list[Finding]:
-    from servepilot.engines import knowledge as kb
+    from servepilot.engines.vllm.release import fp4_kernel_targets
 
     res = ctx.resolution
     spec = dep.spec
@@ -29,7 +29,7 @@ def fp4_kernels_for_gpu(dep, ctx) -> list[Finding]:
         return []  # an installed build was probed (SP-CUDA-001), or nothing to compare
     if spec is None or spec.quant is None or not _w4a4_nvfp4(spec.quant):
         return []
-    row = kb.row_for(kb.load_file("vllm", "builds").fp4_kernel_targets, dep.engine_version)
+    row = fp4_kernel_targets(dep.engine_version)
     cc = res.gpu_cc
     cc_str = f"{cc[0]}.{cc[1]}"
     if row is None or cc[0] < 10 or cc_str in row.exact:

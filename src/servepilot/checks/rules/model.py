@@ -230,13 +230,13 @@ def max_model_len(dep, ctx) -> list[Finding]:
     engines=("vllm",), platforms=ANY_PLATFORM,
 )
 def budget_below_max_model_len(dep, ctx) -> list[Finding]:
-    from servepilot.engines import knowledge as kb
+    from servepilot.engines.vllm.release import scheduler_budget_below_len
 
     spec = dep.spec
     version = dep.engine_version
     if spec is None or version is None or dep.launch.get("enable_chunked_prefill") is not False:
         return []  # chunked prefill on, or left to the engine's default: prompts are split
-    row = kb.row_for(kb.load_file("vllm", "engine").scheduler_budget_below_len, version)
+    row = scheduler_budget_below_len(version)
     budget = _int_or_none(dep.launch.get("max_num_batched_tokens"))
     if row is None or budget is None:
         return []

@@ -21,14 +21,14 @@ KNOWLEDGE = "servepilot/engines/vllm/knowledge/quantization.yaml"
     engines=("vllm",),
 )
 def trtllm_bf16_moe_blocks(dep, ctx) -> list[Finding]:
-    from servepilot.engines import knowledge as kb
+    from servepilot.engines.vllm.release import unquantized_moe_trtllm_block
 
     spec = dep.spec
     res = ctx.resolution
     version = dep.engine_version
     if spec is None or spec.moe is None or spec.quant is not None or not version or res.gpu_cc is None:
         return []
-    row = kb.row_for(kb.load_file("vllm", "quantization").unquantized_moe_trtllm_block, version)
+    row = unquantized_moe_trtllm_block(version)
     size = spec.moe.expert_intermediate_size
     if row is None or res.gpu_cc[0] != 10 or not size or not _takes_trtllm(dep, spec):
         return []

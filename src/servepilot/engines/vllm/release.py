@@ -142,3 +142,21 @@ def ct_wna16_kernel(version: str):
     """How `version` runs a compressed-tensors W4A16/W8A16 layer (marlin_only / chooser), as a
     row, or None where the release was not read."""
     return kb.row_for(kb.load_file("vllm", "quantization").ct_wna16_kernel, version)
+
+
+def fp4_kernel_targets(version: str):
+    """The compute capabilities the PyPI wheel's NVFP4 kernels run on in `version`, as a row,
+    or None where the build was not read."""
+    return kb.row_for(kb.load_file("vllm", "builds").fp4_kernel_targets, version)
+
+
+def unquantized_moe_trtllm_block(version: str):
+    """FlashInfer TRTLLM BF16 MoE taken first for unquantized MoE on SM100, with its block
+    size, as a row; None where that is not the default or was not read."""
+    return kb.row_for(kb.load_file("vllm", "quantization").unquantized_moe_trtllm_block, version)
+
+
+def scheduler_budget_below_len(version: str):
+    """SchedulerConfig's refusal of a step budget below max_model_len without chunked
+    prefill, as a row, or None for releases not read."""
+    return kb.row_for(kb.load_file("vllm", "engine").scheduler_budget_below_len, version)
