@@ -384,6 +384,8 @@ def model_files(row: dict) -> tuple[dict | None, str]:
     files = _guessed(PLACEHOLDER, PLACEHOLDER, arch)
     if quant_hint:
         files["config.json"]["quantization_config"] = quant_hint
+        files["config.json"]["torch_dtype"] = (modelzoo.saved_dtype(quant_hint)
+                                               or files["config.json"].get("torch_dtype"))
     return files, "placeholder " + PLACEHOLDER + (f" + {quant_hint['quant_method']}" if quant_hint else "")
 
 
@@ -398,6 +400,8 @@ def _with_quant(files: dict, name: str) -> dict:
     quant = modelzoo.quantization_for(name)
     if quant and "config.json" in out:
         out["config.json"]["quantization_config"] = quant
+        saved = modelzoo.saved_dtype(quant)
+        out["config.json"]["torch_dtype"] = saved or out["config.json"].get("torch_dtype")
     return out
 
 
@@ -408,6 +412,8 @@ def _guessed(source: str, name: str, arch) -> dict:
     quant = modelzoo.quantization_for(name)
     if quant:
         files["config.json"]["quantization_config"] = quant
+        files["config.json"]["torch_dtype"] = (modelzoo.saved_dtype(quant)
+                                               or files["config.json"].get("torch_dtype"))
     if arch:
         files["config.json"]["architectures"] = [arch.group(0)]
     return files

@@ -408,6 +408,13 @@ def config_for(model_id_or_name: str) -> dict | None:
     return _with_named_quantization(cfg, model_id_or_name)
 
 
+def saved_dtype(quant: dict | None) -> str | None:
+    """The torch_dtype a checkpoint quantized this way is saved with, when the tool fixes it:
+    AutoAWQ and AutoGPTQ save float16 (their kernels are fp16), e.g. config.json of
+    Qwen/Qwen2.5-7B-Instruct-AWQ and hugging-quants/Meta-Llama-3.1-8B-Instruct-GPTQ-INT4."""
+    return "float16" if quant and quant.get("quant_method") in ("awq", "gptq") else None
+
+
 def _requantized(family: Family, model_id_or_name: str) -> bool:
     """A name stating another quantization than the example checkpoint's own name does."""
     return quantization_for(model_id_or_name) != quantization_for(family.config)
@@ -419,6 +426,7 @@ def _with_named_quantization(cfg: dict, model_id_or_name: str) -> dict:
     quant = quantization_for(model_id_or_name)
     if quant:
         cfg["quantization_config"] = quant
+        cfg["torch_dtype"] = saved_dtype(quant) or cfg.get("torch_dtype")
         if quant["quant_method"] == "fbgemm_fp8":
             quant["modules_to_not_convert"] = _meta_fp8_unquantized(int(cfg["num_hidden_layers"]))
     return cfg

@@ -13,25 +13,40 @@ from servepilot.checks import run_checks
 def qwen3_moe_like(root, *, moe_intermediate=768, norm_topk_prob=True, quant=None):
     """Qwen3-30B-A3B's shapes (config.json of Qwen/Qwen3-30B-A3B)."""
     root.mkdir(parents=True, exist_ok=True)
-    config = {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "hidden_size": 2048,
-              "intermediate_size": 6144, "moe_intermediate_size": moe_intermediate,
-              "num_hidden_layers": 48, "num_attention_heads": 32, "num_key_value_heads": 4,
-              "head_dim": 128, "num_experts": 128, "num_experts_per_tok": 8, "vocab_size": 151936,
-              "norm_topk_prob": norm_topk_prob, "hidden_act": "silu",
-              "max_position_embeddings": 40960, "torch_dtype": "bfloat16"}
+    config = {
+        "architectures": ["Qwen3MoeForCausalLM"],
+        "model_type": "qwen3_moe",
+        "hidden_size": 2048,
+        "intermediate_size": 6144,
+        "moe_intermediate_size": moe_intermediate,
+        "num_hidden_layers": 48,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 4,
+        "head_dim": 128,
+        "num_experts": 128,
+        "num_experts_per_tok": 8,
+        "vocab_size": 151936,
+        "norm_topk_prob": norm_topk_prob,
+        "hidden_act": "silu",
+        "max_position_embeddings": 40960,
+        "torch_dtype": "bfloat16",
+    }
     if quant:
         config["quantization_config"] = quant
     (root / "config.json").write_text(json.dumps(config))
     return root
 
 
-@pytest.mark.parametrize("version, cc, tp, refused", [
-    ("0.20.0", (10, 0), 8, True),   # 768 / 8 = 96 columns per rank
-    ("0.20.0", (10, 0), 4, True),   # 192: not a multiple of 128 either
-    ("0.20.0", (10, 0), 2, False),  # 384 = 3 blocks
-    ("0.20.0", (9, 0), 8, False),   # Hopper: not this kernel
-    ("0.19.0", (10, 0), 8, False),  # TRTLLM BF16 MoE only when asked for there
-])
+@pytest.mark.parametrize(
+    "version, cc, tp, refused",
+    [
+        ("0.20.0", (10, 0), 8, True),  # 768 / 8 = 96 columns per rank
+        ("0.20.0", (10, 0), 4, True),  # 192: not a multiple of 128 either
+        ("0.20.0", (10, 0), 2, False),  # 384 = 3 blocks
+        ("0.20.0", (9, 0), 8, False),  # Hopper: not this kernel
+        ("0.19.0", (10, 0), 8, False),  # TRTLLM BF16 MoE only when asked for there
+    ],
+)
 def test_expert_slices_must_be_whole_blocks(tmp_path, version, cc, tp, refused):
     dep = deployment(qwen3_moe_like(tmp_path / "m"), cc=cc, n=tp, version=version, memory=180 * GIB)
     result = run_checks(dep)
@@ -43,15 +58,32 @@ def test_expert_slices_must_be_whole_blocks(tmp_path, version, cc, tp, refused):
 
 
 def test_the_kernel_is_not_taken_when_turned_off_or_routing_differs(tmp_path):
-    off = deployment(qwen3_moe_like(tmp_path / "a"), cc=(10, 0), n=8, version="0.20.0", memory=180 * GIB,
-                     env={"VLLM_USE_FLASHINFER_MOE_FP16": "0"})
+    off = deployment(
+        qwen3_moe_like(tmp_path / "a"),
+        cc=(10, 0),
+        n=8,
+        version="0.20.0",
+        memory=180 * GIB,
+        env={"VLLM_USE_FLASHINFER_MOE_FP16": "0"},
+    )
     assert "SP-MOE-001" not in codes(run_checks(off))
-    default_routing = deployment(qwen3_moe_like(tmp_path / "b", norm_topk_prob=False), cc=(10, 0), n=8,
-                                 version="0.20.0", memory=180 * GIB)
+    default_routing = deployment(
+        qwen3_moe_like(tmp_path / "b", norm_topk_prob=False),
+        cc=(10, 0),
+        n=8,
+        version="0.20.0",
+        memory=180 * GIB,
+    )
     assert "SP-MOE-001" not in codes(run_checks(default_routing))
 
 
 def test_expert_parallel_keeps_whole_experts(tmp_path):
-    dep = deployment(qwen3_moe_like(tmp_path / "m"), cc=(10, 0), n=8, version="0.20.0", memory=180 * GIB,
-                     options={"enable_expert_parallel": True})
+    dep = deployment(
+        qwen3_moe_like(tmp_path / "m"),
+        cc=(10, 0),
+        n=8,
+        version="0.20.0",
+        memory=180 * GIB,
+        options={"enable_expert_parallel": True},
+    )
     assert "SP-MOE-001" not in codes(run_checks(dep))  # 768 = 6 blocks on each rank

@@ -8,17 +8,28 @@ from checkfixtures import GIB, codes, deployment, finding, llama_like
 from servepilot.checks import run_checks
 
 
-@pytest.mark.parametrize("options, refused", [
-    ({"enable_chunked_prefill": False, "max_num_batched_tokens": 8192}, True),  # 131072 derived
-    ({"enable_chunked_prefill": False, "max_num_batched_tokens": 8192, "max_model_len": 8192}, False),
-    ({"enable_chunked_prefill": True, "max_num_batched_tokens": 8192}, False),
-    ({"max_num_batched_tokens": 8192}, False),  # left to the engine: not claimed
-    ({"enable_chunked_prefill": False}, False),  # the engine sizes the budget itself
-])
+@pytest.mark.parametrize(
+    "options, refused",
+    [
+        ({"enable_chunked_prefill": False, "max_num_batched_tokens": 8192}, True),  # 131072 derived
+        (
+            {
+                "enable_chunked_prefill": False,
+                "max_num_batched_tokens": 8192,
+                "max_model_len": 8192,
+            },
+            False,
+        ),
+        ({"enable_chunked_prefill": True, "max_num_batched_tokens": 8192}, False),
+        ({"max_num_batched_tokens": 8192}, False),  # left to the engine: not claimed
+        ({"enable_chunked_prefill": False}, False),  # the engine sizes the budget itself
+    ],
+)
 def test_budget_below_max_model_len_without_chunked_prefill(tmp_path, options, refused):
     path = llama_like(tmp_path / "m", max_pos=131072)
-    result = run_checks(deployment(path, cc=(8, 0), n=1, version="0.24.0", memory=80 * GIB,
-                                   options=options))
+    result = run_checks(
+        deployment(path, cc=(8, 0), n=1, version="0.24.0", memory=80 * GIB, options=options)
+    )
     assert ("SP-LEN-003" in codes(result)) is refused
     if refused:
         f = finding(result, "SP-LEN-003")
@@ -29,6 +40,7 @@ def test_budget_below_max_model_len_without_chunked_prefill(tmp_path, options, r
 def test_not_claimed_before_the_releases_read(tmp_path):
     path = llama_like(tmp_path / "m", max_pos=131072)
     options = {"enable_chunked_prefill": False, "max_num_batched_tokens": 8192}
-    result = run_checks(deployment(path, cc=(8, 0), n=1, version="0.4.3", memory=80 * GIB,
-                                   options=options))
+    result = run_checks(
+        deployment(path, cc=(8, 0), n=1, version="0.4.3", memory=80 * GIB, options=options)
+    )
     assert "SP-LEN-003" not in codes(result)

@@ -24,9 +24,10 @@ _SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 #      layer by layer after the first attention layer is built, so an attention error comes
 #      before a weights OOM;
 #   6. weight loading and KV profiling (SP-MEM-001 weights; SP-MOE, the expert weights re-laid
-#      for the MoE kernel once loaded (process_weights_after_loading); SP-ATTN-008, the V0 FlashInfer
-#      backend's profiling pass through FlashAttention-2; SP-MEM-003 no KV budget left, then
-#      SP-MEM-002 one max_model_len request larger than the KV cache: check_enough_kv_cache_memory);
+#      for the MoE kernel once loaded (process_weights_after_loading); SP-ATTN-008, the V0
+#      FlashInfer backend's profiling pass through FlashAttention-2; SP-MEM-003 no KV budget
+#      left, then SP-MEM-002 one max_model_len request larger than the KV cache:
+#      check_enough_kv_cache_memory);
 #   7. binding the API port (SP-PORT), then serving (SP-TMPL: the first chat request).
 # SP-CODE-002 as a warning (the custom code --trust-remote-code will run, all files present)
 # stops nothing and degrades nothing: a review note, so it sorts after every finding that does.

@@ -221,8 +221,8 @@ def max_model_len(dep, ctx) -> list[Finding]:
 
 @rule(
     "SP-LEN-003", "max_model_len", "Per-step token budget below max_model_len without chunked prefill",
-    facts=("With chunked prefill off a prompt must fit one scheduler step, so vLLM's SchedulerConfig "
-           "refuses --max-num-batched-tokens below max_model_len: 'max_num_batched_tokens (N) is "
+    facts=("With chunked prefill off a prompt must fit one scheduler step, so vLLM's "
+           "SchedulerConfig refuses --max-num-batched-tokens below max_model_len: 'max_num_batched_tokens (N) is "
            "smaller than max_model_len (M)'.",
            "max_model_len is --max-model-len, else the one vLLM derives from config.json."),
     sources=("servepilot/engines/vllm/knowledge/engine.yaml (scheduler_budget_below_len)",
@@ -257,7 +257,8 @@ def budget_below_max_model_len(dep, ctx) -> list[Finding]:
         (Remedy("flag", f"--max-num-batched-tokens {length}",
                 "larger prefill steps: more activation memory in profiling, less KV cache",
                 {"set": {"max_num_batched_tokens": length}, "unset": []}),
-         Remedy("flag", f"--max-model-len {budget}", f"requests longer than {budget:,} tokens are refused",
+         Remedy("flag", f"--max-model-len {budget}",
+                f"requests longer than {budget:,} tokens are refused",
                 {"set": {"max_model_len": budget}, "unset": []}),
          Remedy("flag", "--enable-chunked-prefill", "long prompts are prefilled over several steps",
                 {"set": {"enable_chunked_prefill": True}, "unset": []})),

@@ -10,13 +10,17 @@ KNOWLEDGE = "servepilot/engines/vllm/knowledge/quantization.yaml"
 
 
 @rule(
-    "SP-MOE-001", "tp_divisibility", "FlashInfer TRTLLM BF16 MoE needs 128-wide expert blocks",
-    facts=("vLLM 0.20.0 runs unquantized SiLU-gated MoE on compute capability 10.x with FlashInfer's "
-           "TRTLLM BF16 kernel first (DeepSeekV3, Llama4 or Renormalize routing).",
-           "Its weight preparation re-lays each expert's down projection in blocks of 128 along the "
-           "expert intermediate size per rank: moe_intermediate_size / tp (the whole size with "
-           "expert parallelism) must be a multiple of 128, or FlashInfer asserts 'K must be "
-           "divisible by blockK' before serving."),
+    "SP-MOE-001",
+    "tp_divisibility",
+    "FlashInfer TRTLLM BF16 MoE needs 128-wide expert blocks",
+    facts=(
+        "vLLM 0.20.0 runs unquantized SiLU-gated MoE on compute capability 10.x with FlashInfer's "
+        "TRTLLM BF16 kernel first (DeepSeekV3, Llama4 or Renormalize routing).",
+        "Its weight preparation re-lays each expert's down projection in blocks of 128 along the "
+        "expert intermediate size per rank: moe_intermediate_size / tp (the whole size with "
+        "expert parallelism) must be a multiple of 128, or FlashInfer asserts 'K must be "
+        "divisible by blockK' before serving.",
+    ),
     sources=(KNOWLEDGE,),
     engines=("vllm",),
 )
@@ -26,7 +30,13 @@ def trtllm_bf16_moe_blocks(dep, ctx) -> list[Finding]:
     spec = dep.spec
     res = ctx.resolution
     version = dep.engine_version
-    if spec is None or spec.moe is None or spec.quant is not None or not version or res.gpu_cc is None:
+    if (
+        spec is None
+        or spec.moe is None
+        or spec.quant is not None
+        or not version
+        or res.gpu_cc is None
+    ):
         return []
     row = unquantized_moe_trtllm_block(version)
     size = spec.moe.expert_intermediate_size
@@ -38,28 +48,51 @@ def trtllm_bf16_moe_blocks(dep, ctx) -> list[Finding]:
     if per_rank % row.block_k == 0:
         return []
     good = [d for d in (8, 4, 2, 1) if d < tp and (size // d) % row.block_k == 0 and size % d == 0]
-    remedies = [Remedy("env", "VLLM_USE_FLASHINFER_MOE_FP16=0",
-                       "the Triton MoE kernel instead of FlashInfer's TRTLLM one",
-                       {"env": {"set": {"VLLM_USE_FLASHINFER_MOE_FP16": "0"}, "unset": []}})]
+    remedies = [
+        Remedy(
+            "env",
+            "VLLM_USE_FLASHINFER_MOE_FP16=0",
+            "the Triton MoE kernel instead of FlashInfer's TRTLLM one",
+            {"env": {"set": {"VLLM_USE_FLASHINFER_MOE_FP16": "0"}, "unset": []}},
+        )
+    ]
     if not ep and size % row.block_k == 0:
-        remedies.append(Remedy("flag", "--enable-expert-parallel",
-                               "whole experts per GPU instead of slices; uneven load across GPUs",
-                               {"set": {"enable_expert_parallel": True}, "unset": []}))
+        remedies.append(
+            Remedy(
+                "flag",
+                "--enable-expert-parallel",
+                "whole experts per GPU instead of slices; uneven load across GPUs",
+                {"set": {"enable_expert_parallel": True}, "unset": []},
+            )
+        )
     if good and not ep:
-        remedies.append(Remedy("flag", f"--tensor-parallel-size {good[0]}", "fewer GPUs per replica",
-                               {"set": {"tensor_parallel_size": good[0]}, "unset": []}))
+        remedies.append(
+            Remedy(
+                "flag",
+                f"--tensor-parallel-size {good[0]}",
+                "fewer GPUs per replica",
+                {"set": {"tensor_parallel_size": good[0]}, "unset": []},
+            )
+        )
     where = "whole experts (expert parallel)" if ep else f"{size} / tp {tp}"
-    return [Finding(
-        "SP-MOE-001", "tp_divisibility", "error",
-        f"expert slices of {per_rank} columns are not whole 128-wide blocks",
-        f"vLLM {version} runs this unquantized MoE on FlashInfer's TRTLLM BF16 kernel on compute "
-        f"capability {res.gpu_cc[0]}.{res.gpu_cc[1]}; preparing its weights re-lays each expert's "
-        f"down projection in blocks of {row.block_k} along the {per_rank} intermediate columns each "
-        f"rank holds ({where}). FlashInfer will assert: K must be divisible by blockK.",
-        (Evidence(f"moe_intermediate_size {size}", f"{spec.path}/config.json"),
-         Evidence(f"TRTLLM BF16 MoE first, block_k {row.block_k}", row.source)),
-        tuple(remedies),
-    )]
+    return [
+        Finding(
+            "SP-MOE-001",
+            "tp_divisibility",
+            "error",
+            f"expert slices of {per_rank} columns are not whole 128-wide blocks",
+            f"vLLM {version} runs this unquantized MoE on FlashInfer's TRTLLM BF16 kernel on "
+            f"compute capability {res.gpu_cc[0]}.{res.gpu_cc[1]}; preparing its weights re-lays "
+            f"each expert's down projection in blocks of {row.block_k} along the {per_rank} "
+            f"intermediate columns each rank holds ({where}). FlashInfer will assert: K must be "
+            "divisible by blockK.",
+            (
+                Evidence(f"moe_intermediate_size {size}", f"{spec.path}/config.json"),
+                Evidence(f"TRTLLM BF16 MoE first, block_k {row.block_k}", row.source),
+            ),
+            tuple(remedies),
+        )
+    ]
 
 
 def _takes_trtllm(dep, spec) -> bool:
@@ -80,7 +113,11 @@ def _routing(cfg: dict) -> str:
     """get_routing_method_type@v0.20.0 from the config's router keys."""
     scoring = cfg.get("scoring_func") or "softmax"
     if cfg.get("topk_method") == "noaux_tc":  # e_score_correction_bias
-        return "DeepSeekV3" if scoring == "sigmoid" and (cfg.get("n_group") or 0) > 0 else "Unspecified"
+        return (
+            "DeepSeekV3"
+            if scoring == "sigmoid" and (cfg.get("n_group") or 0) > 0
+            else "Unspecified"
+        )
     if scoring == "sigmoid":
         return "Llama4" if cfg.get("num_experts_per_tok") == 1 else "Unspecified"
     renormalize = cfg.get("norm_topk_prob", cfg.get("model_type") == "mixtral")
