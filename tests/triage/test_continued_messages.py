@@ -99,6 +99,35 @@ def test_fp8e4nv_in_a_weight_gemm_kernel_stays_a_quantization_limit():
     assert not [e for e in events if 9 <= e.line_no <= 13]
 
 
+# A Triton kernel whose branches give one variable two dtypes (Triton's code generator refuses
+# it with an AssertionError in repr form), with the launcher's notice after it: the log as
+# committed in https://github.com/mattbucci/2x-3090-GA102-300-A1-sglang-inference/blob/
+# a9d1f7f0f6e6a760235ac190116e6486782b0030/benchmarks/sprint-2026-06-kv-decode/
+# B4-ngram-qwen36-dense/ngram.bootfail.log (lines shortened).
+CONV1D_BRANCH_DTYPES = (
+    "Traceback (most recent call last):\n"
+    + _TRITON_FRAMES
+    + "triton.compiler.errors.CompilationError: at 322:24:\n"
+    "                    elif KERNEL_WIDTH == 4:\n"
+    "                        if _idx_token == 0:\n"
+    "                            matrix_x = col2\n"
+    "                        elif _idx_token == -1:\n"
+    "                        ^\n"
+    "AssertionError('initial value for `matrix_x` is of type fp16[constexpr[256]], but the then "
+    "block redefines it as bf16[constexpr[256]]')\n"
+    "\n"
+    "[2026-06-10 08:50:47] Received sigquit from a child process. It usually means the child failed.\n"
+)
+
+
+def test_an_inner_error_no_signature_knows_still_says_what_the_compilation_error_failed_on():
+    # "at 322:24:" names only a place in the kernel: the inner error is the report, known or not
+    d = triage_text(CONV1D_BRANCH_DTYPES)
+    assert d.root_cause.line == 12
+    assert d.root_cause.exception == "AssertionError"
+    assert any(o.line == 6 for o in d.other_errors)  # the CompilationError is still listed
+
+
 def test_a_compilation_error_without_a_caret_leaves_the_lines_after_it_alone():
     # a message that merely starts the same way and then goes on with ordinary log lines
     text = (

@@ -403,7 +403,9 @@ def _rank(g: _Group) -> float:
         return _WARNING_OTHER_RANK
     if g.first.is_warning:
         return _WARNING_CAUSE_RANK if g.tier_rank == 0 else _WARNING_OTHER_RANK
-    if g.match is None and _is_interruption(g.first):
+    if g.match is None and (_is_interruption(g.first) or g.first.told_by is not None):
+        # a stop from outside, or an exception whose own words name only a place and whose
+        # inner error (printed after it) says what failed there
         return _TIER_RANK["echo"]
     if _carries_unknown_error(g.match):
         # a wrapper that quotes an error no signature knows ("Worker failed with error 'kv_cache

@@ -163,6 +163,9 @@ class ErrorEvent:
     phase: str | None = None  # the start-up phase the log was in (markers.PHASES, or "serving")
     hints: tuple[str, ...] = ()  # launch settings seen before it (_LAUNCH_HINTS), e.g. "fp8-kv-cache"
     wraps: int | None = None  # line of the exception this one was raised from ("direct cause")
+    # line of the error that says what this exception failed on, where its own message names
+    # only a place (Triton's "CompilationError: at 322:24:", whose inner error follows it)
+    told_by: int | None = None
     level: str | None = None  # the line's log level as printed ("ERROR", "WARNING", ...)
     timestamp: str | None = None  # as printed, for ordering errors of several processes in time
 
@@ -218,6 +221,7 @@ class _Continued:
 
     line_no: int  # the CompilationError's line
     frames: list[str]  # its traceback, which the inner error shares
+    event: ErrorEvent | None = None  # the CompilationError's own event (told_by is set on it)
     source: list[str] = field(default_factory=list)
     caret_seen: bool = False
 
@@ -460,10 +464,12 @@ class Assembler:
                 self._pointer[key] = ev
                 self._last_exception[key] = line_no
                 return
-            self._emit(line_no, key, ll, exc[0], msg, context.lines if context else [], chained=chained, wraps=wraps)
+            emitted = self._emit(
+                line_no, key, ll, exc[0], msg, context.lines if context else [], chained=chained, wraps=wraps
+            )
             self._last_exception[key] = line_no
             if _COMPILE_AT.search(msg):
-                self._continued[key] = _Continued(line_no, context.lines if context else [])
+                self._continued[key] = _Continued(line_no, context.lines if context else [], event=emitted)
             if key == self._inline_key:
                 self._inline_key = None
             return
@@ -537,6 +543,9 @@ class Assembler:
             lines = cont.frames + cont.source
             self._emit(line_no, key, ll, exc[0] if exc else None, msg, lines, chained=True, wraps=cont.line_no)
             self._last_exception[key] = line_no
+            if cont.event is not None:
+                # "at LINE:COL:" names where in the kernel, the inner error what failed there
+                cont.event.told_by = line_no
             return True
         if _CARET.match(msg):
             cont.caret_seen = True
@@ -620,14 +629,13 @@ class Assembler:
             self._shapes.add(shape)
         self.events.append(ev)
 
-    def _emit(self, line_no, key, ll, exc_type, message, lines, chained=False, wraps=None):
+    def _emit(self, line_no, key, ll, exc_type, message, lines, chained=False, wraps=None) -> ErrorEvent:
         process, pid = key
-        self._add(
-            ErrorEvent(
-                line_no, process, pid, self.launch, exc_type, message, list(lines), ll.text, chained, wraps=wraps
-            ),
-            ll,
+        ev = ErrorEvent(
+            line_no, process, pid, self.launch, exc_type, message, list(lines), ll.text, chained, wraps=wraps
         )
+        self._add(ev, ll)
+        return ev
 
     def _close_block(self, key) -> None:
         self._append_block(self._open.pop(key))
