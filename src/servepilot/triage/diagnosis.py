@@ -75,6 +75,10 @@ from servepilot.triage.signatures import PHASES, Match, Matcher, TriageRemedy
 _TIER_RANK = {"cause": 0, "generic": 1, None: 2, "echo": 3}
 _WARNING_CAUSE_RANK = 2.5  # a known cause printed as a warning: after unknown exceptions
 _WARNING_OTHER_RANK = 3.5  # a vague or unknown warning: after the echoes
+# An exception asyncio reported only when its unawaited task was collected ("Task exception was
+# never retrieved", events._ORPHAN_REPORT): it is printed when the process tears down, not when
+# the task failed, so even an echo of the launch's failure is surer than it is about the cause.
+_ORPHANED_RANK = 3.2
 # An unknown memory failure, by the start-up phase it came in (markers.PHASES).
 _OOM_BY_PHASE = {"kv_cache_profiling": "oom_kv_cache", "cuda_graph_capture": "cuda_graph"}
 # An interruption from outside (Ctrl-C, a supervisor's or a timeout's SIGTERM): Python raises
@@ -401,6 +405,8 @@ def _rank(g: _Group) -> float:
     """Rule 4's order: known cause, vague known error, unknown exception, warning, echo."""
     if g.survived:
         return _WARNING_OTHER_RANK
+    if g.first.orphaned and g.match is None:
+        return _ORPHANED_RANK
     if g.first.is_warning:
         return _WARNING_CAUSE_RANK if g.tier_rank == 0 else _WARNING_OTHER_RANK
     if g.match is None and (_is_interruption(g.first) or g.first.told_by is not None):

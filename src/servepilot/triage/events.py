@@ -75,6 +75,13 @@ _COMPILE_SOURCE_MAX = 12  # Triton's source_line_count_max_in_message
 # unsupported ...") is the inner error it points at (as vLLM-Ascend logs print it:
 # https://github.com/vllm-project/vllm-ascend/issues/1383, /issues/2260).
 _NPU_POINTER = re.compile(r"\bThe Inner error is reported as above\b")
+# asyncio's report of a task that failed with nobody awaiting it, printed when the task object
+# is garbage-collected (Future.__del__ in Lib/asyncio/futures.py@3.11: "%s exception was never
+# retrieved", then "future: <Task ...>" and the traceback): it is printed when the orphan is
+# collected, typically while the process tears down after its real failure (vLLM 0.6's client
+# destroying its ZeroMQ context under polling tasks once the engine process has died,
+# vllm/engine/multiprocessing/client.py@v0.6.6 close()), not when the task failed.
+_ORPHAN_REPORT = re.compile(r"^(?:Task|Future) exception was never retrieved$")
 _NPU_NOTE = re.compile(
     r"^(?:Since the operator is called asynchronously|Note: ASCEND_LAUNCH_BLOCKING"
     r"|(?:\[ERROR\] )?\S+ \(PID:\d+, Device:-?\d+, RankID:-?\d+\) ERR\d{5}\b)"
@@ -166,6 +173,7 @@ class ErrorEvent:
     # line of the error that says what this exception failed on, where its own message names
     # only a place (Triton's "CompilationError: at 322:24:", whose inner error follows it)
     told_by: int | None = None
+    orphaned: bool = False  # an unawaited task's exception, reported at collection (_ORPHAN_REPORT)
     level: str | None = None  # the line's log level as printed ("ERROR", "WARNING", ...)
     timestamp: str | None = None  # as printed, for ordering errors of several processes in time
 
@@ -320,6 +328,7 @@ class Assembler:
         # key -> torch_npu's pointer exception, held until its message's lines are read
         self._pointer: dict[tuple, ErrorEvent] = {}
         self._location_seen: set[tuple] = set()  # a ValidationError's location line was read
+        self._orphan_reported: set[tuple] = set()  # keys whose next exception is an orphaned task's
         self._cuda_devices: dict[int, int] = {}  # ggml-cuda device -> capability (cuda_archs.py)
 
     # -- launches --------------------------------------------------------------------------
@@ -436,6 +445,11 @@ class Assembler:
             # dropped; a message printed inside it was already kept as a plain line (below)
             self._open[key] = _Open("tb", [ll.text])
             return
+        if _ORPHAN_REPORT.match(msg):
+            if opened and opened.mode == "block":
+                self._close_block(key)
+            self._orphan_reported.add(key)
+            return
         chain = _CHAIN.match(msg)
         if chain:
             self._chain[key] = self._last_exception.get(key) if chain.group("direct") else None
@@ -467,6 +481,9 @@ class Assembler:
             emitted = self._emit(
                 line_no, key, ll, exc[0], msg, context.lines if context else [], chained=chained, wraps=wraps
             )
+            if key in self._orphan_reported:
+                self._orphan_reported.discard(key)
+                emitted.orphaned = True
             self._last_exception[key] = line_no
             if _COMPILE_AT.search(msg):
                 self._continued[key] = _Continued(line_no, context.lines if context else [], event=emitted)
@@ -662,6 +679,7 @@ class Assembler:
 
     def _flush_all(self) -> None:
         self._continued.clear()
+        self._orphan_reported.clear()
         for key in list(self._pointer):
             self._add_held(self._pointer.pop(key), None)
         for key in list(self._open):

@@ -1,0 +1,56 @@
+"""Issue 13, full logs: which of a process's reports is the origin when the file's order is not
+the order things happened in. Each log is built from lines the programs print (the source of
+each is said beside it); each test shows the mechanism decides one way and a neighbour the
+other."""
+
+from __future__ import annotations
+
+from servepilot.triage import triage_text
+
+# vLLM 0.6's API server waiting for its engine process, which died without a word: the
+# frontend raises "Engine process failed to start", then, tearing down, destroys its ZeroMQ
+# context under the output-loop tasks each setup() attempt started; asyncio reports those
+# orphaned tasks as they are collected, before the main traceback reaches stderr
+# (vllm/entrypoints/openai/api_server.py@v0.6.6 build_async_engine_client_from_engine_args,
+# vllm/engine/multiprocessing/client.py@v0.6.6 setup/close; asyncio/futures.py Future.__del__).
+# As committed in https://github.com/spottabathula69/gpu-llm-inference-platform/blob/
+# 40d834dd5f258e68b09995c466be28279a47a8e5/vllm_crash.log (shortened).
+_ORPHAN = (
+    "Task exception was never retrieved\n"
+    "future: <Task finished name='Task-2' coro=<MQLLMEngineClient.run_output_handler_loop() done, "
+    "defined at /py/vllm/engine/multiprocessing/client.py:178> exception=ZMQError('Operation not "
+    "supported')>\n"
+    "Traceback (most recent call last):\n"
+    '  File "/py/vllm/engine/multiprocessing/client.py", line 184, in run_output_handler_loop\n'
+    "    while await self.output_socket.poll(timeout=VLLM_RPC_TIMEOUT\n"
+    '  File "/py/zmq/_future.py", line 400, in poll\n'
+    "    raise _zmq.ZMQError(_zmq.ENOTSUP)\n"
+    "zmq.error.ZMQError: Operation not supported\n"
+)
+_ENGINE_GONE = (
+    "Traceback (most recent call last):\n"
+    '  File "<frozen runpy>", line 198, in _run_module_as_main\n'
+    '  File "/py/vllm/entrypoints/openai/api_server.py", line 210, in '
+    "build_async_engine_client_from_engine_args\n"
+    "    raise RuntimeError(\n"
+    "RuntimeError: Engine process failed to start. See stack trace for the root cause.\n"
+)
+_HEAD = (
+    "INFO 01-16 18:10:46 api_server.py:585] vLLM API server version 0.6.4.post1\n"
+    "INFO 01-16 18:11:59 gpu_executor.py:113] # GPU blocks: 20671, # CPU blocks: 11915\n"
+)
+
+
+def test_an_orphaned_tasks_exception_reported_at_teardown_is_not_the_cause():
+    d = triage_text(_HEAD + _ORPHAN + _ORPHAN + _ENGINE_GONE)
+    assert d.root_cause.exception == "RuntimeError"
+    assert d.root_cause.line == 2 + 2 * 8 + 5
+    assert any(o.exception == "zmq.error.ZMQError" for o in d.other_errors)
+
+
+def test_the_same_exception_without_the_orphan_report_is_the_cause():
+    # raised in the process's own call, not reported at collection: it is an unknown exception
+    # printed before the echo, and comes first
+    plain = _ORPHAN.split("\n", 2)[2]
+    d = triage_text(_HEAD + plain + _ENGINE_GONE)
+    assert d.root_cause.exception == "zmq.error.ZMQError"
