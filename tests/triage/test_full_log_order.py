@@ -54,3 +54,57 @@ def test_the_same_exception_without_the_orphan_report_is_the_cause():
     plain = _ORPHAN.split("\n", 2)[2]
     d = triage_text(_HEAD + plain + _ENGINE_GONE)
     assert d.root_cause.exception == "zmq.error.ZMQError"
+
+
+# vLLM 0.21's API server stopped by SIGTERM while transformers' tokenizer loader asked the Hub
+# for the repo's chat templates: the traceback of the stop, innermost last, from the handler
+# (vllm/entrypoints/openai/api_server.py signal_handler) down through httpx/httpcore to the
+# ssl read. As committed in https://github.com/shiroyo-0/ai-agent-train/blob/
+# e04d3b94b81bd5e0d12d39b033c6298ae4d07a3b/vllm_server.log (frames shortened, prefixes kept).
+_A = "(APIServer pid=8410) "
+_SITE = "/root/.venv/lib/python3.14/site-packages"
+_STDLIB = "/root/.local/share/uv/python/cpython-3.14.5-linux-x86_64-gnu/lib/python3.14"
+_STOP_HEAD = (
+    f"{_A}INFO 05-25 10:54:28 [model.py:1697] Using max model len 512\n"
+    f"{_A}Traceback (most recent call last):\n"
+    f'{_A}  File "<frozen runpy>", line 203, in _run_module_as_main\n'
+    f'{_A}  File "{_SITE}/vllm/entrypoints/openai/api_server.py", line 733, in <module>\n'
+    f"{_A}    uvloop.run(run_server(args))\n"
+    f'{_A}  File "{_SITE}/transformers/tokenization_utils_base.py", line 1672, in from_pretrained\n'
+    f"{_A}    for template in list_repo_templates(\n"
+)
+_HUB_READ = (
+    f'{_A}  File "{_SITE}/transformers/utils/hub.py", line 134, in list_repo_templates\n'
+    f"{_A}    for entry in list_repo_tree(\n"
+    f'{_A}  File "{_SITE}/huggingface_hub/hf_api.py", line 3830, in list_repo_tree\n'
+    f"{_A}    for path_info in paginate(path=tree_url, headers=headers):\n"
+    f'{_A}  File "{_SITE}/httpx/_client.py", line 1053, in get\n'
+    f"{_A}    return self.request(\n"
+    f'{_A}  File "{_SITE}/httpcore/_backends/sync.py", line 128, in read\n'
+    f"{_A}    return self._sock.recv(max_bytes)\n"
+    f'{_A}  File "{_STDLIB}/ssl.py", line 1152, in read\n'
+    f"{_A}    return self._sslobj.read(len)\n"
+)
+_HANDLER = (
+    f'{_A}  File "{_SITE}/vllm/entrypoints/openai/api_server.py", line 579, in signal_handler\n'
+    f'{_A}    raise KeyboardInterrupt("terminated")\n'
+    f"{_A}KeyboardInterrupt: terminated\n"
+)
+
+
+def test_a_process_stopped_while_blocked_in_a_read_rests_on_the_call_that_waited():
+    d = triage_text(_STOP_HEAD + _HUB_READ + _HANDLER)
+    assert d.root_cause.line == 8  # transformers' hub call, the first frame outside the plumbing
+    assert "list_repo_templates" in d.root_cause.explanation
+    assert d.root_cause.exception == "KeyboardInterrupt"
+
+
+def test_a_process_stopped_while_computing_rests_on_the_stop():
+    # the signal came while a library's own frame ran (no read under the handler): no wait to name
+    computing = (
+        f'{_A}  File "{_SITE}/transformers/tokenization_utils_base.py", line 2301, in _from_pretrained\n'
+        f"{_A}    tokenizer = cls(*init_inputs, **init_kwargs)\n"
+    )
+    d = triage_text(_STOP_HEAD + computing + _HANDLER)
+    assert d.root_cause.line == 12  # the KeyboardInterrupt line
+    assert d.root_cause.exception == "KeyboardInterrupt"

@@ -59,7 +59,7 @@ import re
 from dataclasses import dataclass, replace
 
 from servepilot.triage.engine_source import match_engine_message
-from servepilot.triage.events import Assembler, ErrorEvent, PhaseMark
+from servepilot.triage.events import STOPS, Assembler, ErrorEvent, PhaseMark
 from servepilot.triage.keywords import (
     guess_category,
     guess_from_frames,
@@ -71,6 +71,7 @@ from servepilot.triage.keywords import (
 from servepilot.triage.lines import parse_line
 from servepilot.triage.markers import STALL_POINTS_AT_START, is_healthy, phase_of, stall_phase
 from servepilot.triage.signatures import PHASES, Match, Matcher, TriageRemedy
+from servepilot.triage.waits import where_it_waited
 
 _TIER_RANK = {"cause": 0, "generic": 1, None: 2, "echo": 3}
 _WARNING_CAUSE_RANK = 2.5  # a known cause printed as a warning: after unknown exceptions
@@ -87,7 +88,7 @@ _OOM_BY_PHASE = {"kv_cache_profiling": "oom_kv_cache", "cuda_graph_capture": "cu
 # The process was stopped, it did not fail: what it was waiting on, where the log says, is the
 # cause, and the stop ranks as an echo. So does an error line with no words at all (the "15"
 # `logger.exception(e)` prints for such an exception): it names nothing.
-_INTERRUPTIONS = frozenset({"KeyboardInterrupt", "SystemExit", "CancelledError"})
+_INTERRUPTIONS = STOPS
 _NO_WORDS = re.compile(r"[^A-Za-z]*")
 _PLAIN_UNKNOWN_RANK = 2.2  # an unknown plain line (no exception, no ERROR level): after exceptions
 _RETOLD_RANK = 2.3  # a death report retelling an unknown error: after the error's own lines
@@ -435,6 +436,21 @@ def _rank(g: _Group) -> float:
     return g.tier_rank
 
 
+def _at_the_wait(stop: Cause, ev: ErrorEvent) -> Cause:
+    """A stop from outside whose traceback shows the process blocked in a read or a lock rests
+    on the call that waited (waits.py): that is what the launch hung on."""
+    wait = where_it_waited(ev.stack)
+    if wait is None:
+        return stop
+    excerpt = "\n".join(line for line in (wait.frame, wait.code and f"    {wait.code}", ev.text) if line)
+    return replace(
+        stop, line=wait.line, excerpt=excerpt,
+        explanation=f"{stop.explanation} The process was stopped from outside ({ev.message}) while "
+        f"it waited in {wait.function} (line {wait.line}): the call it hung on, not the stop, is "
+        "what to look at.",
+    )
+
+
 def _is_interruption(ev: ErrorEvent) -> bool:
     """A stop from outside, or a line that names nothing (see _INTERRUPTIONS)."""
     if ev.exc_type is not None:
@@ -725,6 +741,8 @@ def decide(
             f"ignored"
         )
     root_cause = _cause(root, root_basis, engine) if root else None
+    if root_cause is not None and root.match is None and root.first.stack:
+        root_cause = _at_the_wait(root_cause, root.first)
     explainer = _explained_by_earlier_cause(root, root_cause, candidates) if root else None
     if explainer is not None:
         root_cause = _explained(root_cause, _cause(explainer, engine=engine))

@@ -146,6 +146,10 @@ _REFUSAL = re.compile(
 # `warnings.warn` output: "/x/resource_tracker.py:254: UserWarning: resource_tracker: ..."
 _PY_WARNING = re.compile(r"(?:^|\s|:)[A-Z]\w*Warning: ")
 _FRAMES_KEPT = 40  # frames kept per traceback for the excerpt and the refine context
+_STACK_KEPT = 400  # traceback lines kept for a stop from outside (an HTTP read is ~190 lines deep)
+# Exceptions that stop a process from outside (diagnosis._INTERRUPTIONS): their traceback is
+# where the process was when the stop came.
+STOPS = frozenset({"KeyboardInterrupt", "SystemExit", "CancelledError"})
 # Past this many events, an event whose process and message shape (numbers blanked) were
 # already seen is only counted: a log with a million failed requests stays in bounded memory.
 _EVENTS_KEPT = 50_000
@@ -174,6 +178,8 @@ class ErrorEvent:
     # only a place (Triton's "CompilationError: at 322:24:", whose inner error follows it)
     told_by: int | None = None
     orphaned: bool = False  # an unawaited task's exception, reported at collection (_ORPHAN_REPORT)
+    # a stop from outside (STOPS): its whole traceback, numbered, to tell where it waited (waits.py)
+    stack: list[tuple[int, str]] = field(default_factory=list)
     level: str | None = None  # the line's log level as printed ("ERROR", "WARNING", ...)
     timestamp: str | None = None  # as printed, for ordering errors of several processes in time
 
@@ -217,6 +223,9 @@ class _Open:
     lines: list[str] = field(default_factory=list)
     first: tuple[int, LogLine] | None = None
     numbers: list[int] = field(default_factory=list)  # block mode: the line number of each line
+    # tb mode: every line of the traceback with its number, kept whole (up to _STACK_KEPT) for a
+    # stop from outside, whose frames say where the process waited
+    stack: list[tuple[int, str]] = field(default_factory=list)
     headerless: bool = False  # tb mode opened by a frame line, not by "Traceback (most recent call last)"
     # block mode: the start-up phase at its first line (a phase line may close the block, and
     # the run belongs to the phase it was printed in, not to the one that followed it)
@@ -443,7 +452,7 @@ class Assembler:
                 self._close_block(key)
             # a traceback still open here was cut short (no exception line): its frames are
             # dropped; a message printed inside it was already kept as a plain line (below)
-            self._open[key] = _Open("tb", [ll.text])
+            self._open[key] = _Open("tb", [ll.text], stack=[(line_no, ll.text)])
             return
         if _ORPHAN_REPORT.match(msg):
             if opened and opened.mode == "block":
@@ -481,6 +490,8 @@ class Assembler:
             emitted = self._emit(
                 line_no, key, ll, exc[0], msg, context.lines if context else [], chained=chained, wraps=wraps
             )
+            if context is not None and context.stack and exc[0].rsplit(".", 1)[-1] in STOPS:
+                emitted.stack = context.stack
             if key in self._orphan_reported:
                 self._orphan_reported.discard(key)
                 emitted.orphaned = True
@@ -498,9 +509,12 @@ class Assembler:
             opened = None
         if opened and opened.mode == "tb":
             opened.lines.append(ll.text)
+            opened.stack.append((line_no, ll.text))
             if len(opened.lines) > _FRAMES_KEPT:
                 # the header and the outermost frame (a process's entry point) stay with the last ones
                 del opened.lines[2:-_FRAMES_KEPT]
+            if len(opened.stack) > 2 * _STACK_KEPT:
+                del opened.stack[:-_STACK_KEPT]
             if message_line:
                 # A message printed inside a traceback (transformers prints "The repository
                 # for X contains custom code ..." before an EOFError): a signature may know it.
@@ -517,7 +531,7 @@ class Assembler:
                 self._append_block(_without_code_lines(self._open.pop(key)))
             elif opened is not None:
                 self._close_block(key)
-            self._open[key] = _Open("tb", [ll.text], headerless=True)
+            self._open[key] = _Open("tb", [ll.text], headerless=True, stack=[(line_no, ll.text)])
             return
         is_error_line = ll.level in ("ERROR", "CRITICAL") or (
             ll.level is None and _PLAIN_ERROR.search(msg) is not None
