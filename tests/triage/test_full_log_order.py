@@ -108,3 +108,50 @@ def test_a_process_stopped_while_computing_rests_on_the_stop():
     d = triage_text(_STOP_HEAD + computing + _HANDLER)
     assert d.root_cause.line == 12  # the KeyboardInterrupt line
     assert d.root_cause.exception == "KeyboardInterrupt"
+
+
+# FlashInfer's JIT building a decode kernel for an FP4 KV cache, its ninja output carried in
+# the exception's message, with SGLang's "Capture cuda graph failed: <that message>" around
+# it (flashinfer/jit/cpp_ext.py run_ninja; sglang/srt/model_executor/cuda_graph_runner.py).
+# As committed in https://github.com/jethac/dgx-spark-hijinks/blob/
+# 61d0a48745223b7d51dd481059afae3bfc1f74d8/results/
+# sglang_qwen25_1_5b_fp4kv_patched_flashinfer_20260608T0349JST_startup.log (paths shortened).
+_NINJA_HEAD = (
+    "[2026-06-07 18:49:45] Capture cuda graph begin. This can take up to several minutes.\n"
+    "Traceback (most recent call last):\n"
+    '  File "/py/sglang/srt/model_executor/cuda_graph_runner.py", line 716, in __init__\n'
+    "    raise Exception(\n"
+    "Exception: Capture cuda graph failed: Ninja build failed. Ninja output:\n"
+    "ninja: Entering directory `/root/.cache/flashinfer/121a/cached_ops/batch_decode_dtype_kv_fp4'\n"
+    "[1/4] /usr/local/cuda/bin/nvcc --generate-dependencies-with-compile -c batch_decode.cu\n"
+    "FAILED: [code=1] batch_decode.cuda.o\n"
+)
+_NVCC_ERROR = (
+    "/py/flashinfer/data/include/flashinfer/vec_dtypes.cuh(117): error: no suitable conversion "
+    'function from "const Params::DTypeKV" to "float" exists\n'
+    "        dst[i] = (dst_t)src[i];\n"
+    "1 error detected in the compilation of \"batch_decode.cu\".\n"
+)
+_NINJA_TAIL = (
+    "ninja: build stopped: subcommand failed.\n"
+    "\n"
+    "[2026-06-07 18:49:51] Received sigquit from a child process. It usually means the child failed.\n"
+)
+
+
+def test_a_failed_builds_exception_rests_on_the_compilers_first_error_in_its_output():
+    d = triage_text(_NINJA_HEAD + _NVCC_ERROR + _NINJA_TAIL)
+    assert d.root_cause.line == 9
+    assert "no suitable conversion" in d.root_cause.excerpt
+    assert d.root_cause.signature == "sglang-capture-failed"  # the report keeps what it knows
+
+
+def test_gccs_error_format_is_read_the_same():
+    gcc = "/py/flashinfer/csrc/batch_decode.cu:42:10: fatal error: cuda_fp4.h: No such file or directory\n"
+    d = triage_text(_NINJA_HEAD + gcc + _NINJA_TAIL)
+    assert d.root_cause.line == 9
+
+
+def test_a_build_output_without_a_compiler_error_leaves_the_exception_where_it_was_printed():
+    d = triage_text(_NINJA_HEAD + _NINJA_TAIL)
+    assert d.root_cause.line == 5

@@ -451,6 +451,17 @@ def _at_the_wait(stop: Cause, ev: ErrorEvent) -> Cause:
     )
 
 
+def _at_the_compiler_error(report: Cause, ev: ErrorEvent) -> Cause:
+    """An exception that carries a failed build's output rests on the compiler's first error in
+    it (events._BUILD_OUTPUT): the exception says only that the build failed."""
+    line_no, text = ev.diagnostic
+    return replace(
+        report, line=line_no, excerpt=_clip(f"{ev.text}\n...\n{text}", _EXCERPT_CHARS),
+        explanation=f"{report.explanation} The build it ran failed at line {line_no}, the "
+        "compiler's first error in its output.",
+    )
+
+
 def _is_interruption(ev: ErrorEvent) -> bool:
     """A stop from outside, or a line that names nothing (see _INTERRUPTIONS)."""
     if ev.exc_type is not None:
@@ -743,6 +754,8 @@ def decide(
     root_cause = _cause(root, root_basis, engine) if root else None
     if root_cause is not None and root.match is None and root.first.stack:
         root_cause = _at_the_wait(root_cause, root.first)
+    if root_cause is not None and root.first.diagnostic is not None:
+        root_cause = _at_the_compiler_error(root_cause, root.first)
     explainer = _explained_by_earlier_cause(root, root_cause, candidates) if root else None
     if explainer is not None:
         root_cause = _explained(root_cause, _cause(explainer, engine=engine))

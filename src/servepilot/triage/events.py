@@ -81,6 +81,15 @@ _NPU_POINTER = re.compile(r"\bThe Inner error is reported as above\b")
 # collected, typically while the process tears down after its real failure (vLLM 0.6's client
 # destroying its ZeroMQ context under polling tasks once the engine process has died,
 # vllm/engine/multiprocessing/client.py@v0.6.6 close()), not when the task failed.
+# An exception whose message ends by announcing a build's output ("Ninja build failed. Ninja
+# output:", FlashInfer's JIT, and SGLang's "Capture cuda graph failed: <that message>" around
+# it, as in https://github.com/jethac/dgx-spark-hijinks/blob/61d0a48745223b7d51dd481059afae3bfc1f74d8/
+# results/sglang_qwen25_1_5b_fp4kv_patched_flashinfer_20260608T0349JST_startup.log): the lines
+# after it are the build tool's output, and the compiler's first error diagnostic in them
+# (nvcc's "file(117): error: msg", gcc's and clang's "file:12:5: error: msg") is what failed.
+_BUILD_OUTPUT = re.compile(r"\b(?:build|compil\w*)\b.*\boutput:\s*$", re.IGNORECASE)
+_COMPILER_ERROR = re.compile(r"^\S+?(?:\(\d+\)|:\d+(?::\d+)?): (?:fatal )?error: ")
+_BUILD_OUTPUT_LINES = 400  # a build's output longer than this is not searched for its error
 _ORPHAN_REPORT = re.compile(r"^(?:Task|Future) exception was never retrieved$")
 _NPU_NOTE = re.compile(
     r"^(?:Since the operator is called asynchronously|Note: ASCEND_LAUNCH_BLOCKING"
@@ -178,6 +187,8 @@ class ErrorEvent:
     # only a place (Triton's "CompilationError: at 322:24:", whose inner error follows it)
     told_by: int | None = None
     orphaned: bool = False  # an unawaited task's exception, reported at collection (_ORPHAN_REPORT)
+    # the compiler's first error in the build output its message announced (_BUILD_OUTPUT)
+    diagnostic: tuple[int, str] | None = None
     # a stop from outside (STOPS): its whole traceback, numbered, to tell where it waited (waits.py)
     stack: list[tuple[int, str]] = field(default_factory=list)
     level: str | None = None  # the line's log level as printed ("ERROR", "WARNING", ...)
@@ -338,6 +349,7 @@ class Assembler:
         self._pointer: dict[tuple, ErrorEvent] = {}
         self._location_seen: set[tuple] = set()  # a ValidationError's location line was read
         self._orphan_reported: set[tuple] = set()  # keys whose next exception is an orphaned task's
+        self._build_output: dict[tuple, ErrorEvent] = {}  # key -> exception whose build output follows
         self._cuda_devices: dict[int, int] = {}  # ggml-cuda device -> capability (cuda_archs.py)
 
     # -- launches --------------------------------------------------------------------------
@@ -440,6 +452,8 @@ class Assembler:
             return
         if key in self._pointer and self._continue_pointer(line_no, key, ll):
             return
+        if key in self._build_output:
+            self._read_build_output(line_no, key, ll)
         opened = self._open.get(key)
         inline = msg.find(_TRACEBACK_HEAD)
         if inline > 0:
@@ -495,6 +509,8 @@ class Assembler:
             if key in self._orphan_reported:
                 self._orphan_reported.discard(key)
                 emitted.orphaned = True
+            if _BUILD_OUTPUT.search(msg):
+                self._build_output[key] = emitted
             self._last_exception[key] = line_no
             if _COMPILE_AT.search(msg):
                 self._continued[key] = _Continued(line_no, context.lines if context else [], event=emitted)
@@ -556,6 +572,21 @@ class Assembler:
             self._add(
                 ErrorEvent(line_no, ll.process, ll.pid, self.launch, None, msg, [], ll.text, is_error=False), ll
             )
+
+    def _read_build_output(self, line_no: int, key: tuple, ll: LogLine) -> None:
+        """Note the compiler's first error diagnostic in the output an exception announced; a
+        new traceback or exception, or a long output, ends the search. The line is still read
+        as any other line."""
+        ev = self._build_output[key]
+        msg = ll.message
+        if _COMPILER_ERROR.match(msg):
+            ev.diagnostic = (line_no, ll.text)
+            del self._build_output[key]
+        elif (
+            line_no - ev.line_no > _BUILD_OUTPUT_LINES or msg.startswith(_TRACEBACK_HEAD)
+            or _CHAIN.match(msg) or exception_parts(msg) is not None
+        ):
+            del self._build_output[key]
 
     def _continue_message(self, line_no: int, key: tuple, ll: LogLine) -> bool:
         """Whether the line continues a CompilationError's message (and was taken as such).
@@ -694,6 +725,7 @@ class Assembler:
     def _flush_all(self) -> None:
         self._continued.clear()
         self._orphan_reported.clear()
+        self._build_output.clear()
         for key in list(self._pointer):
             self._add_held(self._pointer.pop(key), None)
         for key in list(self._open):
