@@ -28,7 +28,12 @@ The rule, in order:
    (`waits_on_peers` signatures: NCCL's watchdog) yields to another process's fatal error;
    a report of a death (`consequence` signatures: a worker or Ray actor that died, a kernel
    fault seen at the next synchronisation) yields to an unknown error printed before it,
-   which is what the process died of. An error its own process went on from (a later
+   which is what the process died of. An exception asyncio reported only when its unawaited
+   task was collected was printed at teardown: it ranks after the echoes. A report whose own
+   words name nothing rests on the line that does: Triton's "CompilationError: at L:C:" on
+   its inner error, a failed build's exception on the compiler's first error in its output,
+   a stop from outside while blocked in a read on the call that waited (waits.py).
+   An error its own process went on from (a later
    start-up phase of the same process follows it) was survived: it ranks with the vague
    warnings (the NGC container's "ERROR: This container was built for ..." notice). When
    the root cause is then only an echo that names nothing placeable, a known cause the launch
