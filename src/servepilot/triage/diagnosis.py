@@ -123,6 +123,7 @@ CONFIDENCE = {
     "stall": 0.5,  # no error: where the log stopped
     "sole-line": 0.2,  # no error marker at all, but the text is one line: a pasted error sentence
     "phase-unknown": 0.25,  # an alternative: the phase a bare message could have come from
+    "rival": 0.4,  # an alternative: a second reading the same message gives (Match.rivals)
 }
 _COMPETED = 0.7  # the most a cause gets when another known cause of a different category competes
 _ALTERNATIVES_SHOWN = 3
@@ -765,7 +766,7 @@ def decide(
     if explainer is not None:
         root_cause = _explained(root_cause, _cause(explainer, engine=engine))
     alternatives = _alternatives(root, root_cause, candidates) if root else ()
-    if root_cause is not None and any(a.basis in ("signature", "warning-explains") for a in alternatives):
+    if root_cause is not None and any(a.basis in ("signature", "warning-explains", "rival") for a in alternatives):
         root_cause = replace(root_cause, confidence=min(root_cause.confidence, _COMPETED))
     remedies = root.match.remedies if root and root.match else ()
     if explainer is not None and explainer.match is not None:
@@ -889,6 +890,13 @@ def _alternatives(root: _Group, root_cause: Cause, candidates: list[_Group]) -> 
                 seen.add(category)
                 out.append(replace(root_cause, category=category, explanation=explanation.replace("{alloc}", "?"),
                                    confidence=CONFIDENCE["phase-unknown"], basis="phase-unknown"))
+    if m is not None:
+        # a second reading the message itself gives (the attention selector's reasons)
+        for category, explanation in m.rivals:
+            if category not in seen:
+                seen.add(category)
+                out.append(replace(root_cause, category=category, explanation=explanation,
+                                   confidence=CONFIDENCE["rival"], basis="rival"))
     ranked = sorted(
         (g for g in candidates if g is not root and g.match is not None), key=lambda g: (_rank(g), g.first.line_no)
     )

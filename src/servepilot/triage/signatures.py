@@ -95,6 +95,9 @@ class Match:
     remedies: tuple[TriageRemedy, ...]
     groups: dict
     evidence: str = "message"  # what decided the category: message | frames | phase
+    # competing readings the message itself gives (category, explanation): an analyzer's
+    # second reading, shown as an alternative with its own confidence
+    rivals: tuple[tuple[str, str], ...] = ()
 
     @property
     def tier(self) -> str:
@@ -305,9 +308,12 @@ class Matcher:
         remedies = tuple(
             TriageRemedy(r.kind, _render(r.change, groups), _render(r.tradeoff, groups), r.check) for r in remedies
         )
+        rivals: tuple[tuple[str, str], ...] = ()
         if sig.analyzer:
-            category, explanation, remedies = ANALYZERS[sig.analyzer](groups, category, explanation, remedies)
-        return Match(sig, category, explanation, remedies, groups, evidence)
+            category, explanation, remedies, rivals = ANALYZERS[sig.analyzer](
+                groups, category, explanation, remedies
+            )
+        return Match(sig, category, explanation, remedies, groups, evidence, rivals)
 
 
 # --- analyzers ------------------------------------------------------------------------------
@@ -318,11 +324,15 @@ _REASON_ENTRY = re.compile(r"(?P<backend>[A-Z][A-Z0-9_]+):\s*\[(?P<reasons>[^\]]
 def attention_reasons(groups, category, explanation, remedies):
     """Judge vLLM's attention selector failure by its per-backend reasons.
 
-    The rule: the selector failing is `attention_backend`, unless the KV cache dtype is the
-    only thing standing in the way on this GPU, i.e. every backend that accepts this
-    compute capability (and is not rejected for sparse/MLA/head-size mismatch) lists
-    "kv_cache_dtype not supported". Then changing the KV dtype is the fix: `kv_cache_dtype`.
+    The rule: the selector failing is `attention_backend`, unless the KV cache dtype is all
+    that stands in the way of some backend that accepts this compute capability (and is not
+    rejected for sparse/MLA/head-size mismatch): it lists "kv_cache_dtype not supported" and
+    nothing else but the block size. Then changing the KV dtype is a fix: `kv_cache_dtype`.
+    When other such backends object to something else too (a multimodal prefix, the head
+    size), that reading competes: it is given as a rival (an alternative with a confidence).
     (vllm/v1/attention/backend.py@v0.16.0 validate_configuration writes these reasons.)
+
+    Returns (category, explanation, remedies, rivals).
     """
     text = groups.get("reasons") or ""
     entries = {
@@ -331,18 +341,27 @@ def attention_reasons(groups, category, explanation, remedies):
     if not entries and text:
         entries = {"selected": [r.strip(" '\"") for r in text.strip("[]").split(",")]}
     usable = {b: rs for b, rs in entries.items() if not any("compute capability" in r for r in rs)}
-    kv_only = bool(usable) and all(
-        any("kv_cache_dtype" in r for r in rs) and all(("kv_cache_dtype" in r or "block" in r) for r in rs)
-        for rs in usable.values()
+    kv_blocked = sorted(
+        b for b, rs in usable.items()
+        if any("kv_cache_dtype" in r for r in rs) and all(("kv_cache_dtype" in r or "block" in r) for r in rs)
     )
-    if not kv_only:
-        return category, explanation, remedies
-    names = ", ".join(sorted(usable))
-    explanation = (
-        f"No attention backend accepts the KV cache dtype here: the backends that support this "
-        f"GPU ({names}) reject it only for kv_cache_dtype. The KV cache dtype (often inherited "
-        f"from the checkpoint's quantization config when --kv-cache-dtype is auto) is the blocker."
-    )
+    if not kv_blocked:
+        return category, explanation, remedies, ()
+    others = {b: rs for b, rs in usable.items() if b not in kv_blocked}
+    names = ", ".join(kv_blocked)
+    if others:
+        explanation = (
+            f"No attention backend accepts this configuration, and for {names} the KV cache dtype is "
+            f"the only objection: a KV cache dtype {names} supports lets vLLM choose it. The other "
+            f"backends this GPU supports ({', '.join(sorted(others))}) object to more than the KV "
+            f"cache dtype."
+        )
+    else:
+        explanation = (
+            f"No attention backend accepts the KV cache dtype here: the backends that support this "
+            f"GPU ({names}) reject it only for kv_cache_dtype. The KV cache dtype (often inherited "
+            f"from the checkpoint's quantization config when --kv-cache-dtype is auto) is the blocker."
+        )
     kv_remedies = (
         TriageRemedy(
             kind="overlay",
@@ -359,7 +378,15 @@ def attention_reasons(groups, category, explanation, remedies):
             check="SP-KV-001",
         ),
     )
-    return "kv_cache_dtype", explanation, kv_remedies + tuple(remedies)
+    rivals = ()
+    if others:
+        why = "; ".join(f"{b}: {', '.join(rs)}" for b, rs in sorted(others.items()))
+        rivals = ((
+            "attention_backend",
+            f"Read the other way, the backends that accept the KV cache dtype lack what this model's "
+            f"attention needs ({why}): another backend build or vLLM version is the way.",
+        ),)
+    return "kv_cache_dtype", explanation, kv_remedies + tuple(remedies), rivals
 
 
 ANALYZERS = {"attention_reasons": attention_reasons}
