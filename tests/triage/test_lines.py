@@ -52,6 +52,19 @@ def test_v034_prefix_inside_the_format_after_a_docker_timestamp():
     assert (ll.process, ll.pid, ll.level, ll.message) == ("APIServer", 1, "INFO", "hello")
 
 
+def test_a_scripts_level_inside_sglangs_bracket_is_read_after_a_docker_timestamp():
+    # logging.basicConfig's "[%(asctime)s] %(levelname)s %(filename)s:%(lineno)d:" under
+    # `docker logs -t`: the INFO line dumping ServerArgs stays status, as without the stamp
+    # (as in https://github.com/caleboverman/llmsys_f25_hw6/blob/
+    # f02433a1385825b731037781ec899fb2162a76ab/sglang_log.txt, with a docker stamp added)
+    ll = parse_line(
+        "2025-11-23T23:34:08.100Z [2025-11-23 23:34:08] INFO engine.py:123: "
+        "server_args=ServerArgs(trust_remote_code=True)"
+    )
+    assert (ll.level, ll.source) == ("INFO", "engine.py:123")
+    assert ll.message == "server_args=ServerArgs(trust_remote_code=True)"
+
+
 def test_old_vllm_format_without_opening_bracket():
     ll = parse_line("INFO 04-19 17:25:10 api_server.py:149] vLLM API server version 0.4.0.post1")
     assert (ll.level, ll.source, ll.message) == ("INFO", "api_server.py:149", "vLLM API server version 0.4.0.post1")
@@ -65,9 +78,17 @@ def test_old_vllm_format_without_opening_bracket():
         ("[2025-01-01 10:00:00] Load weight begin", None, "2025-01-01 10:00:00"),
         ("[12-16 14:27:08 TP0] Load weight begin", "TP0", "12-16 14:27:08"),
         (
+            # a launcher's logger around SGLang's line: its stamp is the one every line carries
             "2025-03-07 23:50:27,531 - __main__ - INFO - [2025-03-07 23:50:27 TP0] Load weight begin",
             "TP0",
-            "2025-03-07 23:50:27",
+            "2025-03-07 23:50:27,531",
+        ),
+        (
+            # `docker logs -t` (RFC 3339, UTC) around SGLang's local-time stamp: one clock for
+            # every line, the lines SGLang did not stamp included
+            "2026-06-07T09:49:21.004Z [2026-06-07 18:49:21] Load weight begin",
+            None,
+            "2026-06-07T09:49:21.004Z",
         ),
     ],
 )

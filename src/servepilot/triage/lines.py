@@ -196,9 +196,15 @@ def parse_line(raw: str) -> LogLine:
                     rest = rest[inner.end() :]
                 inner = _SGLANG_FORMAT.match(rest)  # a launcher's logger around SGLang's lines
                 if inner:
-                    timestamp = inner.group("ts")
+                    # the outer stamp is kept: every line of the log then carries one clock
+                    # (`docker logs -t` stamps in UTC, SGLang in local time, and lines without
+                    # SGLang's own stamp carry only the outer one)
                     process = process or inner.group("ranks").strip() or None
                     rest = rest[inner.end() :]
+                    after = _LEVEL_AFTER_BRACKET.match(rest) if level is None else None
+                    if after:  # a script's own logging format inside (see _LEVEL_AFTER_BRACKET)
+                        level, source = after.group("level"), after.group("src")
+                        rest = rest[after.end() :]
             else:
                 m = _UVICORN.match(rest)
                 if m:
