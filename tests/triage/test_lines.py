@@ -65,6 +65,16 @@ def test_a_scripts_level_inside_sglangs_bracket_is_read_after_a_docker_timestamp
     assert ll.message == "server_args=ServerArgs(trust_remote_code=True)"
 
 
+def test_kubectl_prefix_before_a_vllm_line():
+    # `kubectl logs --prefix`: "[pod/<pod>/<container>] " before the engine's own line
+    ll = parse_line(
+        "[pod/vllm-0/vllm] (EngineCore_DP0 pid=263) ERROR 06-27 01:37:15 [core.py:1006] "
+        "KeyError: 'layers.5.self_attn.qkv_proj.v_proj.weight'"
+    )
+    assert (ll.process, ll.pid, ll.level, ll.source) == ("EngineCore_DP0", 263, "ERROR", "core.py:1006")
+    assert ll.message == "KeyError: 'layers.5.self_attn.qkv_proj.v_proj.weight'"
+
+
 def test_old_vllm_format_without_opening_bracket():
     ll = parse_line("INFO 04-19 17:25:10 api_server.py:149] vLLM API server version 0.4.0.post1")
     assert (ll.level, ll.source, ll.message) == ("INFO", "api_server.py:149", "vLLM API server version 0.4.0.post1")

@@ -89,6 +89,10 @@ _GLOG_LEVELS = {"E": "ERROR", "W": "WARNING", "I": "INFO", "F": "CRITICAL"}
 # docker compose service column `vllm  | ` and kubectl-style pod prefixes before a process prefix.
 _COMPOSE = re.compile(r"[\w.\-]+\s+\|\s")
 
+# `kubectl logs --prefix` (and `--all-containers`): `[pod/vllm-0/vllm] message`, the pod and the
+# container before each line (kubectl's logs command, "[pod/%s/%s] ").
+_KUBECTL = re.compile(r"\[pod/[\w.\-]+/[\w.\-]+\] ")
+
 # journald / syslog: `Feb 21 01:41:02 host ollama[402476]: message` (systemd services).
 _SYSLOG = re.compile(r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [\w.\-/@]+(?:\[\d+\])?: ")
 
@@ -134,6 +138,8 @@ def parse_line(raw: str) -> LogLine:
     # excerpts paste a log) carries its prefixes after the quote marks
     rest = _QUOTE.sub("", text, count=1) if text[:1] == ">" else text
     process = pid = level = timestamp = source = None
+    if rest[:5] == "[pod/" and (m := _KUBECTL.match(rest)):
+        rest = rest[m.end() :]
     m = _SYSLOG.match(rest)
     if m:
         rest = rest[m.end() :]
