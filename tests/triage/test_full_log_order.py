@@ -48,6 +48,14 @@ def test_an_orphaned_tasks_exception_reported_at_teardown_is_not_the_cause():
     assert any(o.exception == "zmq.error.ZMQError" for o in d.other_errors)
 
 
+def test_a_copy_whose_report_line_was_cut_off_is_still_the_orphaned_tasks():
+    # a log committed from its middle: the first copy's "Task exception was never retrieved"
+    # and header are gone, the next copies still carry the report
+    cut = _ORPHAN.split("\n", 3)[3]  # from its first frame on
+    d = triage_text(_HEAD + cut + _ORPHAN + _ENGINE_GONE)
+    assert d.root_cause.exception == "RuntimeError"
+
+
 def test_the_same_exception_without_the_orphan_report_is_the_cause():
     # raised in the process's own call, not reported at collection: it is an unknown exception
     # printed before the echo, and comes first

@@ -188,6 +188,9 @@ class _Group:
     keys: set
     occurrences: int = 1
     survived: bool = False  # its process went on to a later start-up phase (_survived)
+    # asyncio reported one of its events only when the task was collected (events._ORPHAN_REPORT):
+    # the same exception seen elsewhere without the report (its report line cut off) is that too
+    orphaned: bool = False
 
 
 _REASONS_SHOWN = 3  # a log of 1,000 launches names the first and the last, not 999 banners
@@ -412,7 +415,7 @@ def _rank(g: _Group) -> float:
     """Rule 4's order: known cause, vague known error, unknown exception, warning, echo."""
     if g.survived:
         return _WARNING_OTHER_RANK
-    if g.first.orphaned and g.match is None:
+    if g.orphaned and g.match is None:
         return _ORPHANED_RANK
     if g.first.is_warning:
         return _WARNING_CAUSE_RANK if g.tier_rank == 0 else _WARNING_OTHER_RANK
@@ -683,10 +686,11 @@ def decide(
         table = notes if (m is not None and m.signature.benign) else groups
         g = table.get(key)
         if g is None:
-            table[key] = _Group(ev, m, _TIER_RANK[m.tier] if m else _TIER_RANK[None], {(ev.process, ev.pid)})
+            g = table[key] = _Group(ev, m, _TIER_RANK[m.tier] if m else _TIER_RANK[None], {(ev.process, ev.pid)})
         else:
             g.keys.add((ev.process, ev.pid))
             g.occurrences += 1
+        g.orphaned = g.orphaned or ev.orphaned
 
     # the first report of a death after readiness (vLLM's EngineDeadError, a worker that died):
     # the server did not survive what came between readiness and it
