@@ -163,3 +163,23 @@ def test_gccs_error_format_is_read_the_same():
 def test_a_build_output_without_a_compiler_error_leaves_the_exception_where_it_was_printed():
     d = triage_text(_NINJA_HEAD + _NINJA_TAIL)
     assert d.root_cause.line == 5
+
+
+def test_a_stop_inside_the_standard_librarys_own_computation_is_no_wait():
+    # Ctrl-C during torch.compile's cache-key pickling, which was inside typing.py's
+    # __getattr__: the standard library was computing, not blocked in a read, so the stop stays
+    # the answer (as committed in https://github.com/Srichakra-D/ContextMatch1/blob/
+    # 6d3d4e09e4931aaa2d11af33f14e5e3fbaaa2c39/vllm_log.txt, shortened; Python's default SIGINT
+    # handler leaves no frame of its own)
+    e = "(EngineCore pid=3408798) "
+    text = (
+        f"{e}Traceback (most recent call last):\n"
+        f'{e}  File "/home/sai/.venv/lib/python3.13/site-packages/torch/_inductor/codecache.py", '
+        "line 629, in dumps\n"
+        f"{e}    self.dump(obj)\n"
+        f'{e}  File "/opt/miniconda3/lib/python3.13/typing.py", line 3817, in __getattr__\n'
+        f'{e}    raise AttributeError(f"module {{__name__!r}} has no attribute {{attr!r}}")\n'
+        f"{e}KeyboardInterrupt\n"
+    )
+    d = triage_text(text)
+    assert d.root_cause.line == 6

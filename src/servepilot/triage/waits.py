@@ -20,10 +20,12 @@ from dataclasses import dataclass
 from servepilot.triage.lines import parse_line
 
 _FRAME = re.compile(r'^\s*File "(?P<path>[^"]*)", line \d+, in (?P<func>\S+)')
-# Frames that only carry a wait: Python's standard library (not its site-packages), the event
-# loop, and the clients of the network and of other processes.
+# Frames that only carry a wait: the standard library's blocking I/O and synchronisation
+# modules (not the rest of it: a stop inside typing.py or pickle is a stop while computing),
+# the event loop, and the clients of the network and of other processes.
 _PLUMBING = re.compile(
-    r"^<frozen |/lib/python3\.\d+/(?!(?:site|dist)-packages/)|^uvloop/"
+    r"/lib/python3\.\d+/(?:(?:ssl|socket|selectors|threading|queue|subprocess)\.py$"
+    r"|(?:asyncio|concurrent|multiprocessing|http|urllib)/)|^uvloop/"
     r"|/(?:site|dist)-packages/(?:httpx|httpcore|h11|h2|urllib3|requests|aiohttp|anyio|"
     r"huggingface_hub|zmq|grpc|websockets|uvloop)/"
 )
