@@ -75,6 +75,25 @@ def test_kubectl_prefix_before_a_vllm_line():
     assert ll.message == "KeyError: 'layers.5.self_attn.qkv_proj.v_proj.weight'"
 
 
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        "2026-06-10T07:31:04+0000 gpu-node sglang[1234]: ",  # journalctl -o short-iso
+        "0: ",  # srun --label
+        " 3: ",  # srun --label, padded to the widest task number
+    ],
+)
+def test_journald_iso_and_srun_label_prefixes_before_sglangs_line(prefix):
+    ll = parse_line(f"{prefix}[2026-03-27 09:31:49 TP0] Capture cuda graph begin.")
+    assert (ll.process, ll.timestamp, ll.message) == ("TP0", "2026-03-27 09:31:49", "Capture cuda graph begin.")
+
+
+def test_an_srun_label_keeps_a_traceback_frames_indentation():
+    ll = parse_line('0:   File "/py/sglang/srt/managers/scheduler.py", line 3922, in run_scheduler_process')
+    assert ll.message.startswith('File "/py/sglang')
+    assert ll.text.startswith("0:   File")
+
+
 def test_old_vllm_format_without_opening_bracket():
     ll = parse_line("INFO 04-19 17:25:10 api_server.py:149] vLLM API server version 0.4.0.post1")
     assert (ll.level, ll.source, ll.message) == ("INFO", "api_server.py:149", "vLLM API server version 0.4.0.post1")

@@ -93,6 +93,16 @@ _COMPOSE = re.compile(r"[\w.\-]+\s+\|\s")
 # container before each line (kubectl's logs command, "[pod/%s/%s] ").
 _KUBECTL = re.compile(r"\[pod/[\w.\-]+/[\w.\-]+\] ")
 
+# journald's ISO output (`journalctl -o short-iso`, `short-iso-precise`):
+# `2026-06-10T07:31:04+0000 host vllm[1234]: message`.
+_SYSLOG_ISO = re.compile(
+    r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) \S+ [\w.\-/@]+(?:\[\d+\])?: "
+)
+# Slurm's `srun --label`: the task number before each line of its stdout/stderr (`0: message`,
+# padded to the widest task number: ` 3: message`; srun(1) --label, "prepend task number to
+# lines of stdout/err"). What follows keeps its own indentation (a traceback's frames).
+_SRUN_LABEL = re.compile(r" {0,4}\d{1,5}: ")
+
 # journald / syslog: `Feb 21 01:41:02 host ollama[402476]: message` (systemd services).
 _SYSLOG = re.compile(r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [\w.\-/@]+(?:\[\d+\])?: ")
 
@@ -139,6 +149,10 @@ def parse_line(raw: str) -> LogLine:
     rest = _QUOTE.sub("", text, count=1) if text[:1] == ">" else text
     process = pid = level = timestamp = source = None
     if rest[:5] == "[pod/" and (m := _KUBECTL.match(rest)):
+        rest = rest[m.end() :]
+    elif rest[:1].isdigit() and (m := _SYSLOG_ISO.match(rest) or _SRUN_LABEL.match(rest)):
+        rest = rest[m.end() :]
+    elif rest[:1] == " " and (m := _SRUN_LABEL.match(rest)):
         rest = rest[m.end() :]
     m = _SYSLOG.match(rest)
     if m:
