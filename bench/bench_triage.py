@@ -2,6 +2,7 @@
 
 Prints figures; it is not a test. Run:
     python bench/bench_triage.py [CORPUS.jsonl ...] [--size-mb 1024] [--keep DIR] [--skip-speed] [--verbose]
+                                 [--wrappers]
 
 The corpus is the repository's corpus/ (excerpts.jsonl, full-logs.jsonl; corpus/README.md):
 rows with `log` (or the older `error_excerpt`), `category`, `root_cause_line` and `split`.
@@ -21,6 +22,9 @@ Figures reported (targets from issues 8 and 13):
                files over 256 MB are scanned on several cores, which lowers wall time only)
   peak memory  max RSS of the triage process via resource.getrusage(RUSAGE_CHILDREN)
                (target < 200 MB)
+  wrappers     (--wrappers) every full log triaged again under each tool's line prefix (docker
+               compose, docker logs -t, kubectl --prefix, journald, srun --label, CRLF): how many
+               answers change (target 0: the tools around an engine do not change its failure)
 """
 
 from __future__ import annotations
@@ -151,6 +155,52 @@ def accuracy(paths: list[Path], verbose: bool) -> None:
                 rows_n = sum(got.values())
                 misses = ", ".join(f"{p} x{n}" for p, n in got.most_common() if p != expected)
                 print(f"    {expected:<22} {got[expected]}/{rows_n}" + (f"   -> {misses}" if misses else ""))
+
+
+# How the same log reaches a user through the tools around an engine: each wrapper prefixes every
+# line (or changes its line ends) and must not change the answer. Stamps and names are fixed.
+def _prefixed(prefix: str):
+    return lambda text: "\n".join(prefix + line if line else line for line in text.split("\n"))
+
+
+WRAPPERS = {
+    "docker compose": _prefixed("vllm-1  | "),
+    "docker logs -t": _prefixed("2026-06-10T07:31:04.123456789Z "),
+    "kubectl --prefix": _prefixed("[pod/vllm-0/vllm] "),
+    "journald": _prefixed("Jun 10 07:31:04 gpu-node vllm[1234]: "),
+    "journald short-iso": _prefixed("2026-06-10T07:31:04+0000 gpu-node vllm[1234]: "),
+    "srun --label": _prefixed("0: "),
+    "CRLF line ends": lambda text: text.replace("\n", "\r\n"),
+}
+
+
+def _answer(text: str) -> tuple[str | None, str | None]:
+    """(category, message of the line the answer rests on) of a log, prefixes aside."""
+    from servepilot.triage import triage_text
+    from servepilot.triage.lines import parse_line
+
+    cause = triage_text(text, engine=None).root_cause
+    if cause is None:
+        return None, None
+    lines = text.split("\n")
+    line = lines[cause.line - 1] if 0 < cause.line <= len(lines) else ""
+    return cause.category, parse_line(line).message.strip()
+
+
+def wrappers(paths: list[Path], verbose: bool) -> None:
+    """How many full logs get another answer when a wrapper's prefix is put on every line."""
+    rows = [row for p in paths if p.is_file() for row in load_rows(p) if row.get("log_file")]
+    if not rows:
+        print("wrappers: skipped, no full logs found")
+        return
+    plain = {row["id"]: _answer(row["log"]) for row in rows}
+    print(f"\nwrappers: full logs whose answer (category and line) changes under a wrapper, of {len(rows)}")
+    for name, wrap in WRAPPERS.items():
+        changed = [row["id"] for row in rows if _answer(wrap(row["log"])) != plain[row["id"]]]
+        print(f"  {name:<20} {len(changed)}")
+        if verbose:
+            for row_id in changed:
+                print(f"    {row_id}")
 
 
 def _block(rng: random.Random, minute: int) -> bytes:
@@ -313,8 +363,12 @@ def main() -> None:
     ap.add_argument("--size-mb", type=int, default=1024)
     ap.add_argument("--keep", type=Path, help="keep the generated log in this directory (and reuse it)")
     ap.add_argument("--skip-speed", action="store_true")
+    ap.add_argument("--wrappers", action="store_true",
+                    help="also triage every full log under each wrapper's line prefix and count changed answers")
     args = ap.parse_args()
     accuracy(args.corpus, args.verbose)
+    if args.wrappers:
+        wrappers(args.corpus, args.verbose)
     if not args.skip_speed:
         speed(args.size_mb, args.keep)
     sys.stdout.flush()

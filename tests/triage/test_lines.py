@@ -94,6 +94,26 @@ def test_an_srun_label_keeps_a_traceback_frames_indentation():
     assert ll.text.startswith("0:   File")
 
 
+def test_a_docker_timestamp_before_torchs_rank_and_glog_prefixes():
+    # `docker logs -t` before torch's "[rank3]:E1128 ... file:line] [24/0] msg" (torch/_logging):
+    # the line is read as printed, with the outer stamp (the nightly CI server log in
+    # https://github.com/michael-amd/sglang-ci, online_benchmark_log/.../sglang_server.log)
+    ll = parse_line(
+        "2025-11-28T09:51:39.357Z [rank3]:E1128 09:51:39.357000 208 "
+        "torch/_inductor/runtime/triton_heuristics.py:750] [24/0] RuntimeError: PassManager::run failed"
+    )
+    assert (ll.process, ll.level, ll.timestamp) == ("rank3", "ERROR", "2025-11-28T09:51:39.357Z")
+    assert ll.message == "RuntimeError: PassManager::run failed"
+
+
+def test_a_docker_timestamp_before_a_compilers_diagnostic_is_no_journald_host():
+    # nvcc's "file(117): error: msg" after a stamp: no host and pid, so nothing is cut from it
+    ll = parse_line(
+        "2026-06-10T07:31:04Z /py/flashinfer/vec_dtypes.cuh(117): error: no suitable conversion"
+    )
+    assert ll.message == "/py/flashinfer/vec_dtypes.cuh(117): error: no suitable conversion"
+
+
 def test_old_vllm_format_without_opening_bracket():
     ll = parse_line("INFO 04-19 17:25:10 api_server.py:149] vLLM API server version 0.4.0.post1")
     assert (ll.level, ll.source, ll.message) == ("INFO", "api_server.py:149", "vLLM API server version 0.4.0.post1")

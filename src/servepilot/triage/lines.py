@@ -95,8 +95,10 @@ _KUBECTL = re.compile(r"\[pod/[\w.\-]+/[\w.\-]+\] ")
 
 # journald's ISO output (`journalctl -o short-iso`, `short-iso-precise`):
 # `2026-06-10T07:31:04+0000 host vllm[1234]: message`.
+# The host is a host name and the process carries its pid, so that a stamp before a compiler's
+# "file.cu(117): error:" or "vllm serve: error:" is not read as one.
 _SYSLOG_ISO = re.compile(
-    r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) \S+ [\w.\-/@]+(?:\[\d+\])?: "
+    r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) [\w.\-]+ [\w.\-/@]+\[\d+\]: "
 )
 # Slurm's `srun --label`: the task number before each line of its stdout/stderr (`0: message`,
 # padded to the widest task number: ` 3: message`; srun(1) --label, "prepend task number to
@@ -200,6 +202,21 @@ def parse_line(raw: str) -> LogLine:
             m = _ISO_PREFIX.match(rest)
             if m:
                 timestamp, level = m.group("ts"), m.group("level")
+                if level is None and m.end() < len(rest):
+                    # a bare stamp before the line (`docker logs -t`, CI runners): the line is
+                    # read as printed, whatever its format (torch's rank and glog prefixes, a
+                    # compiler's "file:line:" included), and keeps the outer stamp, so that
+                    # every line of the log carries one clock
+                    inner_line = parse_line(rest[m.end() :])
+                    return LogLine(
+                        text=text,
+                        process=process or inner_line.process,
+                        pid=pid if process else inner_line.pid,
+                        level=inner_line.level,
+                        timestamp=timestamp,
+                        source=inner_line.source,
+                        message=inner_line.message,
+                    )
                 if level and _VLLM_FORMAT.match(rest, m.start("level")):
                     # the level word opens a vLLM-format line: let that format take it whole
                     rest, level = rest[m.start("level") :], None
