@@ -194,7 +194,8 @@ def wrappers(paths: list[Path], verbose: bool) -> None:
         print("wrappers: skipped, no full logs found")
         return
     plain = {row["id"]: _answer(row["log"]) for row in rows}
-    print(f"\nwrappers: full logs whose answer (category and line) changes under a wrapper, of {len(rows)}")
+    print(f"\nwrappers: full logs whose answer (category and line) changes under a wrapper, "
+          f"of {len(rows)}")
     for name, wrap in WRAPPERS.items():
         changed = [row["id"] for row in rows if _answer(wrap(row["log"])) != plain[row["id"]]]
         print(f"  {name:<20} {len(changed)}")
@@ -364,7 +365,8 @@ def main() -> None:
     ap.add_argument("--keep", type=Path, help="keep the generated log in this directory (and reuse it)")
     ap.add_argument("--skip-speed", action="store_true")
     ap.add_argument("--wrappers", action="store_true",
-                    help="also triage every full log under each wrapper's line prefix and count changed answers")
+                    help="also triage every full log under each wrapper's line prefix and count "
+                         "changed answers")
     args = ap.parse_args()
     accuracy(args.corpus, args.verbose)
     if args.wrappers:

@@ -116,7 +116,8 @@ CONV1D_BRANCH_DTYPES = (
     "AssertionError('initial value for `matrix_x` is of type fp16[constexpr[256]], but the then "
     "block redefines it as bf16[constexpr[256]]')\n"
     "\n"
-    "[2026-06-10 08:50:47] Received sigquit from a child process. It usually means the child failed.\n"
+    "[2026-06-10 08:50:47] Received sigquit from a child process. "
+    "It usually means the child failed.\n"
 )
 
 

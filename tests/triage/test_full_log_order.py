@@ -110,7 +110,8 @@ def test_a_process_stopped_while_blocked_in_a_read_rests_on_the_call_that_waited
 def test_a_process_stopped_while_computing_rests_on_the_stop():
     # the signal came while a library's own frame ran (no read under the handler): no wait to name
     computing = (
-        f'{_A}  File "{_SITE}/transformers/tokenization_utils_base.py", line 2301, in _from_pretrained\n'
+        f'{_A}  File "{_SITE}/transformers/tokenization_utils_base.py", line 2301, '
+        "in _from_pretrained\n"
         f"{_A}    tokenizer = cls(*init_inputs, **init_kwargs)\n"
     )
     d = triage_text(_STOP_HEAD + computing + _HANDLER)
@@ -130,7 +131,7 @@ _NINJA_HEAD = (
     '  File "/py/sglang/srt/model_executor/cuda_graph_runner.py", line 716, in __init__\n'
     "    raise Exception(\n"
     "Exception: Capture cuda graph failed: Ninja build failed. Ninja output:\n"
-    "ninja: Entering directory `/root/.cache/flashinfer/121a/cached_ops/batch_decode_dtype_kv_fp4'\n"
+    "ninja: Entering directory `/root/.cache/flashinfer/121a/cached_ops/batch_decode_kv_fp4'\n"
     "[1/4] /usr/local/cuda/bin/nvcc --generate-dependencies-with-compile -c batch_decode.cu\n"
     "FAILED: [code=1] batch_decode.cuda.o\n"
 )
@@ -143,7 +144,8 @@ _NVCC_ERROR = (
 _NINJA_TAIL = (
     "ninja: build stopped: subcommand failed.\n"
     "\n"
-    "[2026-06-07 18:49:51] Received sigquit from a child process. It usually means the child failed.\n"
+    "[2026-06-07 18:49:51] Received sigquit from a child process. "
+    "It usually means the child failed.\n"
 )
 
 
@@ -155,7 +157,7 @@ def test_a_failed_builds_exception_rests_on_the_compilers_first_error_in_its_out
 
 
 def test_gccs_error_format_is_read_the_same():
-    gcc = "/py/flashinfer/csrc/batch_decode.cu:42:10: fatal error: cuda_fp4.h: No such file or directory\n"
+    gcc = "/py/flashinfer/csrc/decode.cu:42:10: fatal error: cuda_fp4.h: No such file\n"
     d = triage_text(_NINJA_HEAD + gcc + _NINJA_TAIL)
     assert d.root_cause.line == 9
 

@@ -451,7 +451,8 @@ def _at_the_wait(stop: Cause, ev: ErrorEvent) -> Cause:
     wait = where_it_waited(ev.stack)
     if wait is None:
         return stop
-    excerpt = "\n".join(line for line in (wait.frame, wait.code and f"    {wait.code}", ev.text) if line)
+    shown = (wait.frame, wait.code and f"    {wait.code}", ev.text)
+    excerpt = "\n".join(line for line in shown if line)
     return replace(
         stop, line=wait.line, excerpt=excerpt,
         explanation=f"{stop.explanation} The process was stopped from outside ({ev.message}) while "
@@ -686,7 +687,8 @@ def decide(
         table = notes if (m is not None and m.signature.benign) else groups
         g = table.get(key)
         if g is None:
-            g = table[key] = _Group(ev, m, _TIER_RANK[m.tier] if m else _TIER_RANK[None], {(ev.process, ev.pid)})
+            tier_rank = _TIER_RANK[m.tier] if m else _TIER_RANK[None]
+            g = table[key] = _Group(ev, m, tier_rank, {(ev.process, ev.pid)})
         else:
             g.keys.add((ev.process, ev.pid))
             g.occurrences += 1
@@ -770,7 +772,8 @@ def decide(
     if explainer is not None:
         root_cause = _explained(root_cause, _cause(explainer, engine=engine))
     alternatives = _alternatives(root, root_cause, candidates) if root else ()
-    if root_cause is not None and any(a.basis in ("signature", "warning-explains", "rival") for a in alternatives):
+    rivals = ("signature", "warning-explains", "rival")
+    if root_cause is not None and any(a.basis in rivals for a in alternatives):
         root_cause = replace(root_cause, confidence=min(root_cause.confidence, _COMPETED))
     remedies = root.match.remedies if root and root.match else ()
     if explainer is not None and explainer.match is not None:

@@ -75,12 +75,6 @@ _COMPILE_SOURCE_MAX = 12  # Triton's source_line_count_max_in_message
 # unsupported ...") is the inner error it points at (as vLLM-Ascend logs print it:
 # https://github.com/vllm-project/vllm-ascend/issues/1383, /issues/2260).
 _NPU_POINTER = re.compile(r"\bThe Inner error is reported as above\b")
-# asyncio's report of a task that failed with nobody awaiting it, printed when the task object
-# is garbage-collected (Future.__del__ in Lib/asyncio/futures.py@3.11: "%s exception was never
-# retrieved", then "future: <Task ...>" and the traceback): it is printed when the orphan is
-# collected, typically while the process tears down after its real failure (vLLM 0.6's client
-# destroying its ZeroMQ context under polling tasks once the engine process has died,
-# vllm/engine/multiprocessing/client.py@v0.6.6 close()), not when the task failed.
 # An exception whose message ends by announcing a build's output ("Ninja build failed. Ninja
 # output:", FlashInfer's JIT, and SGLang's "Capture cuda graph failed: <that message>" around
 # it, as in https://github.com/jethac/dgx-spark-hijinks/blob/61d0a48745223b7d51dd481059afae3bfc1f74d8/
@@ -90,6 +84,12 @@ _NPU_POINTER = re.compile(r"\bThe Inner error is reported as above\b")
 _BUILD_OUTPUT = re.compile(r"\b(?:build|compil\w*)\b.*\boutput:\s*$", re.IGNORECASE)
 _COMPILER_ERROR = re.compile(r"^\S+?(?:\(\d+\)|:\d+(?::\d+)?): (?:fatal )?error: ")
 _BUILD_OUTPUT_LINES = 400  # a build's output longer than this is not searched for its error
+# asyncio's report of a task that failed with nobody awaiting it, printed when the task object
+# is garbage-collected (Future.__del__ in Lib/asyncio/futures.py@3.11: "%s exception was never
+# retrieved", then "future: <Task ...>" and the traceback): it is printed when the orphan is
+# collected, typically while the process tears down after its real failure (vLLM 0.6's client
+# destroying its ZeroMQ context under polling tasks once the engine process has died,
+# vllm/engine/multiprocessing/client.py@v0.6.6 close()), not when the task failed.
 _ORPHAN_REPORT = re.compile(r"^(?:Task|Future) exception was never retrieved$")
 _NPU_NOTE = re.compile(
     r"^(?:Since the operator is called asynchronously|Note: ASCEND_LAUNCH_BLOCKING"
@@ -349,7 +349,8 @@ class Assembler:
         self._pointer: dict[tuple, ErrorEvent] = {}
         self._location_seen: set[tuple] = set()  # a ValidationError's location line was read
         self._orphan_reported: set[tuple] = set()  # keys whose next exception is an orphaned task's
-        self._build_output: dict[tuple, ErrorEvent] = {}  # key -> exception whose build output follows
+        # key -> an exception whose build output follows (_read_build_output)
+        self._build_output: dict[tuple, ErrorEvent] = {}
         self._cuda_devices: dict[int, int] = {}  # ggml-cuda device -> capability (cuda_archs.py)
 
     # -- launches --------------------------------------------------------------------------
@@ -501,8 +502,9 @@ class Assembler:
                 self._pointer[key] = ev
                 self._last_exception[key] = line_no
                 return
+            frames = context.lines if context else []
             emitted = self._emit(
-                line_no, key, ll, exc[0], msg, context.lines if context else [], chained=chained, wraps=wraps
+                line_no, key, ll, exc[0], msg, frames, chained=chained, wraps=wraps
             )
             if context is not None and context.stack and exc[0].rsplit(".", 1)[-1] in STOPS:
                 emitted.stack = context.stack
@@ -513,7 +515,7 @@ class Assembler:
                 self._build_output[key] = emitted
             self._last_exception[key] = line_no
             if _COMPILE_AT.search(msg):
-                self._continued[key] = _Continued(line_no, context.lines if context else [], event=emitted)
+                self._continued[key] = _Continued(line_no, frames, event=emitted)
             if key == self._inline_key:
                 self._inline_key = None
             return
@@ -691,10 +693,13 @@ class Assembler:
             self._shapes.add(shape)
         self.events.append(ev)
 
-    def _emit(self, line_no, key, ll, exc_type, message, lines, chained=False, wraps=None) -> ErrorEvent:
+    def _emit(
+        self, line_no, key, ll, exc_type, message, lines, chained=False, wraps=None
+    ) -> ErrorEvent:
         process, pid = key
         ev = ErrorEvent(
-            line_no, process, pid, self.launch, exc_type, message, list(lines), ll.text, chained, wraps=wraps
+            line_no, process, pid, self.launch, exc_type, message, list(lines), ll.text, chained,
+            wraps=wraps,
         )
         self._add(ev, ll)
         return ev

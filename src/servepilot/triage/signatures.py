@@ -343,7 +343,8 @@ def attention_reasons(groups, category, explanation, remedies):
     usable = {b: rs for b, rs in entries.items() if not any("compute capability" in r for r in rs)}
     kv_blocked = sorted(
         b for b, rs in usable.items()
-        if any("kv_cache_dtype" in r for r in rs) and all(("kv_cache_dtype" in r or "block" in r) for r in rs)
+        if any("kv_cache_dtype" in r for r in rs)
+        and all(("kv_cache_dtype" in r or "block" in r) for r in rs)
     )
     if not kv_blocked:
         return category, explanation, remedies, ()
@@ -351,16 +352,17 @@ def attention_reasons(groups, category, explanation, remedies):
     names = ", ".join(kv_blocked)
     if others:
         explanation = (
-            f"No attention backend accepts this configuration, and for {names} the KV cache dtype is "
-            f"the only objection: a KV cache dtype {names} supports lets vLLM choose it. The other "
-            f"backends this GPU supports ({', '.join(sorted(others))}) object to more than the KV "
-            f"cache dtype."
+            f"No attention backend accepts this configuration, and for {names} the KV cache "
+            f"dtype is the only objection: a KV cache dtype {names} supports lets vLLM choose "
+            f"it. The other backends this GPU supports ({', '.join(sorted(others))}) object to "
+            "more than the KV cache dtype."
         )
     else:
         explanation = (
-            f"No attention backend accepts the KV cache dtype here: the backends that support this "
-            f"GPU ({names}) reject it only for kv_cache_dtype. The KV cache dtype (often inherited "
-            f"from the checkpoint's quantization config when --kv-cache-dtype is auto) is the blocker."
+            "No attention backend accepts the KV cache dtype here: the backends that support "
+            f"this GPU ({names}) reject it only for kv_cache_dtype. The KV cache dtype (often "
+            "inherited from the checkpoint's quantization config when --kv-cache-dtype is auto) "
+            "is the blocker."
         )
     kv_remedies = (
         TriageRemedy(
@@ -383,8 +385,8 @@ def attention_reasons(groups, category, explanation, remedies):
         why = "; ".join(f"{b}: {', '.join(rs)}" for b, rs in sorted(others.items()))
         rivals = ((
             "attention_backend",
-            f"Read the other way, the backends that accept the KV cache dtype lack what this model's "
-            f"attention needs ({why}): another backend build or vLLM version is the way.",
+            "Read the other way, the backends that accept the KV cache dtype lack what this "
+            f"model's attention needs ({why}): another backend build or vLLM version is the way.",
         ),)
     return "kv_cache_dtype", explanation, kv_remedies + tuple(remedies), rivals
 
