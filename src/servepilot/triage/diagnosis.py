@@ -55,7 +55,8 @@ The rule, in order:
    exception; its category is read from its frames or words when they name a part of the
    launch (a guess, low confidence), else it is `other`. Quoted model ids and paths lend no
    words; a bare AssertionError is read by its assert statement; an unknown memory failure
-   is placed by its phase like CUDA's own OOM.
+   is placed by its phase like CUDA's own OOM, and a dtype an operator has no kernel for,
+   refused while the KV cache is allocated, is the KV cache dtype when the launch asked for it.
 """
 
 from __future__ import annotations
@@ -373,6 +374,16 @@ def _cause(group: _Group, basis: str | None = None, engine: str | None = None) -
                 f" Its message names {by_words[1]!r}, so it is filed under {category} (a guess from its words)."
             )
         from_text = basis in ("words", "engine-source")
+        refused = _refused_dtype(ev.message)
+        in_kv_allocation = ev.phase == "kv_cache_profiling"
+        if category == "other" and in_kv_allocation and _same_dtype(refused, ev.kv_dtype):
+            # a kernel with no implementation for the KV cache's own dtype while the KV cache is
+            # allocated: the dtype the launch asked for the KV cache is what has no kernel here
+            category, basis = "kv_cache_dtype", "words"
+            explanation += (
+                f" It came while the KV cache was being allocated, and the dtype it refuses "
+                f"({refused}) is the KV cache dtype the launch asked for ({ev.kv_dtype})."
+            )
         if category == "oom_weights" and from_text and ev.phase in _OOM_BY_PHASE:
             # what a memory failure means depends on where the start-up was, for messages
             # no signature knows as much as for CUDA's own OOM (signatures' by_phase)
@@ -394,6 +405,31 @@ def _cause(group: _Group, basis: str | None = None, engine: str | None = None) -
         confidence=CONFIDENCE[basis],
         basis=basis,
     )
+
+
+# PyTorch's refusal of a dtype an operator has no kernel for (ATen's dispatch macros:
+# `"fill_cuda" not implemented for 'Float4_e2m1fn_x2'`, aten/src/ATen/Dispatch.h).
+_NOT_IMPLEMENTED_FOR = re.compile(r"\bnot implemented for '(?P<dtype>\w+)'")
+# A low-precision float dtype as the engines and torch name it: fp8, fp8_e4m3, fp4_e2m1,
+# torch.float8_e4m3fn, Float4_e2m1fn_x2: the width and, when named, the exponent/mantissa split.
+_FLOAT_DTYPE = re.compile(r"(?:fp|float)(?P<bits>4|8)(?:_(?P<format>e\dm\d))?", re.IGNORECASE)
+
+
+def _refused_dtype(message: str) -> str | None:
+    m = _NOT_IMPLEMENTED_FOR.search(message)
+    return m.group("dtype") if m else None
+
+
+def _same_dtype(refused: str | None, kv_dtype: str | None) -> bool:
+    """Whether a refused torch dtype is the KV cache dtype a launch asked for (fp4_e2m1 is
+    Float4_e2m1fn_x2; a bare fp8 is any FP8 split)."""
+    if not refused or not kv_dtype:
+        return False
+    a, b = _FLOAT_DTYPE.search(refused), _FLOAT_DTYPE.search(kv_dtype)
+    if a is None or b is None or a.group("bits") != b.group("bits"):
+        return False
+    fa, fb = a.group("format"), b.group("format")
+    return fa is None or fb is None or fa.lower() == fb.lower()
 
 
 _BARE_ASSERT = re.compile(r"(?:^|\.)AssertionError:?\s*$")

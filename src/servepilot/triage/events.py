@@ -111,6 +111,10 @@ _VALIDATION_DETAIL = re.compile(r" \[type=\w+(?:,|\])")
 # vllm/attention/selector.py@v0.6.0). The hint's name is spelt so that it matches no refine
 # rule that reads KV words in frames ("kv_cache", "kv cache"): an FP8 KV launch whose
 # weights do not fit is still a weights OOM; only the rules that name "fp8-kv-cache" use it.
+# The KV cache dtype a launch asked for, as SGLang's and vLLM's argument dumps print it
+# (`kv_cache_dtype='fp4_e2m1'` in ServerArgs, `'kv_cache_dtype': 'fp8'` in vLLM's non-default
+# args, `kv_cache_dtype=fp8` in its engine config line); "auto" names none.
+_KV_DTYPE_SETTING = re.compile(r"\bkv_cache_dtype'?\s*[=:]\s*'?(?P<dtype>[\w.]+)")
 _LAUNCH_HINTS = (
     ("fp8-kv-cache", re.compile(r"kv_cache_dtype'?[=:]\s*'?fp8|FP8 KV cache|fp8 data type to store kv cache", re.I)),
 )
@@ -182,6 +186,7 @@ class ErrorEvent:
     block: list[tuple[int, str]] = field(default_factory=list)  # a run of error lines (number, text)
     phase: str | None = None  # the start-up phase the log was in (markers.PHASES, or "serving")
     hints: tuple[str, ...] = ()  # launch settings seen before it (_LAUNCH_HINTS), e.g. "fp8-kv-cache"
+    kv_dtype: str | None = None  # the KV cache dtype the launch asked for (_KV_DTYPE_SETTING)
     wraps: int | None = None  # line of the exception this one was raised from ("direct cause")
     # line of the error that says what this exception failed on, where its own message names
     # only a place (Triton's "CompilationError: at 322:24:", whose inner error follows it)
@@ -332,6 +337,7 @@ class Assembler:
         self._chain: dict[tuple, int | None] = {}  # key -> line of the exception a "direct cause" chain follows
         self._last_exception: dict[tuple, int] = {}  # key -> line of its last exception event
         self.hints: set[str] = set()
+        self.kv_dtype: str | None = None  # the launch's KV cache dtype (_KV_DTYPE_SETTING)
         self._seen_banners: set[tuple[str, str | None]] = set()
         self._pids: dict[str, int] = {}
         # SGLang logs "Scheduler hit an exception: Traceback ..." as one message whose later
@@ -365,6 +371,7 @@ class Assembler:
         self.phase_marks = []  # only the last launch is diagnosed
         self._marked = set()
         self.hints = set()
+        self.kv_dtype = None
         self._cuda_devices = {}
 
     def _track_launch(self, line_no: int, ll: LogLine) -> None:
@@ -403,6 +410,10 @@ class Assembler:
                 for hint, pattern in _LAUNCH_HINTS:
                     if pattern.search(ll.message):
                         self.hints.add(hint)
+            if "kv_cache_dtype" in ll.message:
+                m = _KV_DTYPE_SETTING.search(ll.message)
+                if m and m.group("dtype") != "auto":
+                    self.kv_dtype = m.group("dtype")
 
     def _enter_phase(self, line_no: int, ll: LogLine, phase: str) -> None:
         # the first line of each process in each phase is kept as a mark; a phase's line that
@@ -683,6 +694,7 @@ class Assembler:
         ev.phase = self.phase
         if ll is not None:
             ev.level, ev.timestamp = ll.level, ll.timestamp
+        ev.kv_dtype = self.kv_dtype
         if self.hints:
             ev.hints = tuple(sorted(self.hints))
         if len(self.events) >= _EVENTS_KEPT:
