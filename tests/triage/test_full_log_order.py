@@ -185,3 +185,27 @@ def test_a_stop_inside_the_standard_librarys_own_computation_is_no_wait():
     )
     d = triage_text(text)
     assert d.root_cause.line == 6
+
+
+def test_a_stop_while_waiting_on_its_own_child_process_names_no_hang():
+    # vLLM 0.9 inspects a model class in a subprocess; a training script's SIGTERM landed while
+    # the server waited on it (subprocess/selectors under the handler: its own work, not a
+    # service that did not answer), as committed in https://github.com/innocentbai/
+    # Reason4Rec-GRPO/blob/2d762b5a75f304995be4731f3eac9d131a87ab2a/vllm_server.log (shortened)
+    py = "/home/wdh/miniconda3/envs/grpo310/lib/python3.10"
+    text = (
+        "Traceback (most recent call last):\n"
+        f'  File "{py}/site-packages/vllm/model_executor/models/registry.py", line 592, '
+        "in _run_in_subprocess\n"
+        "    returned = subprocess.run(_SUBPROCESS_COMMAND,\n"
+        f'  File "{py}/subprocess.py", line 505, in run\n'
+        "    stdout, stderr = process.communicate(input, timeout=timeout)\n"
+        f'  File "{py}/selectors.py", line 416, in select\n'
+        "    fd_event_list = self._selector.poll(timeout)\n"
+        f'  File "{py}/site-packages/vllm/entrypoints/openai/api_server.py", line 1307, '
+        "in signal_handler\n"
+        '    raise KeyboardInterrupt("terminated")\n'
+        "KeyboardInterrupt: terminated\n"
+    )
+    d = triage_text(text)
+    assert d.root_cause.line == 10

@@ -4,12 +4,16 @@ A process stopped by a signal (Ctrl-C, a supervisor's or a timeout's SIGTERM) pr
 it was in when the signal came: vLLM turns SIGTERM into `KeyboardInterrupt("terminated")` in
 its API server's signal handler (vllm/entrypoints/openai/api_server.py@v0.19.0 signal_handler),
 so the innermost frame is the handler, and inside it the call that was blocked. When that call
-was a read on a socket, a pipe or a lock, the frames around it are plumbing (the standard
-library, an HTTP or IPC client); the first frame outside the plumbing is the engine's or a
-library's own call that waited, and that call is what the launch hung on (a Hub request of
-transformers' tokenizer loader, as in https://github.com/shiroyo-0/ai-agent-train/blob/
-e04d3b94b81bd5e0d12d39b033c6298ae4d07a3b/vllm_server.log). A stop that came while the process
-was computing (no plumbing under the handler) names no wait: the stop itself stays the answer.
+was a read from the network (an HTTP request to the Hub, a socket to a peer), the frames around
+it are plumbing (the standard library's I/O, the HTTP clients); the first frame outside them is
+the engine's or a library's own call that waited on a service that did not answer, and that
+call is what the launch hung on (a Hub request of transformers' tokenizer loader, as in
+https://github.com/shiroyo-0/ai-agent-train/blob/e04d3b94b81bd5e0d12d39b033c6298ae4d07a3b/
+vllm_server.log). A stop that came while the process computed, or waited on its own work (a
+child process, a lock: vLLM inspecting a model class in a subprocess when a training script
+stopped it, https://github.com/innocentbai/Reason4Rec-GRPO/blob/
+2d762b5a75f304995be4731f3eac9d131a87ab2a/vllm_server.log), names no hang: the stop itself stays
+the answer.
 """
 
 from __future__ import annotations
@@ -28,6 +32,13 @@ _PLUMBING = re.compile(
     r"|(?:asyncio|concurrent|multiprocessing|http|urllib)/)|^uvloop/"
     r"|/(?:site|dist)-packages/(?:httpx|httpcore|h11|h2|urllib3|requests|aiohttp|anyio|"
     r"huggingface_hub|zmq|grpc|websockets|uvloop)/"
+)
+# Of those, the frames that wait on the network: a service outside the launch that may never
+# answer (the standard library's ssl/socket/http, the HTTP and RPC clients, the Hub's client).
+_NETWORK = re.compile(
+    r"/lib/python3\.\d+/(?:(?:ssl|socket)\.py$|(?:http|urllib)/)"
+    r"|/(?:site|dist)-packages/(?:httpx|httpcore|h11|h2|urllib3|requests|aiohttp|"
+    r"huggingface_hub|grpc|websockets)/"
 )
 # The signal handler's own frame: named for the signal, or raising the stop.
 _SIGNAL_FRAME = re.compile(r"signal", re.IGNORECASE)
@@ -54,16 +65,17 @@ def where_it_waited(stack: list[tuple[int, str]]) -> Wait | None:
         m = _FRAME.match(parse_line(text).message)
         if m:
             frames.append((i, m.group("path"), m.group("func")))
-    waited_in_plumbing = False
+    waited_in_plumbing = on_the_network = False
     for n, (i, path, func) in enumerate(reversed(frames)):
         code = _code_after(lines, i)
         if n == 0 and (_SIGNAL_FRAME.search(func) or _RAISES_STOP.match(code)):
             continue  # the handler that turned the signal into the stop
         if _PLUMBING.search(path):
             waited_in_plumbing = True
+            on_the_network = on_the_network or _NETWORK.search(path) is not None
             continue
-        if not waited_in_plumbing:
-            return None  # it was computing here, not waiting
+        if not (waited_in_plumbing and on_the_network):
+            return None  # it was computing, or waiting on its own work: no hang to name
         return Wait(numbers[i], parse_line(lines[i]).text, code, func)
     return None
 
