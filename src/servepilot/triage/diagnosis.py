@@ -32,7 +32,7 @@ The rule, in order:
    task was collected was printed at teardown: it ranks after the echoes. A report whose own
    words name nothing rests on the line that does: Triton's "CompilationError: at L:C:" on
    its inner error, a failed build's exception on the compiler's first error in its output,
-   a stop from outside while blocked in a read on the call that waited (waits.py).
+   a stop from outside while blocked on the network on the call that waited (waits.py).
    An error its own process went on from (a later
    start-up phase of the same process follows it) was survived: it ranks with the vague
    warnings (the NGC container's "ERROR: This container was built for ..." notice). When
@@ -482,8 +482,8 @@ def _rank(g: _Group) -> float:
 
 
 def _at_the_wait(stop: Cause, ev: ErrorEvent) -> Cause:
-    """A stop from outside whose traceback shows the process blocked in a read or a lock rests
-    on the call that waited (waits.py): that is what the launch hung on."""
+    """A stop from outside whose traceback shows the process blocked on the network rests on
+    the call that waited (waits.py): that is what the launch hung on."""
     wait = where_it_waited(ev.stack)
     if wait is None:
         return stop
