@@ -243,3 +243,72 @@ def test_a_failed_pass_pipeline_without_an_assertion_stays_an_arch_gap():
     d = triage_text(_PASS_MANAGER)
     assert d.root_cause.signature == "triton-passmanager-failed"
     assert d.root_cause.category == "cuda_driver_arch"
+
+
+def test_a_rocm_memory_aperture_violation_is_a_kernel_fault_not_an_arch_gap():
+    # the HSA runtime aborting a queue (ROCR-Runtime hsa.h code 0x29), as in an SGLang ROCm
+    # CI log during CUDA-graph capture
+    d = triage_text(
+        ":0:rocdevice.cpp            :3675: 3715639811600 us:  Callback: Queue 0x7fb3c4200000 "
+        "aborting with error : HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION: The agent attempted "
+        "to access memory beyond the largest legal address. code: 0x29\n"
+    )
+    assert d.root_cause.signature == "cuda-illegal-memory-access"
+    assert d.root_cause.category == "other"
+
+
+def test_an_npu_without_the_operators_kernel_binary_is_the_device_stack():
+    # CANN's error block under vLLM's engine log (vllm-ascend on a 310P)
+    d = triage_text(
+        "ERROR 02-11 11:32:58 engine.py:389] call aclnnPromptFlashAttentionV3 failed, "
+        "detail:EZ1001: PromptFlashAttention LaunchAicore failed.\n"
+        "ERROR 02-11 11:32:58 engine.py:389]         Cannot find binary for op "
+        "PromptFlashAttention.\n"
+    )
+    assert d.root_cause.signature == "cann-op-kernel-missing"
+    assert d.root_cause.category == "cuda_driver_arch"
+
+
+def _not_implemented(frame_file: str) -> str:
+    return (
+        "Traceback (most recent call last):\n"
+        f'  File "/usr/local/lib/python3.11/dist-packages/{frame_file}", line 214, in '
+        "is_async_output_supported\n"
+        "    raise NotImplementedError\n"
+        "NotImplementedError\n"
+    )
+
+
+def test_a_platform_method_missing_on_vllms_fallback_platform_is_no_gpu_runtime():
+    # vllm/platforms/interface.py@v0.8.5: UnspecifiedPlatform implements no Platform method
+    d = triage_text(_not_implemented("vllm/platforms/interface.py"))
+    assert d.root_cause.signature == "vllm-platform-method-missing"
+    assert d.root_cause.category == "cuda_driver_arch"
+
+
+def test_a_bare_not_implemented_error_elsewhere_stays_other():
+    d = triage_text(_not_implemented("vllm/model_executor/models/foo.py"))
+    assert d.root_cause.category == "other"
+
+
+_SGLANG_CAPTURE_BEGIN = (
+    "[2025-02-13 19:38:15 TP0] Memory pool end. avail mem=14.00 GB\n"
+    "[2025-02-13 19:38:15 TP0] Capture cuda graph begin. This can take up to several minutes.\n"
+)
+
+
+def test_an_offline_engine_log_that_finished_capture_is_no_stall():
+    # SGLang's offline Engine prints no server readiness line; "Capture cuda graph end"
+    # (sglang/srt/model_executor/model_runner.py@v0.4.5.post3) says the phase finished
+    d = triage_text(
+        _SGLANG_CAPTURE_BEGIN
+        + "[2025-02-13 19:38:21 TP0] Capture cuda graph end. Time elapsed: 6.27 s\n"
+        "[2025-02-13 19:38:21 TP0] max_total_num_tokens=910891, chunked_prefill_size=8192\n"
+    )
+    assert d.root_cause is None or d.root_cause.category != "cuda_graph"
+
+
+def test_a_log_that_stops_inside_capture_is_still_a_capture_stall():
+    d = triage_text(_SGLANG_CAPTURE_BEGIN)
+    assert d.root_cause is not None
+    assert d.root_cause.category == "cuda_graph"
