@@ -312,3 +312,14 @@ def test_a_log_that_stops_inside_capture_is_still_a_capture_stall():
     d = triage_text(_SGLANG_CAPTURE_BEGIN)
     assert d.root_cause is not None
     assert d.root_cause.category == "cuda_graph"
+
+
+def test_a_binding_whose_own_library_is_missing_is_a_broken_install():
+    # neighbour of the GPU-runtime case: the missing file is llama.cpp's own library
+    d = triage_text(
+        "RuntimeError: Failed to load shared library '/venv/lib/python3.11/site-packages/"
+        "llama_cpp/lib/libllama.so': libggml.so: cannot open shared object file: No such file or "
+        "directory\n"
+    )
+    assert d.root_cause.signature == "llamacpp-backend-library-load-failed"
+    assert d.root_cause.category == "other"
