@@ -130,6 +130,8 @@ def stall_phase(tail_messages: list[str]):
     """The STALL_PHASES row of the last phase line among the final lines, or None."""
     recent = [m for m in tail_messages if m.strip()][-STALL_WINDOW_LINES:]
     for message in reversed(recent):
+        if _PHASE_ENDED.search(message):
+            return None  # the last phase it began, it also finished (an offline engine's log)
         for row in STALL_PHASES:
             if row[2].search(message):
                 # a phase whose own progress bar reached its end finished there ("Capturing
@@ -139,6 +141,11 @@ def stall_phase(tail_messages: list[str]):
 
 
 _PROGRESS_DONE = re.compile(r"(?<![\d.])100%\|")
+# The engines' own words for a finished capture: SGLang's "Capture cuda graph end. Time
+# elapsed: ..." (and "Capture piecewise CUDA graph end", sglang/srt/model_executor/
+# model_runner.py@v0.4.5.post3, @v0.5.9), vLLM's "Graph capturing finished in %.0f secs"
+# (vllm/worker/model_runner.py@v0.6.6, vllm/v1/worker/gpu_model_runner.py@v0.10.2).
+_PHASE_ENDED = re.compile(r"Capture (?:\w+ )?(?:cuda|CUDA) graph end\b|Graph capturing finished in")
 
 
 # Start-up stages, from the engines' own progress lines (each engine's logs.STAGES), so that an
