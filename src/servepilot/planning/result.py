@@ -88,6 +88,10 @@ class MemoryPlan:
     notes: tuple[str, ...] = ()
     sources: tuple[str, ...] = field(default=())
     model_summary: dict = field(default_factory=dict)  # checkpoint/summary.py, as inspect prints it
+    # weight memory per GPU at the peak of loading, where it differs from the resident weights
+    # (vLLM's online FP8 quantization); None where loading holds just the weights
+    load_peak_bytes: int | None = None
+    load_peak_basis: str = ""
 
     @property
     def ok(self) -> bool:
@@ -119,6 +123,7 @@ class MemoryPlan:
             "max_model_len": self.max_model_len,
             "weights_per_gpu_bytes": max((r.weights_bytes for r in self.rows), default=0),
             "weights_source": self.weights_source,
+            "load_peak_bytes": self.load_peak_bytes,
             "available_kv_bytes": self.available_kv_bytes,
             "available_exact": self.available_exact,
             "bytes_per_token": self.bytes_per_token,

@@ -87,12 +87,17 @@ def plan_vllm(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list[
     mnbt, mns = _vllm_batch(launch, spec, gpu, cuda_total, generation, max_model_len, f)
 
     mdtype = kvmod.model_dtype_name(spec, option(launch, "dtype"))
+    online = _online_quantization(launch, spec, version, f, notes)
     split = _split_once(spec, tp=tp, pp=pp, dp=dp, expert_parallel=ep, vocab_padding=int(f("vocab_padding").value),
-                        run_dtype=mdtype, expert_padding=_mxfp4_padding(spec, gpu, f, notes))
+                        run_dtype=mdtype, expert_padding=_mxfp4_padding(spec, gpu, f, notes),
+                        online_fp8=online is not None)
     notes.extend(split.notes)
     per_stage = list(split.per_stage)
+    load_peaks = _load_peaks(split, online)
     if weights_override is not None:
         per_stage = [weights_override] * len(per_stage)
+        if online:  # a run measures the FP8 weights; loading still needs the estimated peak
+            load_peaks = [max(w, lp) for w, lp in zip(per_stage, load_peaks, strict=True)]
 
     rt = _runtime(launch, spec, f, generation=generation, tp=tp, pp=pp, ep=ep, mnbt=mnbt, mns=mns, mdtype=mdtype,
                   backend=backend)
@@ -106,7 +111,8 @@ def plan_vllm(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list[
              f"nvidia-smi total − cudaMemGetInfo total; {reserved.source}", subtracted=False),
         Term("weights", w_max, w_exact, 0 if w_exact else int(w_max * 0.03),
              ("measured by a run" if weights_override is not None else f"{split.source}: split for TP {tp}, PP {pp}"
-              + (", EP" if ep else ""))),
+              + (", EP" if ep else "")
+              + (", linear layers quantized to FP8 while loading" if online else ""))),
         *rt.terms,
     ]
     peak, non_torch, graphs, graphs_subtracted = rt.peak, rt.non_torch, rt.graphs, rt.graphs_subtracted
@@ -175,6 +181,9 @@ def plan_vllm(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list[
         weights_fit = all(w + subtract + kv_bytes_opt <= cuda_total for w in per_stage)
     else:
         weights_fit = all(w + subtract < requested for w in per_stage) and min(available_per_stage) > 0
+    load_peak = max(load_peaks) if load_peaks else None
+    if load_peak is not None and load_peak >= cuda_total:
+        weights_fit = False  # loading stops before any KV cache is sized
     rows = gpu_rows(dep, gpu, tp, pp, dp, per_stage, peak + non_torch + graphs + int(reserved.value),
                  [cap.num_blocks * cap.page_size_bytes * _layers_on(types, pp, s, generation, hybrid, within_25pct)
                   for s in range(pp)])
@@ -193,7 +202,57 @@ def plan_vllm(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list[
         max_concurrency=cap.max_concurrency, fits=cap.fits, weights_fit=weights_fit,
         max_model_len_fit=cap.max_model_len_fit, longest_context=cap.longest_context, kv_groups=cap.groups,
         rows=rows, notes=tuple(dict.fromkeys(notes)), sources=tuple(dict.fromkeys(sources)),
+        load_peak_bytes=load_peak,
+        load_peak_basis=_load_peak_basis(online) if load_peak is not None else "",
     )
+
+
+# --quantization values vLLM applies to a 16-bit checkpoint while loading it; only "fp8" is
+# modelled (online_fp8_load), the others are named in the plan's notes as not modelled.
+_ONLINE_NOT_MODELLED = ("bitsandbytes", "experts_int8", "torchao", "fp8_per_tensor",
+                        "fp8_per_block", "ptpc_fp8", "mxfp8", "mxfp4", "int8")
+
+
+def _online_quantization(launch, spec: ModelSpec, version: str, f, notes: list[str]) -> str | None:
+    """"full_16bit" or "layerwise" when vLLM quantizes this 16-bit checkpoint to FP8 while
+    loading it (`--quantization fp8` and no quantization declared), else None."""
+    method = str(option(launch, "quantization") or "").strip().lower()
+    if not method or spec.quant is not None or spec.format == "gguf":
+        return None
+    if method != "fp8":
+        if method in _ONLINE_NOT_MODELLED:
+            notes.append(f"--quantization {method} on a 16-bit checkpoint quantizes it while "
+                         "loading; how much memory that takes is not modelled: the plan counts "
+                         "the checkpoint's own weights")
+        return None
+    mode = str(f("online_fp8_load").value)
+    if mode == "refused":
+        notes.append(f"vLLM {version} refuses --quantization fp8 on a 16-bit checkpoint (no "
+                     "online FP8 in Fp8Config; --quantization fp8_per_tensor): planned as the "
+                     "16-bit checkpoint")
+        return None
+    notes.append("--quantization fp8 on a 16-bit checkpoint: linear layers and experts are "
+                 "quantized to FP8 while loading; embeddings, lm_head, norms and routers stay "
+                 "16-bit")
+    return mode
+
+
+def _load_peaks(split, online: str | None) -> list[int]:
+    """Per stage, the weight memory loading needs at its peak (online FP8 only; else [])."""
+    if online == "full_16bit":
+        return list(split.unquantized_per_stage)
+    if online == "layerwise":
+        layers = split.largest_layer_unquantized
+        return [w + layer for w, layer in zip(split.per_stage, layers, strict=True)]
+    return []
+
+
+def _load_peak_basis(online: str | None) -> str:
+    if online == "full_16bit":
+        return ("every quantized layer is allocated in 16 bits when the model is built and "
+                "quantized once loaded: the load peaks at the 16-bit weights")
+    return ("layers are materialized in 16 bits one at a time: FP8 weights + the largest layer "
+            "in 16 bits")
 
 
 @dataclass(frozen=True)

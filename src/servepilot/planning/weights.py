@@ -56,6 +56,11 @@ class WeightsSplit:
     by_kind: dict = field(default_factory=dict)  # kind -> bytes on the first stage's GPU
     fallback_tensors: tuple[str, ...] = ()  # names split by TP for want of a rule
     notes: tuple[str, ...] = ()
+    # online FP8 (--quantization fp8 on a 16-bit checkpoint): per_stage is the quantized size;
+    # these hold, per stage, the same weights before quantization and the largest decoder
+    # layer's quantized tensors in 16 bits (what a layer-by-layer load holds on top)
+    unquantized_per_stage: tuple[int, ...] = ()
+    largest_layer_unquantized: tuple[int, ...] = ()
 
     @property
     def max_per_gpu(self) -> int:
@@ -82,7 +87,7 @@ def classify(name: str) -> str:
 def split_weights(spec: ModelSpec, *, tp: int = 1, pp: int = 1, dp: int = 1,
                   expert_parallel: bool = False, vocab_padding: int = 64, run_dtype: str | None = None,
                   expert_padding: tuple[int, int] | None = None, attention_tp: int | None = None,
-                  embedding_replicated: bool = False) -> WeightsSplit:
+                  embedding_replicated: bool = False, online_fp8: bool = False) -> WeightsSplit:
     """Per-GPU weight bytes for each pipeline stage.
 
     attention_tp: the ranks the attention weights are split over when that differs from tp
@@ -91,6 +96,10 @@ def split_weights(spec: ModelSpec, *, tp: int = 1, pp: int = 1, dp: int = 1,
     run_dtype: the dtype the engine runs the model in. A float32 checkpoint run in 16 bits
     (vLLM's "auto" casts float32 down: config.py _get_and_verify_dtype) loads its float32
     tensors at half their stored size; quantization scales keep their dtype.
+
+    online_fp8: vLLM quantizes the weights of linear layers and experts to one byte per
+    element as it loads them (`--quantization fp8` on a 16-bit checkpoint); embeddings,
+    lm_head, norms, routers and biases keep their dtype (online_fp8_bytes).
     """
     downcast = (run_dtype or "").lower() in ("bfloat16", "float16", "half") and _stored_float32(spec)
     pad = _expert_pad_factor(spec, tp=1 if expert_parallel else tp, multiples=expert_padding)
@@ -117,6 +126,8 @@ def split_weights(spec: ModelSpec, *, tp: int = 1, pp: int = 1, dp: int = 1,
     vocab = spec.vocab_size
     stages = pp_layer_ranges(num_layers, pp) if num_layers else [range(0, 1 << 30)] * 1
     per_stage = [0.0] * max(1, pp)
+    unquantized = [0.0] * max(1, pp)
+    layer_unquantized: dict[int, float] = {}  # decoder layer -> its quantized tensors in 16 bits
     by_kind: dict[str, float] = {}
     fallback: list[str] = []
     skipped_mtp = 0
@@ -141,9 +152,16 @@ def split_weights(spec: ModelSpec, *, tp: int = 1, pp: int = 1, dp: int = 1,
             share *= pad
         if kind in ("fallback", "vision"):
             fallback.append(t.name)
+        before = share
+        if online_fp8:
+            ratio = online_fp8_bytes(t, kind) / t.nbytes if t.nbytes else 1.0
+            share *= ratio
+            if ratio < 1.0 and layer is not None:
+                layer_unquantized[layer] = layer_unquantized.get(layer, 0.0) + before
         for s, rng in enumerate(stages[: len(per_stage)]):
             if _on_stage(t.name, kind, layer, s, rng, len(per_stage), spec.tie_word_embeddings):
                 per_stage[s] += share
+                unquantized[s] += before
                 if s == 0:
                     by_kind[kind] = by_kind.get(kind, 0) + share
     if pad != 1.0:
@@ -168,6 +186,12 @@ def split_weights(spec: ModelSpec, *, tp: int = 1, pp: int = 1, dp: int = 1,
             index_total = int(index_total * sum(t.nbytes for t in tensors) / stored) if stored else index_total
         scale = index_total / (loaded_total + skipped_mtp) if loaded_total else 1.0
         loaded_total = int(loaded_total * scale)
+    largest = ()
+    if online_fp8:
+        largest = tuple(
+            int(round(scale * max((b for i, b in layer_unquantized.items() if i in rng),
+                                  default=0)))
+            for rng in stages[: len(per_stage)])
     return WeightsSplit(
         per_stage=tuple(int(round(b * scale)) for b in per_stage),
         total_bytes=loaded_total,
@@ -176,7 +200,27 @@ def split_weights(spec: ModelSpec, *, tp: int = 1, pp: int = 1, dp: int = 1,
         by_kind={k: int(round(v * scale)) for k, v in by_kind.items()},
         fallback_tensors=tuple(fallback),
         notes=notes,
+        unquantized_per_stage=(tuple(int(round(b * scale)) for b in unquantized)
+                               if online_fp8 else ()),
+        largest_layer_unquantized=largest,
     )
+
+
+def online_fp8_bytes(t: TensorInfo, kind: str) -> int:
+    """A tensor's bytes once vLLM's online FP8 has quantized it: one byte per element for the
+    weight of a linear layer or expert (Fp8LinearMethod / Fp8MoEMethod: scaled_fp8_quant, the
+    per-tensor float32 scales are a few bytes), its stored bytes for everything else. Router
+    gates are built without the quant config (ReplicatedLinear(..., quant_config=None) in
+    models/mixtral.py, qwen2_moe.py, deepseek_v2.py @v0.13.0), vocab embeddings are not
+    LinearBase layers, and norms, biases and 1-D parameters are not weights of a linear layer.
+    Fused expert tensors without a ".weight" suffix (experts.gate_up_proj) are weights too."""
+    linear = kind in ("tp", "kv", "expert") or (kind == "replicated" and _REPLICATED.search(t.name))
+    if not linear or len(t.shape) < 2 or _NOT_A_WEIGHT.search(t.name):
+        return t.nbytes
+    elements = 1
+    for d in t.shape:
+        elements *= int(d)
+    return min(t.nbytes, elements)
 
 
 def _expert_pad_factor(spec: ModelSpec, *, tp: int, multiples: tuple[int, int] | None) -> float:
@@ -198,6 +242,7 @@ def _stored_float32(spec: ModelSpec) -> bool:
 
 
 _SCALE = re.compile(r"(scale|scale_inv|zeros|qzeros|g_idx)$")
+_NOT_A_WEIGHT = re.compile(r"(bias|scale|scale_inv|zeros|qzeros|g_idx|A_log|sinks)$")
 
 
 def _cast_float32(spec: ModelSpec, tensors: list[TensorInfo], source: str, run_dtype: str) -> list[TensorInfo]:

@@ -139,6 +139,8 @@ def weights_over_gpu(dep, ctx) -> list[Finding]:
         return []
     w = _weights_per_gpu(plan)
     if w < _cuda_total(plan):
+        if _load_fails(plan):
+            return [_load_peak_finding(dep, plan, w)]
         return []
     remedies = _tp_remedies(dep, plan, "weights") + [_hardware(plan)]
     return [Finding(
@@ -150,6 +152,35 @@ def weights_over_gpu(dep, ctx) -> list[Finding]:
     )]
 
 
+def _load_fails(plan) -> bool:
+    """Loading needs more than the GPU has, though the loaded weights would fit (online FP8)."""
+    return plan.load_peak_bytes is not None and plan.load_peak_bytes >= _cuda_total(plan)
+
+
+def _load_peak_finding(dep, plan, w: int) -> Finding:
+    peak = plan.load_peak_bytes
+    remedies = _tp_remedies(dep, plan, "weights")
+    if plan.engine == "vllm" and plan.load_peak_basis.startswith("every quantized layer"):
+        remedies.append(Remedy(
+            "upgrade", "pip install 'vllm>=0.16.0,<0.33.0'",
+            "vLLM 0.16 to 0.32 materialize the 16-bit weights one layer at a time (0.33 and "
+            "later refuse --quantization fp8 on a 16-bit checkpoint); a new engine release to "
+            "install and validate",
+            {"upgrade": {"package": "vllm", "specifier": ">=0.16.0,<0.33.0"}}))
+    remedies.append(_hardware(plan))
+    return Finding(
+        "SP-MEM-001", "oom_weights", "error",
+        f"loading needs {_g(peak)} per GPU, more than the GPU's {_g(_cuda_total(plan))}",
+        f"--quantization fp8 quantizes the 16-bit checkpoint while loading: "
+        f"{plan.load_peak_basis}. The FP8 weights ({_g(w)} per GPU) would fit, but with "
+        f"TP {plan.tp} x PP {plan.pp} loading runs out of memory first.",
+        _evidence(plan) + (Evidence(
+            f"load peak = {_g(peak)} per GPU: {plan.load_peak_basis}",
+            "servepilot/planning/knowledge/vllm_memory.yaml (online_fp8_load)"),),
+        tuple(remedies),
+    )
+
+
 @rule(
     "SP-MEM-003", "oom_kv_cache", "No memory left for the KV cache",
     facts=("vLLM: available KV memory = total x gpu_memory_utilization - weights - activation peak - non-torch memory; "
@@ -158,7 +189,7 @@ def weights_over_gpu(dep, ctx) -> list[Finding]:
 )
 def no_kv_budget(dep, ctx) -> list[Finding]:
     plan = ctx.plan
-    if plan is None or _weights_per_gpu(plan) >= _cuda_total(plan):
+    if plan is None or _weights_per_gpu(plan) >= _cuda_total(plan) or _load_fails(plan):
         return []
     if plan.engine == "llama.cpp":
         return _llamacpp_kv(plan)
@@ -216,7 +247,7 @@ def _llamacpp_kv(plan) -> list[Finding]:
 def kv_below_one_request(dep, ctx) -> list[Finding]:
     plan = ctx.plan
     if plan is None or plan.engine == "llama.cpp" or plan.fits or plan.available_kv_bytes <= 0 \
-            or _weights_per_gpu(plan) >= _cuda_total(plan):
+            or _weights_per_gpu(plan) >= _cuda_total(plan) or _load_fails(plan):
         return []
     need = plan.max_model_len * plan.bytes_per_token
     remedies = (_tp_remedies(dep, plan, "kv") + _fp8_remedy(dep, ctx, plan) + _len_remedy(plan)
