@@ -112,3 +112,22 @@ def test_the_check_summary_carries_the_load_peak():
     assert plan.summary()["load_peak_bytes"] == plan.load_peak_bytes
     _, plain = _plan(spec, "0.13.0", {"quantization": None})
     assert plain.summary()["load_peak_bytes"] is None
+
+
+def test_experts_are_quantized_and_the_router_is_not():
+    from servepilot.checkpoint.spec import MoESpec
+    from servepilot.planning.weights import split_weights
+
+    h, inter, experts = 2048, 768, 128  # Qwen3-30B-A3B's expert shapes, one layer
+    ts = [tensor("model.layers.0.mlp.gate.weight", experts, h)]
+    ts += [tensor(f"model.layers.0.mlp.experts.{e}.{n}.weight", *shape) for e in range(experts)
+           for n, shape in (("gate_proj", (inter, h)), ("up_proj", (inter, h)), ("down_proj", (h, inter)))]
+    spec = with_tensors(llama_70b(attention=replace(llama_70b().attention, num_layers=1),
+                                  moe=MoESpec(num_experts=experts, experts_per_token=8,
+                                              expert_intermediate_size=inter)), ts)
+    router = experts * h * 2
+    expert_elements = experts * 3 * inter * h
+    split = split_weights(spec, online_fp8=True)
+    assert split.per_stage == (router + expert_elements,)
+    assert split.unquantized_per_stage == (router + 2 * expert_elements,)
+    assert split.largest_layer_unquantized == (2 * expert_elements,)  # the router is not quantized
