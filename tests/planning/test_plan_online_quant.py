@@ -120,8 +120,9 @@ def test_experts_are_quantized_and_the_router_is_not():
 
     h, inter, experts = 2048, 768, 128  # Qwen3-30B-A3B's expert shapes, one layer
     ts = [tensor("model.layers.0.mlp.gate.weight", experts, h)]
+    shapes = (("gate_proj", (inter, h)), ("up_proj", (inter, h)), ("down_proj", (h, inter)))
     ts += [tensor(f"model.layers.0.mlp.experts.{e}.{n}.weight", *shape) for e in range(experts)
-           for n, shape in (("gate_proj", (inter, h)), ("up_proj", (inter, h)), ("down_proj", (h, inter)))]
+           for n, shape in shapes]
     spec = with_tensors(llama_70b(attention=replace(llama_70b().attention, num_layers=1),
                                   moe=MoESpec(num_experts=experts, experts_per_token=8,
                                               expert_intermediate_size=inter)), ts)
