@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from servepilot.engines.launch import EngineLaunch, ShellContext
+from servepilot.engines.command import EngineLaunch, ShellContext
 
 from servepilot.checkpoint.inspect import inspect_path
 from servepilot.deployment import Deployment
@@ -192,7 +192,7 @@ def predict(spec, gpu: Gpu, count: int, opts: dict, version: str | None, model: 
                           options=opts, engine_version=version, shell=ShellContext(env=dict(env or {})))
     gpus = tuple(Gpu(i, gpu.name, gpu.key, gpu.memory_bytes, gpu.compute_capability) for i in range(max(1, count)))
     dep = Deployment(launch=launch, cluster=Cluster(gpus=gpus, source="flag"), spec=spec)
-    return plan_deployment(dep, use_measured=False).kv_tokens
+    return plan_deployment(dep).kv_tokens  # no launch history: the estimate alone
 
 
 def main(path: Path) -> int:
