@@ -12,7 +12,8 @@ engine_version, model, gpu, flags; never the error text), a deployment that `che
            gguf.GGUFWriter holding metadata only.
   gpu      the hardware catalog's tolerant matching (aliases, NVML names), counts written as
            "x8", "8x", "TP=8", "8 GPUs"; a GPU the catalog lacks gets the catalog GPU nearest in the
-           memory size or compute capability the row writes, marked "proxy".
+           memory size or compute capability the row writes, marked "proxy". Different catalog
+           GPUs written "A + B" become a mixed box (--gpu a+b), in the order written.
   version  the row's (a llama.cpp row's build number, "5061 (916c83bf)"), else the release
            contemporary with the report (ERAS, by issue number).
   command  the row's own command line (docker run of the vLLM image, env assignments,
@@ -176,6 +177,9 @@ def gpu_setup(row: dict, tp: int) -> tuple[str | None, str]:
     text = row.get("gpu") or ""
     if not text:
         return None, "no GPU in the row"
+    mixed = mixed_gpus(text)
+    if mixed is not None:
+        return mixed
     count = max(gpu_count(text) or 1, tp)
     model = catalog_gpu(text)
     if model is not None:
@@ -195,6 +199,20 @@ def gpu_setup(row: dict, tp: int) -> tuple[str | None, str]:
         if proxy is not None:
             return f"{proxy.key}x{count}", f"proxy {proxy.key} for compute capability {cc[0]}.{cc[1]}"
     return None, f"GPU not recognised: {text!r}"
+
+
+def mixed_gpus(text: str) -> tuple[str, str] | None:
+    """(a --gpu "a+b" string, how) for a box of different GPUs written "A + B", each side a
+    catalog GPU ("RTX 5070 Ti 16 GB + RTX 5090 D 32 GB"); None otherwise ("x8 + EP")."""
+    parts = re.split(r"\s\+\s", text)
+    if len(parts) < 2:
+        return None
+    models = [catalog_gpu(part) for part in parts]
+    if any(m is None for m in models) or len({m.key for m in models}) < 2:
+        return None
+    flag = "+".join(f"{m.key}x{gpu_count(part) or 1}"
+                    for m, part in zip(models, parts, strict=True))
+    return flag, "catalog " + "+".join(m.key for m in models)
 
 
 def unmodelled_gpu(text: str, count: int) -> tuple[str, str] | None:

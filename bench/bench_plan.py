@@ -22,10 +22,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from servepilot.engines.command import EngineLaunch, ShellContext
-
 from servepilot.checkpoint.inspect import inspect_path
 from servepilot.deployment import Deployment
+from servepilot.engines.command import EngineLaunch, ShellContext
 from servepilot.errors import ServepilotError
 from servepilot.hardware.cluster import Cluster, Gpu
 from servepilot.planning import plan_deployment

@@ -55,6 +55,17 @@ def test_cluster_from_flag():
     assert any("nominal" in n for n in cluster_from_flag("a100x2").notes)
 
 
+def test_mixed_gpus_are_joined_with_plus_in_cuda_order():
+    c = cluster_from_flag("a100-80gbx2+a100-40gb")
+    assert [g.key for g in c.gpus] == ["a100-sxm-80gb", "a100-sxm-80gb", "a100-sxm-40gb"]
+    assert [g.index for g in c.gpus] == [0, 1, 2]
+    assert c.gpus[0].memory_bytes > c.gpus[2].memory_bytes
+    with pytest.raises(UnknownGpu):
+        cluster_from_flag("a100-80gb+")
+    with pytest.raises(UnknownGpu):
+        cluster_from_flag("a100-80gb+h1OO")
+
+
 @pytest.mark.parametrize("flag,near", [("h1OO", "h100"), ("rtx-pro-600x8", "rtx-pro-6000"), ("l40ss", "l40s")])
 def test_unknown_gpu_suggests_nearest(flag, near):
     with pytest.raises(UnknownGpu) as exc:

@@ -11,7 +11,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from planning_builders import deployment, gpus, llama_70b, no_resolver, tensor, with_tensors  # noqa: F401
+from planning_builders import (  # noqa: F401
+    deployment,
+    gpus,
+    llama_70b,
+    no_resolver,
+    tensor,
+    with_tensors,
+)
 from test_memory_rules import run_all
 
 from servepilot.checkpoint.spec import QuantSpec
@@ -24,30 +31,45 @@ LAYERS = 80
 def _llama_70b_tensors():
     """Llama-3-70B's tensors (config.json shapes), bfloat16."""
     h, inter, kv, vocab = 8192, 28672, 1024, 128256
-    ts = [tensor("model.embed_tokens.weight", vocab, h), tensor("lm_head.weight", vocab, h),
-          tensor("model.norm.weight", h)]
+    ts = [
+        tensor("model.embed_tokens.weight", vocab, h),
+        tensor("lm_head.weight", vocab, h),
+        tensor("model.norm.weight", h),
+    ]
     for i in range(LAYERS):
         p = f"model.layers.{i}."
-        ts += [tensor(p + "input_layernorm.weight", h), tensor(p + "post_attention_layernorm.weight", h),
-               tensor(p + "self_attn.q_proj.weight", h, h), tensor(p + "self_attn.k_proj.weight", kv, h),
-               tensor(p + "self_attn.v_proj.weight", kv, h), tensor(p + "self_attn.o_proj.weight", h, h),
-               tensor(p + "mlp.gate_proj.weight", inter, h), tensor(p + "mlp.up_proj.weight", inter, h),
-               tensor(p + "mlp.down_proj.weight", h, inter)]
+        ts += [
+            tensor(p + "input_layernorm.weight", h),
+            tensor(p + "post_attention_layernorm.weight", h),
+            tensor(p + "self_attn.q_proj.weight", h, h),
+            tensor(p + "self_attn.k_proj.weight", kv, h),
+            tensor(p + "self_attn.v_proj.weight", kv, h),
+            tensor(p + "self_attn.o_proj.weight", h, h),
+            tensor(p + "mlp.gate_proj.weight", inter, h),
+            tensor(p + "mlp.up_proj.weight", inter, h),
+            tensor(p + "mlp.down_proj.weight", h, inter),
+        ]
     return ts
 
 
 def _figures():
     ts = _llama_70b_tensors()
     stored = sum(t.nbytes for t in ts)
-    linear = [t for t in ts if len(t.shape) == 2 and "embed" not in t.name and "lm_head" not in t.name]
+    linear = [
+        t for t in ts if len(t.shape) == 2 and "embed" not in t.name and "lm_head" not in t.name
+    ]
     fp8 = stored - sum(t.nbytes for t in linear) + sum(t.shape[0] * t.shape[1] for t in linear)
     one_layer_16bit = sum(t.nbytes for t in linear if t.name.startswith("model.layers.0."))
     return with_tensors(llama_70b(), ts), stored, fp8, one_layer_16bit
 
 
 def _plan(spec, version, options=None):
-    dep = deployment(spec, {"max_model_len": 4096, "quantization": "fp8", **(options or {})},
-                     gpu=gpus(1, **H100), version=version)
+    dep = deployment(
+        spec,
+        {"max_model_len": 4096, "quantization": "fp8", **(options or {})},
+        gpu=gpus(1, **H100),
+        version=version,
+    )
     return dep, plan_deployment(dep)
 
 
@@ -121,11 +143,18 @@ def test_experts_are_quantized_and_the_router_is_not():
     h, inter, experts = 2048, 768, 128  # Qwen3-30B-A3B's expert shapes, one layer
     ts = [tensor("model.layers.0.mlp.gate.weight", experts, h)]
     shapes = (("gate_proj", (inter, h)), ("up_proj", (inter, h)), ("down_proj", (h, inter)))
-    ts += [tensor(f"model.layers.0.mlp.experts.{e}.{n}.weight", *shape) for e in range(experts)
-           for n, shape in shapes]
-    spec = with_tensors(llama_70b(attention=replace(llama_70b().attention, num_layers=1),
-                                  moe=MoESpec(num_experts=experts, experts_per_token=8,
-                                              expert_intermediate_size=inter)), ts)
+    ts += [
+        tensor(f"model.layers.0.mlp.experts.{e}.{n}.weight", *shape)
+        for e in range(experts)
+        for n, shape in shapes
+    ]
+    spec = with_tensors(
+        llama_70b(
+            attention=replace(llama_70b().attention, num_layers=1),
+            moe=MoESpec(num_experts=experts, experts_per_token=8, expert_intermediate_size=inter),
+        ),
+        ts,
+    )
     router = experts * h * 2
     expert_elements = experts * 3 * inter * h
     split = split_weights(spec, online_fp8=True)

@@ -65,7 +65,8 @@ def deployment_options(f, per_node: bool = False):
     f = click.option(
         "--gpu",
         metavar="NAME[xN]",
-        help="GPUs to reason about instead of probing, e.g. rtx-pro-6000x8, h200x8, a100-40gbx2, t4.",
+        help="GPUs to reason about instead of probing, e.g. rtx-pro-6000x8, h200x8, a100-40gbx2, t4; "
+             "different GPUs in CUDA order joined by +: rtx-5070-ti+rtx-5090.",
     )(f)
     return f
 

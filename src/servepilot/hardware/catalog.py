@@ -183,7 +183,12 @@ def cluster_from_flag(value: str) -> Cluster:
     A name the catalog lacks but that names another vendor's accelerator (Gaudi, Ascend, an
     Intel Arc, an AMD gfx target) gives GPUs of unknown memory and capability: check answers
     `unknown` for them rather than refusing the name (exit 2) or judging them as NVIDIA GPUs.
-    A name that is neither (a typo) stays an UnknownGpu with suggestions."""
+    A name that is neither (a typo) stays an UnknownGpu with suggestions.
+
+    Entries joined by "+" describe a box of different GPUs in CUDA's order, e.g.
+    `rtx-5070-ti+rtx-5090` or `a100-80gbx2+a100-40gbx2`."""
+    if "+" in value:
+        return _mixed_cluster(value)
     try:
         model, count = parse_gpu_flag(value)
     except UnknownGpu:
@@ -202,6 +207,27 @@ def cluster_from_flag(value: str) -> Cluster:
         topology=model.link if count > 1 else None,
         notes=tuple(notes),
     )
+
+
+def _mixed_cluster(value: str) -> Cluster:
+    """`--gpu a+b`: each entry a catalog GPU with an optional count, indexed in order."""
+    gpus, notes, kinds = [], [], []
+    for entry in value.split("+"):
+        if not entry.strip():
+            raise UnknownGpu(f"--gpu {value!r} has an empty entry",
+                             hint="e.g. --gpu rtx-5070-ti+rtx-5090")
+        model, count = parse_gpu_flag(entry)
+        kinds.append(model)
+        start = len(gpus)
+        gpus.extend([model.gpu(start + i) for i in range(count)])
+        if model.memory_basis != "nvidia-smi":
+            tool = "nvidia-smi" if model.vendor == "nvidia" else "amd-smi"
+            notes.append(f"{model.name}: memory is the nominal size "
+                         f"({model.memory_bytes // MIB} MiB), not a measured {tool} total")
+    one_link = len({m.link for m in kinds}) == 1
+    return Cluster(gpus=tuple(gpus), source="flag",
+                   topology=kinds[0].link if one_link and len(gpus) > 1 else None,
+                   notes=tuple(dict.fromkeys(notes)))
 
 
 def match_nvml_name(name: str, memory_bytes: int | None = None) -> GpuModel | None:

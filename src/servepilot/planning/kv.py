@@ -283,18 +283,37 @@ def hybrid_block_size(
     return max(block_size, needed)
 
 
-def pp_layer_ranges(num_layers: int, pp: int) -> list[range]:
+def pp_layer_ranges(num_layers: int, pp: int,
+                    partition: tuple[int, ...] | None = None) -> list[range]:
     """vllm/distributed/utils.py get_pp_indices: even split, the remainder to the later ranks
-    except the last (partitions[-2], [-3], ... get one more layer)."""
+    except the last (partitions[-2], [-3], ... get one more layer); `partition`: the layers
+    per stage VLLM_PP_LAYER_PARTITION names (see pp_partition)."""
     pp = max(1, pp)
     parts = [num_layers // pp] * pp
     for i in range(2, num_layers % pp + 2):
         parts[-i] += 1
+    if partition and len(partition) == pp and sum(partition) == num_layers:
+        parts = list(partition)
     out, start = [], 0
     for p in parts:
         out.append(range(start, start + p))
         start += p
     return out
+
+
+def pp_partition(value, num_layers: int, pp: int) -> tuple[int, ...] | None:
+    """VLLM_PP_LAYER_PARTITION ("16,32"): layers per pipeline stage. vLLM refuses a list that
+    is not pp whole numbers adding up to num_hidden_layers (get_pp_indices@v0.14.1)."""
+    if value is None or pp <= 1:
+        return None
+    try:
+        parts = tuple(int(x) for x in str(value).split(","))
+    except ValueError:
+        parts = ()
+    if len(parts) != pp or sum(parts) != num_layers or min(parts) < 0:
+        raise BadInput(f"VLLM_PP_LAYER_PARTITION={value} does not split {num_layers} layers "
+                       f"into {pp} pipeline stages: vLLM refuses it before loading")
+    return parts
 
 
 def kv_groups(types: tuple[str, ...], hybrid: bool, within_25pct: bool = True) -> list[tuple[str, list[int]]]:
@@ -354,6 +373,8 @@ def capacity(
     num_gpu_blocks_override: int | None = None,
     group_within_25pct: bool = True,
     tokens_from_concurrency: bool = False,
+    whole_model_check: bool = False,
+    stages: list[range] | None = None,
 ) -> KVCapacity:
     """Blocks, tokens, concurrency and fit, as vLLM computes them (V0 or V1 rules).
 
@@ -361,6 +382,10 @@ def capacity(
     a stage are alike). The engine takes the smallest block count over all workers.
     `tokens_from_concurrency`: the release reports "GPU KV cache size" as
     int(max_concurrency × max_model_len) instead of blocks // groups × block_size.
+    `whole_model_check`: the release checks one max_model_len request of every layer of the
+    model against the smallest worker's budget (pp_max_model_len_check), not each worker's
+    own layers against its own budget. `stages`: the layers of each pipeline stage, when
+    they are not get_pp_indices' even split (VLLM_PP_LAYER_PARTITION).
     """
     page = block_size * bytes_per_token_per_layer
     if page <= 0:
@@ -369,7 +394,7 @@ def capacity(
         raise BadInput("the KV cache per token is 0 bytes: the attention geometry (head size) is unknown")
     use_hybrid = (hybrid or "mamba" in types) and generation == "v1"  # Mamba layers need it
     groups = kv_groups(types, use_hybrid, group_within_25pct)
-    stages = pp_layer_ranges(len(types), len(available_per_stage))
+    stages = stages or pp_layer_ranges(len(types), len(available_per_stage))
     blocks_per_stage = []
     for rng, avail in zip(stages, available_per_stage, strict=True):
         group_size = max((sum(1 for i in layers if i in rng) for _, layers in groups), default=1)
@@ -418,6 +443,11 @@ def capacity(
         longest = min(cap, limit)
         need = cdiv(max_model_len, block_size) * page * len(stages[tight]) if stages else 0
     else:
+        if whole_model_check and len(stages) > 1:
+            # every layer's need against the smallest worker budget (kv_cache_utils
+            # get_kv_cache_configs@v0.14.1 and @v0.16.0: _check_enough_kv_cache_memory(min(...)))
+            stages = [range(0, len(types))]
+            available_per_stage = [min(available_per_stage)]
         need = max((needed(max_model_len, rng) for rng in stages), default=0)
         fits = all(needed(max_model_len, rng) <= avail for rng, avail in zip(stages, available_per_stage, strict=True))
         fits = fits and min(available_per_stage, default=0) > 0

@@ -88,9 +88,10 @@ def plan_vllm(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list[
 
     mdtype = kvmod.model_dtype_name(spec, option(launch, "dtype"))
     online = _online_quantization(launch, spec, version, f, notes)
+    partition = _pp_partition(launch, spec, pp, f, notes)
     split = _split_once(spec, tp=tp, pp=pp, dp=dp, expert_parallel=ep, vocab_padding=int(f("vocab_padding").value),
                         run_dtype=mdtype, expert_padding=_mxfp4_padding(spec, gpu, f, notes),
-                        online_fp8=online is not None)
+                        online_fp8=online is not None, pp_partition=partition)
     notes.extend(split.notes)
     per_stage = list(split.per_stage)
     load_peaks = _load_peaks(split, online)
@@ -104,6 +105,9 @@ def plan_vllm(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list[
     if not 0 < util <= 1:  # CacheConfig: Field(gt=0, le=1); check reports it as SP-ARGS-002
         raise BadInput(f"--gpu-memory-utilization {util:g} is outside (0, 1]: vLLM refuses it before loading")
     requested = math.ceil(cuda_total * util)
+    # each stage's budget comes from its own GPUs (the smallest among its ranks): mixed GPUs
+    stage_totals = _stage_cuda_totals(dep, gpu, tp, pp, dp, int(reserved.value), notes)
+    requested_per_stage = [math.ceil(t * util) for t in stage_totals]
     w_max = max(per_stage)
     w_exact = split.exact or weights_override is not None
     terms = [
@@ -118,7 +122,8 @@ def plan_vllm(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list[
     peak, non_torch, graphs, graphs_subtracted = rt.peak, rt.non_torch, rt.graphs, rt.graphs_subtracted
     kv_bytes_opt = parse_bytes(option(launch, "kv_cache_memory_bytes"), "--kv-cache-memory-bytes")
     subtract = peak + non_torch + (graphs if graphs_subtracted else 0)
-    available_per_stage = [requested - w - subtract for w in per_stage]
+    available_per_stage = [req - w - subtract
+                           for req, w in zip(requested_per_stage, per_stage, strict=True)]
     available_exact = False
     if kv_bytes_opt:
         available_per_stage = [kv_bytes_opt] * len(per_stage)
@@ -163,6 +168,8 @@ def plan_vllm(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list[
         num_gpu_blocks_override=as_int(option(launch, "num_gpu_blocks_override"), "--num-gpu-blocks-override"),
         group_within_25pct=within_25pct,
         tokens_from_concurrency=f("kv_tokens_report").value == "concurrency",
+        whole_model_check=pp > 1 and _whole_model_check(f, notes),
+        stages=kvmod.pp_layer_ranges(len(types), pp, partition),
     )
     cap = kvmod.capacity(**capacity_args)
     if auto_fit and cap.longest_context:
@@ -178,14 +185,18 @@ def plan_vllm(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list[
                      "window in sliding layers")
     if kv_bytes_opt:
         # the given KV cache, weights and the profile peak must fit on the GPU itself
-        weights_fit = all(w + subtract + kv_bytes_opt <= cuda_total for w in per_stage)
+        weights_fit = all(w + subtract + kv_bytes_opt <= t
+                          for w, t in zip(per_stage, stage_totals, strict=True))
     else:
-        weights_fit = all(w + subtract < requested for w in per_stage) and min(available_per_stage) > 0
+        weights_fit = (all(w + subtract < r
+                           for w, r in zip(per_stage, requested_per_stage, strict=True))
+                       and min(available_per_stage) > 0)
     load_peak = max(load_peaks) if load_peaks else None
-    if load_peak is not None and load_peak >= cuda_total:
+    if any(lp >= t for lp, t in zip(load_peaks, stage_totals, strict=False)):
         weights_fit = False  # loading stops before any KV cache is sized
     rows = gpu_rows(dep, gpu, tp, pp, dp, per_stage, peak + non_torch + graphs + int(reserved.value),
-                 [cap.num_blocks * cap.page_size_bytes * _layers_on(types, pp, s, generation, hybrid, within_25pct)
+                 [cap.num_blocks * cap.page_size_bytes
+                  * _layers_on(types, pp, s, generation, hybrid, within_25pct, partition)
                   for s in range(pp)])
     if assumed:
         notes.append(f"engine version unknown: vLLM {version} rules assumed (pass --engine-version)")
@@ -205,6 +216,49 @@ def plan_vllm(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list[
         load_peak_bytes=load_peak,
         load_peak_basis=_load_peak_basis(online) if load_peak is not None else "",
     )
+
+
+def _stage_cuda_totals(dep, gpu: Gpu, tp: int, pp: int, dp: int, reserved: int,
+                       notes: list[str]) -> list[int]:
+    """CUDA's total memory on the smallest GPU of each pipeline stage, ranks in vLLM's order
+    (dp, pp, tp) on the GPUs in order. Every worker sizes its budget from its own GPU; the
+    engine then gives every worker the smallest block count (get_kv_cache_configs@v0.14.1)."""
+    gpus = [g for g in dep.cluster.gpus if g.memory_bytes and not g.error]
+    totals = []
+    for s in range(max(1, pp)):
+        ranks = [d * pp * tp + s * tp + t for d in range(max(1, dp)) for t in range(max(1, tp))]
+        own = [gpus[i].memory_bytes for i in ranks if i < len(gpus)]
+        totals.append((min(own) if own else gpu.memory_bytes) - reserved)
+    if len({g.memory_bytes for g in gpus[: tp * pp * dp]}) > 1:
+        notes.append("GPUs of different sizes: each worker's KV budget comes from its own GPU "
+                     "(pipeline stage budgets: "
+                     + ", ".join(f"{(t + reserved) / GiB:.1f} GiB GPU" for t in totals)
+                     + "); every worker gets the smallest block count")
+    return totals
+
+
+def _whole_model_check(f, notes: list[str]) -> bool:
+    """Whether this release checks one request of the whole model against the smallest
+    worker's budget (pp_max_model_len_check)."""
+    rule = f("pp_max_model_len_check").value
+    if rule == "not_read":
+        notes.append("pipeline parallel: whether this release checks max_model_len per worker or "
+                     "for the whole model was not read (0.16 whole model, 0.18 per worker); "
+                     "checked per worker")
+    return rule == "whole_model"
+
+
+def _pp_partition(launch, spec: ModelSpec, pp: int, f, notes: list[str]) -> tuple[int, ...] | None:
+    """The layers per stage VLLM_PP_LAYER_PARTITION names, where the release reads it."""
+    value = launch.shell.env.get("VLLM_PP_LAYER_PARTITION")
+    if value is None or pp <= 1 or spec.attention is None:
+        return None
+    if not f("pp_layer_partition_env").value:
+        notes.append("VLLM_PP_LAYER_PARTITION is not read by this release: layers split evenly")
+        return None
+    parts = kvmod.pp_partition(value, spec.attention.num_layers, pp)
+    notes.append(f"VLLM_PP_LAYER_PARTITION={value}: layers per pipeline stage {list(parts)}")
+    return parts
 
 
 # --quantization values vLLM applies to a 16-bit checkpoint while loading it; only "fp8" is
@@ -398,11 +452,12 @@ def _mla_layout(launch, spec: ModelSpec, version: str, f, notes: list[str]) -> s
     return layout
 
 
-def _layers_on(types, pp: int, stage: int, generation: str, hybrid: bool, within_25pct: bool) -> int:
+def _layers_on(types, pp: int, stage: int, generation: str, hybrid: bool, within_25pct: bool,
+               partition: tuple[int, ...] | None = None) -> int:
     """Pages per block the engine allocates on one GPU of `stage`: one memory pool per layer of
     the largest group, each pool shared by one layer of every group (kv_cache_utils
     get_kv_cache_config_from_groups); for a uniform model that is every layer."""
-    rng = kvmod.pp_layer_ranges(len(types), pp)[stage]
+    rng = kvmod.pp_layer_ranges(len(types), pp, partition)[stage]
     groups = kvmod.kv_groups(types, hybrid and generation == "v1", within_25pct)
     group_size = max((sum(1 for i in g if i in rng) for _, g in groups), default=0)
     return group_size

@@ -87,7 +87,8 @@ def classify(name: str) -> str:
 def split_weights(spec: ModelSpec, *, tp: int = 1, pp: int = 1, dp: int = 1,
                   expert_parallel: bool = False, vocab_padding: int = 64, run_dtype: str | None = None,
                   expert_padding: tuple[int, int] | None = None, attention_tp: int | None = None,
-                  embedding_replicated: bool = False, online_fp8: bool = False) -> WeightsSplit:
+                  embedding_replicated: bool = False, online_fp8: bool = False,
+                  pp_partition: tuple[int, ...] | None = None) -> WeightsSplit:
     """Per-GPU weight bytes for each pipeline stage.
 
     attention_tp: the ranks the attention weights are split over when that differs from tp
@@ -124,7 +125,8 @@ def split_weights(spec: ModelSpec, *, tp: int = 1, pp: int = 1, dp: int = 1,
     kv_heads = att.num_kv_heads if att and att.kind != "mla" else None
     num_experts = spec.moe.num_experts if spec.moe else None
     vocab = spec.vocab_size
-    stages = pp_layer_ranges(num_layers, pp) if num_layers else [range(0, 1 << 30)] * 1
+    stages = (pp_layer_ranges(num_layers, pp, pp_partition) if num_layers
+              else [range(0, 1 << 30)] * 1)
     per_stage = [0.0] * max(1, pp)
     unquantized = [0.0] * max(1, pp)
     layer_unquantized: dict[int, float] = {}  # decoder layer -> its quantized tensors in 16 bits

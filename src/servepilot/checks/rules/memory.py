@@ -47,6 +47,15 @@ def _weights_per_gpu(plan) -> int:
     return max((r.weights_bytes for r in plan.rows), default=0)
 
 
+def _weights_over(plan) -> bool:
+    """Some GPU's share of the weights is at least what CUDA sees of that GPU (each row's own
+    GPU: a pipeline stage on a larger GPU of a mixed box holds more)."""
+    reserved = plan.gpu_total_bytes - _cuda_total(plan)
+    if not plan.rows:
+        return False
+    return any(r.weights_bytes >= r.total_bytes - reserved for r in plan.rows)
+
+
 def _tp_remedies(dep, plan, need_fit: str) -> list[Remedy]:
     """The smallest larger TP size that fits, from re-planning (needs the GPUs to be there)."""
     from servepilot.errors import ServepilotError
@@ -138,7 +147,7 @@ def weights_over_gpu(dep, ctx) -> list[Finding]:
     if plan is None:
         return []
     w = _weights_per_gpu(plan)
-    if w < _cuda_total(plan):
+    if not _weights_over(plan):
         if _load_fails(plan):
             return [_load_peak_finding(dep, plan, w)]
         return []
@@ -189,7 +198,7 @@ def _load_peak_finding(dep, plan, w: int) -> Finding:
 )
 def no_kv_budget(dep, ctx) -> list[Finding]:
     plan = ctx.plan
-    if plan is None or _weights_per_gpu(plan) >= _cuda_total(plan) or _load_fails(plan):
+    if plan is None or _weights_over(plan) or _load_fails(plan):
         return []
     if plan.engine == "llama.cpp":
         return _llamacpp_kv(plan)
@@ -247,7 +256,7 @@ def _llamacpp_kv(plan) -> list[Finding]:
 def kv_below_one_request(dep, ctx) -> list[Finding]:
     plan = ctx.plan
     if plan is None or plan.engine == "llama.cpp" or plan.fits or plan.available_kv_bytes <= 0 \
-            or _weights_per_gpu(plan) >= _cuda_total(plan) or _load_fails(plan):
+            or _weights_over(plan) or _load_fails(plan):
         return []
     need = plan.max_model_len * plan.bytes_per_token
     remedies = (_tp_remedies(dep, plan, "kv") + _fp8_remedy(dep, ctx, plan) + _len_remedy(plan)
