@@ -255,3 +255,16 @@ def test_fused_moe_caches_apart_before_0_8_and_unchunked_before_0_5():
     # (the forward is the larger of attention and MLP, so only part of the difference may show)
     assert 0 < apart - shared <= 32768 * k * (2 * inter + hidden - max(2 * inter, hidden)) * 2
     assert unchunked > apart
+
+
+@pytest.mark.parametrize(("version", "env", "noted"), [
+    ("0.8.4", {}, True),                     # V1: non-torch = total - free - torch
+    ("0.8.4", {"VLLM_USE_V1": "0"}, False),  # V0: measured from its baseline snapshot
+    ("0.5.5", {}, False),                    # peak = init free - free
+    ("0.11.0", {}, False),                   # V1 from its start-up snapshot
+])
+def test_releases_that_count_other_processes_memory_say_so(version, env, noted):
+    options = {"tensor_parallel_size": 8, "max_model_len": 8192}
+    plan = plan_deployment(deployment(llama_70b(), options, gpu=gpus(8, **H100), version=version,
+                                      env=env))
+    assert any("other processes" in n for n in plan.notes) == noted

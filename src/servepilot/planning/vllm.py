@@ -82,6 +82,7 @@ def plan_vllm(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list[
     auto_fit = max_model_len == -1
     if max_model_len is None or auto_fit:
         max_model_len = derived_len
+    _other_processes_note(f, generation, version, notes)
     reserved = f("driver_reserved_bytes")
     cuda_total = gpu.memory_bytes - int(reserved.value)
     mnbt, mns = _vllm_batch(launch, spec, gpu, cuda_total, generation, max_model_len, f)
@@ -235,6 +236,15 @@ def _stage_cuda_totals(dep, gpu: Gpu, tp: int, pp: int, dp: int, reserved: int,
                      + ", ".join(f"{(t + reserved) / GiB:.1f} GiB GPU" for t in totals)
                      + "); every worker gets the smallest block count")
     return totals
+
+
+def _other_processes_note(f, generation: str, version: str, notes: list[str]) -> None:
+    """Say so where this release subtracts other processes' GPU memory from the budget (the
+    plan cannot see them; it assumes the GPU to itself)."""
+    if f("other_processes_memory").get(generation) == "counted":
+        notes.append(f"vLLM {version} ({generation.upper()}) subtracts what other processes hold "
+                     "on the GPU from total x gpu_memory_utilization (non-torch = total - free - "
+                     "torch): on a shared GPU the KV budget is that much smaller than planned")
 
 
 def _whole_model_check(f, notes: list[str]) -> bool:
