@@ -104,7 +104,8 @@ def render_text(result) -> None:
     kinds = list(dict.fromkeys((r.name, r.total_bytes) for r in result.rows))
     if len(kinds) > 1:  # a box of different GPUs: name each (the budget is the smallest's)
         gpus = " + ".join(f"{name} ({human_bytes(total)})" for name, total in kinds)
-    out.print(Text.assemble((result.model, "bold"), f" on {gpus} · {result.engine} {version} · {par}"))
+    out.print(Text.assemble((result.model, "bold"),
+                            f" on {gpus} · {result.engine} {version} · {par}"))
     out.print(
         f"KV cache {result.kv_cache_dtype} · block {result.block_size} · max_model_len {result.max_model_len:,}"
         + (f" · gpu_memory_utilization {result.gpu_memory_utilization:g}" if result.gpu_memory_utilization else "")
