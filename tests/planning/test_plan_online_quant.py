@@ -77,12 +77,18 @@ def _weights(plan):
     return next(t.bytes for t in plan.terms if t.name == "weights")
 
 
-@pytest.mark.parametrize("version", ["0.10.2", "0.13.0", "0.15.1"])
-def test_before_0_16_the_load_holds_the_16_bit_weights_and_the_cache_is_sized_after_fp8(version):
+@pytest.mark.parametrize(("version", "fp8_copies_kept"),
+                         [("0.10.2", False), ("0.12.0", False), ("0.13.0", True), ("0.15.1", True)])
+def test_before_0_16_the_load_holds_the_16_bit_weights_and_the_cache_is_sized_after_fp8(
+    version, fp8_copies_kept
+):
     spec, stored, fp8, _ = _figures()
     dep, plan = _plan(spec, version)
     assert _weights(plan) == pytest.approx(fp8, rel=0.002)  # vocab padding to 64 aside
-    assert plan.load_peak_bytes == pytest.approx(stored, rel=0.002)
+    # 0.13 - 0.15 quantize each layer as it loads, but load_weights' params_dict keeps the
+    # 16-bit tensors alive: their FP8 copies come on top (the embeddings are not copied)
+    copies = stored - fp8 if fp8_copies_kept else 0  # half the 16-bit size of what is quantized
+    assert plan.load_peak_bytes == pytest.approx(stored + copies, rel=0.002)
     # 141 GB of bfloat16 weights cannot be built on an 80 GB GPU, though 73 GB of FP8 would fit
     assert not plan.weights_fit and not plan.ok
     findings = run_all(dep)

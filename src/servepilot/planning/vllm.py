@@ -305,6 +305,9 @@ def _load_peaks(split, online: str | None) -> list[int]:
     """Per stage, the weight memory loading needs at its peak (online FP8 only; else [])."""
     if online == "full_16bit":
         return list(split.unquantized_per_stage)
+    if online == "full_16bit_and_fp8":
+        return [a + b for a, b in zip(split.unquantized_per_stage, split.quantized_per_stage,
+                                      strict=True)]
     if online == "layerwise":
         layers = split.largest_layer_unquantized
         return [w + layer for w, layer in zip(split.per_stage, layers, strict=True)]
@@ -315,6 +318,10 @@ def _load_peak_basis(online: str | None) -> str:
     if online == "full_16bit":
         return ("every quantized layer is allocated in 16 bits when the model is built and "
                 "quantized once loaded: the load peaks at the 16-bit weights")
+    if online == "full_16bit_and_fp8":
+        return ("every quantized layer is allocated in 16 bits when the model is built and "
+                "quantized as it completes, but the model's load_weights keeps the 16-bit "
+                "tensors until it returns: the load peaks at the 16-bit weights + the FP8 copies")
     return ("layers are materialized in 16 bits one at a time: FP8 weights + the largest layer "
             "in 16 bits")
 

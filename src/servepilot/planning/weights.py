@@ -61,6 +61,7 @@ class WeightsSplit:
     # layer's quantized tensors in 16 bits (what a layer-by-layer load holds on top)
     unquantized_per_stage: tuple[int, ...] = ()
     largest_layer_unquantized: tuple[int, ...] = ()
+    quantized_per_stage: tuple[int, ...] = ()  # the FP8 bytes of the tensors quantized
 
     @property
     def max_per_gpu(self) -> int:
@@ -129,6 +130,7 @@ def split_weights(spec: ModelSpec, *, tp: int = 1, pp: int = 1, dp: int = 1,
               else [range(0, 1 << 30)] * 1)
     per_stage = [0.0] * max(1, pp)
     unquantized = [0.0] * max(1, pp)
+    quantized = [0.0] * max(1, pp)
     layer_unquantized: dict[int, float] = {}  # decoder layer -> its quantized tensors in 16 bits
     by_kind: dict[str, float] = {}
     fallback: list[str] = []
@@ -154,7 +156,7 @@ def split_weights(spec: ModelSpec, *, tp: int = 1, pp: int = 1, dp: int = 1,
             share *= pad
         if kind in ("fallback", "vision"):
             fallback.append(t.name)
-        before = share
+        before, ratio = share, 1.0
         if online_fp8:
             ratio = online_fp8_bytes(t, kind) / t.nbytes if t.nbytes else 1.0
             share *= ratio
@@ -164,6 +166,7 @@ def split_weights(spec: ModelSpec, *, tp: int = 1, pp: int = 1, dp: int = 1,
             if _on_stage(t.name, kind, layer, s, rng, len(per_stage), spec.tie_word_embeddings):
                 per_stage[s] += share
                 unquantized[s] += before
+                quantized[s] += share if ratio < 1.0 else 0.0
                 if s == 0:
                     by_kind[kind] = by_kind.get(kind, 0) + share
     if pad != 1.0:
@@ -205,6 +208,8 @@ def split_weights(spec: ModelSpec, *, tp: int = 1, pp: int = 1, dp: int = 1,
         unquantized_per_stage=(tuple(int(round(b * scale)) for b in unquantized)
                                if online_fp8 else ()),
         largest_layer_unquantized=largest,
+        quantized_per_stage=(tuple(int(round(b * scale)) for b in quantized)
+                             if online_fp8 else ()),
     )
 
 
