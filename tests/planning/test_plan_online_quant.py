@@ -163,7 +163,32 @@ def test_experts_are_quantized_and_the_router_is_not():
     )
     router = experts * h * 2
     expert_elements = experts * 3 * inter * h
-    split = split_weights(spec, online_fp8=True)
+    split = split_weights(spec, online="fp8")
     assert split.per_stage == (router + expert_elements,)
     assert split.unquantized_per_stage == (router + 2 * expert_elements,)
     assert split.largest_layer_unquantized == (2 * expert_elements,)  # the router is not quantized
+
+
+def _one_moe_layer():
+    from servepilot.checkpoint.spec import MoESpec
+
+    h, inter, experts = 2048, 768, 128  # Qwen3-30B-A3B's shapes, one layer
+    shapes = (("gate_proj", (inter, h)), ("up_proj", (inter, h)), ("down_proj", (h, inter)))
+    ts = [tensor("model.layers.0.self_attn.q_proj.weight", 4096, h),
+          tensor("model.layers.0.mlp.gate.weight", experts, h)]
+    ts += [tensor(f"model.layers.0.mlp.experts.{e}.{n}.weight", *shape)
+           for e in range(experts) for n, shape in shapes]
+    moe = MoESpec(num_experts=experts, experts_per_token=8, expert_intermediate_size=inter)
+    spec = llama_70b(attention=replace(llama_70b().attention, num_layers=1), moe=moe)
+    return with_tensors(spec, ts), experts * 3 * inter * h, (4096 + experts) * h * 2
+
+
+@pytest.mark.parametrize("version", ["0.8.5", "0.13.0", "0.19.0"])
+def test_experts_int8_quantizes_the_experts_in_place(version):
+    spec, expert_elements, others = _one_moe_layer()
+    dep = deployment(spec, {"max_model_len": 4096, "quantization": "experts_int8"},
+                     gpu=gpus(1, **H100), version=version)
+    plan = plan_deployment(dep)
+    assert plan.load_peak_bytes is None  # no 16-bit copy is held while loading
+    # experts at one byte per element; attention and the router stay 16-bit
+    assert plan.rows[0].weights_bytes == pytest.approx(expert_elements + others, rel=0.001)

@@ -92,10 +92,10 @@ def plan_vllm(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list[
     partition = _pp_partition(launch, spec, pp, f, notes)
     split = _split_once(spec, tp=tp, pp=pp, dp=dp, expert_parallel=ep, vocab_padding=int(f("vocab_padding").value),
                         run_dtype=mdtype, expert_padding=_mxfp4_padding(spec, gpu, f, notes),
-                        online_fp8=online is not None, pp_partition=partition)
+                        online=online[0] if online else None, pp_partition=partition)
     notes.extend(split.notes)
     per_stage = list(split.per_stage)
-    load_peaks = _load_peaks(split, online)
+    load_peaks = _load_peaks(split, online[1] if online else None)
     if weights_override is not None:
         per_stage = [weights_override] * len(per_stage)
         if online:  # a run measures the FP8 weights; loading still needs the estimated peak
@@ -117,7 +117,7 @@ def plan_vllm(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list[
         Term("weights", w_max, w_exact, 0 if w_exact else int(w_max * 0.03),
              ("measured by a run" if weights_override is not None else f"{split.source}: split for TP {tp}, PP {pp}"
               + (", EP" if ep else "")
-              + (", linear layers quantized to FP8 while loading" if online else ""))),
+              + (f", quantized to {online[0]} while loading" if online else ""))),
         *rt.terms,
     ]
     peak, non_torch, graphs, graphs_subtracted = rt.peak, rt.non_torch, rt.graphs, rt.graphs_subtracted
@@ -215,7 +215,7 @@ def plan_vllm(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list[
         max_model_len_fit=cap.max_model_len_fit, longest_context=cap.longest_context, kv_groups=cap.groups,
         rows=rows, notes=tuple(dict.fromkeys(notes)), sources=tuple(dict.fromkeys(sources)),
         load_peak_bytes=load_peak,
-        load_peak_basis=_load_peak_basis(online) if load_peak is not None else "",
+        load_peak_basis=_load_peak_basis(online[1]) if load_peak is not None else "",
     )
 
 
@@ -271,20 +271,27 @@ def _pp_partition(launch, spec: ModelSpec, pp: int, f, notes: list[str]) -> tupl
     return parts
 
 
-# --quantization values vLLM applies to a 16-bit checkpoint while loading it; only "fp8" is
-# modelled (online_fp8_load), the others are named in the plan's notes as not modelled.
-_ONLINE_NOT_MODELLED = ("bitsandbytes", "experts_int8", "torchao", "fp8_per_tensor",
-                        "fp8_per_block", "ptpc_fp8", "mxfp8", "mxfp4", "int8")
+# --quantization values vLLM applies to a 16-bit checkpoint while loading it; "fp8"
+# (online_fp8_load) and "experts_int8" (online_experts_int8) are modelled, the others are
+# named in the plan's notes as not modelled.
+_ONLINE_NOT_MODELLED = ("bitsandbytes", "torchao", "fp8_per_tensor", "fp8_per_block",
+                        "ptpc_fp8", "mxfp8", "mxfp4", "int8", "int8_per_channel")
 
 
-def _online_quantization(launch, spec: ModelSpec, version: str, f, notes: list[str]) -> str | None:
-    """"full_16bit" or "layerwise" when vLLM quantizes this 16-bit checkpoint to FP8 while
-    loading it (`--quantization fp8` and no quantization declared), else None."""
+def _online_quantization(launch, spec: ModelSpec, version: str, f,
+                         notes: list[str]) -> tuple[str, str] | None:
+    """(method, how loading holds the weights) when vLLM quantizes this 16-bit checkpoint
+    while loading it (no quantization declared): ("fp8", "full_16bit" | "full_16bit_and_fp8"
+    | "layerwise") or ("experts_int8", "in_place"); else None."""
     method = str(option(launch, "quantization") or "").strip().lower()
     if not method or spec.quant is not None or spec.format == "gguf":
         return None
+    if method == "experts_int8" and f("online_experts_int8").value is True:
+        notes.append("--quantization experts_int8: the MoE experts are quantized to int8 as "
+                     "they load (linear layers stay 16-bit)")
+        return ("experts_int8", "in_place")
     if method != "fp8":
-        if method in _ONLINE_NOT_MODELLED:
+        if method in _ONLINE_NOT_MODELLED or method == "experts_int8":
             notes.append(f"--quantization {method} on a 16-bit checkpoint quantizes it while "
                          "loading; how much memory that takes is not modelled: the plan counts "
                          "the checkpoint's own weights")
@@ -298,7 +305,7 @@ def _online_quantization(launch, spec: ModelSpec, version: str, f, notes: list[s
     notes.append("--quantization fp8 on a 16-bit checkpoint: linear layers and experts are "
                  "quantized to FP8 while loading; embeddings, lm_head, norms and routers stay "
                  "16-bit")
-    return mode
+    return ("fp8", mode)
 
 
 def _load_peaks(split, online: str | None) -> list[int]:

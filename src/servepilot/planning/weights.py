@@ -88,7 +88,7 @@ def classify(name: str) -> str:
 def split_weights(spec: ModelSpec, *, tp: int = 1, pp: int = 1, dp: int = 1,
                   expert_parallel: bool = False, vocab_padding: int = 64, run_dtype: str | None = None,
                   expert_padding: tuple[int, int] | None = None, attention_tp: int | None = None,
-                  embedding_replicated: bool = False, online_fp8: bool = False,
+                  embedding_replicated: bool = False, online: str | None = None,
                   pp_partition: tuple[int, ...] | None = None) -> WeightsSplit:
     """Per-GPU weight bytes for each pipeline stage.
 
@@ -99,9 +99,10 @@ def split_weights(spec: ModelSpec, *, tp: int = 1, pp: int = 1, dp: int = 1,
     (vLLM's "auto" casts float32 down: config.py _get_and_verify_dtype) loads its float32
     tensors at half their stored size; quantization scales keep their dtype.
 
-    online_fp8: vLLM quantizes the weights of linear layers and experts to one byte per
-    element as it loads them (`--quantization fp8` on a 16-bit checkpoint); embeddings,
-    lm_head, norms, routers and biases keep their dtype (online_fp8_bytes).
+    online: the quantization vLLM applies to a 16-bit checkpoint as it loads it: "fp8"
+    (`--quantization fp8`: the weights of linear layers and experts to one byte per element;
+    embeddings, lm_head, norms, routers and biases keep their dtype) or "experts_int8" (the
+    MoE experts only); see online_bytes.
     """
     downcast = (run_dtype or "").lower() in ("bfloat16", "float16", "half") and _stored_float32(spec)
     pad = _expert_pad_factor(spec, tp=1 if expert_parallel else tp, multiples=expert_padding)
@@ -157,8 +158,8 @@ def split_weights(spec: ModelSpec, *, tp: int = 1, pp: int = 1, dp: int = 1,
         if kind in ("fallback", "vision"):
             fallback.append(t.name)
         before, ratio = share, 1.0
-        if online_fp8:
-            ratio = online_fp8_bytes(t, kind) / t.nbytes if t.nbytes else 1.0
+        if online:
+            ratio = online_bytes(t, kind, online) / t.nbytes if t.nbytes else 1.0
             share *= ratio
             if ratio < 1.0 and layer is not None:
                 layer_unquantized[layer] = layer_unquantized.get(layer, 0.0) + before
@@ -192,7 +193,7 @@ def split_weights(spec: ModelSpec, *, tp: int = 1, pp: int = 1, dp: int = 1,
         scale = index_total / (loaded_total + skipped_mtp) if loaded_total else 1.0
         loaded_total = int(loaded_total * scale)
     largest = ()
-    if online_fp8:
+    if online:
         largest = tuple(
             int(round(scale * max((b for i, b in layer_unquantized.items() if i in rng),
                                   default=0)))
@@ -206,22 +207,29 @@ def split_weights(spec: ModelSpec, *, tp: int = 1, pp: int = 1, dp: int = 1,
         fallback_tensors=tuple(fallback),
         notes=notes,
         unquantized_per_stage=(tuple(int(round(b * scale)) for b in unquantized)
-                               if online_fp8 else ()),
+                               if online else ()),
         largest_layer_unquantized=largest,
         quantized_per_stage=(tuple(int(round(b * scale)) for b in quantized)
-                             if online_fp8 else ()),
+                             if online else ()),
     )
 
 
-def online_fp8_bytes(t: TensorInfo, kind: str) -> int:
-    """A tensor's bytes once vLLM's online FP8 has quantized it: one byte per element for the
-    weight of a linear layer or expert (Fp8LinearMethod / Fp8MoEMethod: scaled_fp8_quant, the
-    per-tensor float32 scales are a few bytes), its stored bytes for everything else. Router
+def online_bytes(t: TensorInfo, kind: str, method: str = "fp8") -> int:
+    """A tensor's bytes once vLLM's online quantization has quantized it: one byte per element
+    for the weight of a linear layer or expert with "fp8" (Fp8LinearMethod / Fp8MoEMethod:
+    scaled_fp8_quant, the per-tensor float32 scales are a few bytes), for an expert only with
+    "experts_int8" (ExpertsInt8MoEMethod: int8 experts and float32 per-row scales, 4 bytes per
+    row of hidden-size elements, left out; UnquantizedLinearMethod for every linear layer),
+    its stored bytes for everything else. Router
     gates are built without the quant config (ReplicatedLinear(..., quant_config=None) in
     models/mixtral.py, qwen2_moe.py, deepseek_v2.py @v0.13.0), vocab embeddings are not
     LinearBase layers, and norms, biases and 1-D parameters are not weights of a linear layer.
     Fused expert tensors without a ".weight" suffix (experts.gate_up_proj) are weights too."""
-    linear = kind in ("tp", "kv", "expert") or (kind == "replicated" and _REPLICATED.search(t.name))
+    if method == "experts_int8":
+        linear = kind == "expert"
+    else:
+        linear = kind in ("tp", "kv", "expert") or (
+            kind == "replicated" and bool(_REPLICATED.search(t.name)))
     if not linear or len(t.shape) < 2 or _NOT_A_WEIGHT.search(t.name):
         return t.nbytes
     elements = 1
