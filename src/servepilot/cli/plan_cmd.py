@@ -143,10 +143,18 @@ def render_text(result) -> None:
         f"max concurrency at {result.max_model_len:,} tokens: {result.max_concurrency:.2f}x · "
         f"longest single request: {result.longest_context:,} tokens",
     ]
+    if result.load_peak_bytes is not None:
+        lines.append(f"weights while loading: {_gib(result.load_peak_bytes)} GiB per GPU at the "
+                     f"peak ({result.load_peak_basis})")
     for line in lines:
         out.print(line)
     tail = ""
-    if not result.weights_fit:
+    reserved = next((t.bytes for t in result.terms if t.name == "driver_reserved"), 0)
+    loading_over = result.load_peak_bytes is not None and result.load_peak_bytes >= min(
+        (r.total_bytes for r in result.rows), default=result.gpu_total_bytes) - reserved
+    if loading_over:
+        tail = " — loading needs more memory than the GPU has"
+    elif not result.weights_fit:
         tail = " — the weights and runtime leave no KV budget"
     elif not result.fits and result.max_model_len_fit is not None:
         tail = f" — the engine will suggest max_model_len {result.max_model_len_fit:,}"
