@@ -64,3 +64,18 @@ def test_bar_parts_add_up_to_the_width():
     segments = plan_cmd.bar(row, width=40)
     assert sum(len(text) for text, _ in segments) == 40
     assert len(segments) == 4  # a 1 % runtime still gets one cell
+
+
+@pytest.mark.parametrize(("version", "rc", "verdict"), [
+    ("0.13.0", 1, "loading needs more memory than the GPU has"),  # 16-bit + FP8 copies > 140 GiB
+    ("0.19.0", 0, "verdict: fits"),                               # one layer at a time
+])
+def test_online_fp8_shows_the_weights_while_loading(serve, capsys, version, rc, verdict):
+    serve(deployment(llama_70b(), {"quantization": "fp8", "max_model_len": 4096}, n_gpus=1,
+                     version=version))
+    assert main(["plan", "--", "vllm", "serve", "/models/llama-70b", "--quantization", "fp8"]) == rc
+    out = " ".join(capsys.readouterr().out.split())
+    assert "weights while loading:" in out and verdict in out
+    serve(deployment(llama_70b(), {"max_model_len": 4096}, n_gpus=1, version=version))
+    main(["plan", "--", "vllm", "serve", "/models/llama-70b"])
+    assert "weights while loading" not in capsys.readouterr().out
