@@ -50,12 +50,19 @@ def main(argv: list[str]) -> int:
     if missing:
         print(f"{RATERS}: rows the corpus lacks: {', '.join(missing[:5])}", file=sys.stderr)
         return 2
+    if not ids:
+        print(f"{RATERS}: the rater files share no rows", file=sys.stderr)
+        return 2
     triage = {row_id: predict(labelled[row_id])[0] for row_id in ids}
     n = len(ids)
-    print(f"{n} rows rated from the log alone by {len(raters)} raters (dev rows: triage was shaped on them)")
+    print(f"{n} rows rated from the log alone by {len(raters)} raters "
+          "(dev rows: triage was shaped on them)")
     for name, answers in raters.items():
         agree = sum(answers[i]["category"] == labelled[i]["category"] for i in ids)
-        lines = sum(bool(line_hit(labelled[i]["root_cause_line"], answers[i]["root_cause_line"])) for i in ids)
+        lines = sum(
+            bool(line_hit(labelled[i]["root_cause_line"], answers[i]["root_cause_line"]))
+            for i in ids
+        )
         print(f"  {name} = label: {_share(agree, n)} (same root-cause line {lines}/{n})")
     names = list(raters)
     for k, first in enumerate(names):
@@ -64,14 +71,19 @@ def main(argv: list[str]) -> int:
             print(f"  {first} = {second}: {_share(agree, n)}")
     print(f"  triage = label: {_share(sum(triage[i] == labelled[i]['category'] for i in ids), n)}")
     for name, answers in raters.items():
-        print(f"  triage = {name}: {_share(sum(triage[i] == answers[i]['category'] for i in ids), n)}")
+        same = sum(triage[i] == answers[i]["category"] for i in ids)
+        print(f"  triage = {name}: {_share(same, n)}")
 
     # rows where every rater reads the lines the same way and the label says otherwise
-    against = [i for i in ids if len({a[i]["category"] for a in raters.values()}) == 1
-               and next(iter(raters.values()))[i]["category"] != labelled[i]["category"]]
-    unanimous = sum(len({a[i]["category"] for a in raters.values()}) == 1 for i in ids)
-    print(f"  raters unanimous on {unanimous}/{n} rows; unanimous against the label on {len(against)}")
-    pairs = Counter((labelled[i]["category"], next(iter(raters.values()))[i]["category"]) for i in against)
+    def unanimous_reading(i: str) -> str | None:
+        readings = {answers[i]["category"] for answers in raters.values()}
+        return readings.pop() if len(readings) == 1 else None
+
+    against = [i for i in ids if unanimous_reading(i) not in (None, labelled[i]["category"])]
+    unanimous = sum(unanimous_reading(i) is not None for i in ids)
+    print(f"  raters unanimous on {unanimous}/{n} rows; "
+          f"unanimous against the label on {len(against)}")
+    pairs = Counter((labelled[i]["category"], unanimous_reading(i)) for i in against)
     for (label, read), count in pairs.most_common():
         print(f"    label {label:22} raters {read:22} x{count}")
     if "--list" in argv:
