@@ -226,7 +226,9 @@ def max_model_len(dep, ctx) -> list[Finding]:
            "smaller than max_model_len (M)'.",
            "max_model_len is --max-model-len, else the one vLLM derives from config.json."),
     sources=("servepilot/engines/vllm/knowledge/engine.yaml (scheduler_budget_below_len)",
-             "vllm/config/scheduler.py@v0.19.0 (verify_max_model_len)"),
+             "vllm/config/scheduler.py@v0.19.0 (verify_max_model_len)",
+             "servepilot/engines/vllm/knowledge/engine.yaml (v1_forces_chunked_prefill)",
+             "vllm/engine/arg_utils.py@v0.8.5, @v0.10.2 and @v0.11.0 (V1 forces chunked prefill)"),
     engines=("vllm",), platforms=ANY_PLATFORM,
 )
 def budget_below_max_model_len(dep, ctx) -> list[Finding]:
@@ -236,6 +238,8 @@ def budget_below_max_model_len(dep, ctx) -> list[Finding]:
     version = dep.engine_version
     if spec is None or version is None or dep.launch.get("enable_chunked_prefill") is not False:
         return []  # chunked prefill on, or left to the engine's default: prompts are split
+    if _chunked_prefill_forced_on(dep, version) is not None:
+        return []  # the V1 engine turns chunked prefill back on whatever the flag says
     row = scheduler_budget_below_len(version)
     budget = _int_or_none(dep.launch.get("max_num_batched_tokens"))
     if row is None or budget is None:
@@ -263,6 +267,33 @@ def budget_below_max_model_len(dep, ctx) -> list[Finding]:
          Remedy("flag", "--enable-chunked-prefill", "long prompts are prefilled over several steps",
                 {"set": {"enable_chunked_prefill": True}, "unset": []})),
     )]
+
+
+def _chunked_prefill_forced_on(dep, version: str):
+    """The row saying the V1 engine overwrites --no-enable-chunked-prefill, when `dep` runs on
+    V1 in a release that does so and its runner is not spared; else None (not forced, or a
+    release not read)."""
+    from servepilot.engines.vllm.release import v1_forces_chunked_prefill
+    from servepilot.planning.common import older
+    from servepilot.planning.facts import fact
+
+    row = v1_forces_chunked_prefill(version)
+    if row is None or not row.value:
+        return None
+    generation = fact("vllm", "generation", version).value
+    use_v1 = str(dep.launch.shell.env.get("VLLM_USE_V1", ""))
+    if generation != "v1" or (use_v1 == "0" and older(version, "0.11.0")):
+        return None  # the V0 engine keeps the user's choice
+    if _pooling_runner(dep.launch) and row.pooling_spared:
+        return None
+    return row
+
+
+def _pooling_runner(launch) -> bool:
+    """Whether the command asks for a pooling runner (--runner pooling, --task embed, ...)."""
+    runner = str(launch.get("runner") or "")
+    task = str(launch.get("task") or "")
+    return runner == "pooling" or task in {"embed", "embedding", "classify", "score", "reward"}
 
 
 def _int_or_none(value) -> int | None:

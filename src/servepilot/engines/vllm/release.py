@@ -160,3 +160,9 @@ def scheduler_budget_below_len(version: str):
     """SchedulerConfig's refusal of a step budget below max_model_len without chunked
     prefill, as a row, or None for releases not read."""
     return kb.row_for(kb.load_file("vllm", "engine").scheduler_budget_below_len, version)
+
+
+def v1_forces_chunked_prefill(version: str):
+    """Whether the V1 engine of this release overwrites --no-enable-chunked-prefill (a row
+    with value and pooling_spared), or None for releases not read."""
+    return kb.row_for(kb.load_file("vllm", "engine").v1_forces_chunked_prefill, version)

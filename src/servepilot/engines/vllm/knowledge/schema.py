@@ -42,6 +42,7 @@ SCHEMA = {
         "read_releases": VALUE,
         "hf_overrides": Rows(("flag", "replaces_whole_dict")),
         "scheduler_budget_below_len": Rows(("message",)),
+        "v1_forces_chunked_prefill": Rows(("value", "pooling_spared")),
     },
     "gpu_flags": {
         "flags": Rows(("message", "option", "requires", "value")),
