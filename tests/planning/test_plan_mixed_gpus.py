@@ -125,3 +125,23 @@ def test_weights_are_judged_against_their_own_gpu():
         max_model_len=4096,
     )
     assert [f.code for f in run_all(dep)] == ["SP-MEM-001"]
+
+
+@pytest.mark.parametrize(("partition", "fails_on"), [("4,24", None), ("24,4", 0)])
+def test_the_online_fp8_load_peak_is_judged_on_each_stage_own_gpu(partition, fails_on):
+    # 0.13: the load holds the 16-bit weights plus their FP8 copies; 24 layers of Qwen2-7B
+    # need more than the 16 GB RTX 5070 Ti but fit the 32 GB RTX 5090
+    dep = deployment(
+        qwen2_7b(),
+        {"pipeline_parallel_size": 2, "max_model_len": 4096, "quantization": "fp8"},
+        gpu=_box("small", "big"),
+        version="0.13.0",
+        env={"VLLM_PP_LAYER_PARTITION": partition},
+    )
+    plan = plan_deployment(dep)
+    assert plan.load_peak_bytes > _box("small")[0].memory_bytes - RESERVED
+    assert plan.load_fits is (fails_on is None)
+    assert plan.load_over_stage == fails_on
+    assert plan.summary()["load_fits"] is plan.load_fits
+    loading = [f for f in run_all(dep) if f.code == "SP-MEM-001" and "loading" in f.title]
+    assert bool(loading) is (fails_on is not None)

@@ -149,10 +149,7 @@ def render_text(result) -> None:
     for line in lines:
         out.print(line)
     tail = ""
-    reserved = next((t.bytes for t in result.terms if t.name == "driver_reserved"), 0)
-    loading_over = result.load_peak_bytes is not None and result.load_peak_bytes >= min(
-        (r.total_bytes for r in result.rows), default=result.gpu_total_bytes) - reserved
-    if loading_over:
+    if result.load_fits is False:  # the planner's verdict, stage by stage
         tail = " — loading needs more memory than the GPU has"
     elif not result.weights_fit:
         tail = " — the weights and runtime leave no KV budget"

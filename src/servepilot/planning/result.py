@@ -92,6 +92,12 @@ class MemoryPlan:
     # (vLLM's online FP8 quantization); None where loading holds just the weights
     load_peak_bytes: int | None = None
     load_peak_basis: str = ""
+    # whether every pipeline stage's load peak stays below its own GPUs' CUDA total (None
+    # without a load peak), and the first stage where it does not, with that stage's figures
+    load_fits: bool | None = None
+    load_over_stage: int | None = None
+    load_over_stage_peak_bytes: int | None = None
+    load_over_stage_cuda_bytes: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -124,6 +130,7 @@ class MemoryPlan:
             "weights_per_gpu_bytes": max((r.weights_bytes for r in self.rows), default=0),
             "weights_source": self.weights_source,
             "load_peak_bytes": self.load_peak_bytes,
+            "load_fits": self.load_fits,
             "available_kv_bytes": self.available_kv_bytes,
             "available_exact": self.available_exact,
             "bytes_per_token": self.bytes_per_token,

@@ -193,7 +193,10 @@ def plan_vllm(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list[
                            for w, r in zip(per_stage, requested_per_stage, strict=True))
                        and min(available_per_stage) > 0)
     load_peak = max(load_peaks) if load_peaks else None
-    if any(lp >= t for lp, t in zip(load_peaks, stage_totals, strict=False)):
+    # each stage loads on its own GPUs: judged against that stage's CUDA total, not the smallest
+    over = next((s for s, (lp, t) in enumerate(zip(load_peaks, stage_totals, strict=False))
+                 if lp >= t), None)
+    if over is not None:
         weights_fit = False  # loading stops before any KV cache is sized
     rows = gpu_rows(dep, gpu, tp, pp, dp, per_stage, peak + non_torch + graphs + int(reserved.value),
                  [cap.num_blocks * cap.page_size_bytes
@@ -216,6 +219,10 @@ def plan_vllm(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list[
         rows=rows, notes=tuple(dict.fromkeys(notes)), sources=tuple(dict.fromkeys(sources)),
         load_peak_bytes=load_peak,
         load_peak_basis=_load_peak_basis(online[1]) if load_peak is not None else "",
+        load_fits=None if load_peak is None else over is None,
+        load_over_stage=over,
+        load_over_stage_peak_bytes=load_peaks[over] if over is not None else None,
+        load_over_stage_cuda_bytes=stage_totals[over] if over is not None else None,
     )
 
 

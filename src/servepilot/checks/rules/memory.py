@@ -162,12 +162,14 @@ def weights_over_gpu(dep, ctx) -> list[Finding]:
 
 
 def _load_fails(plan) -> bool:
-    """Loading needs more than the GPU has, though the loaded weights would fit (online FP8)."""
-    return plan.load_peak_bytes is not None and plan.load_peak_bytes >= _cuda_total(plan)
+    """Loading needs more than some stage's GPU has, though the loaded weights would fit
+    (online FP8); the planner judges each stage against its own GPUs."""
+    return plan.load_fits is False
 
 
 def _load_peak_finding(dep, plan, w: int) -> Finding:
-    peak = plan.load_peak_bytes
+    peak = plan.load_over_stage_peak_bytes or plan.load_peak_bytes
+    cuda = plan.load_over_stage_cuda_bytes or _cuda_total(plan)
     remedies = _tp_remedies(dep, plan, "weights")
     if plan.engine == "vllm" and plan.load_peak_basis.startswith("every quantized layer"):
         remedies.append(Remedy(
@@ -179,7 +181,7 @@ def _load_peak_finding(dep, plan, w: int) -> Finding:
     remedies.append(_hardware(plan))
     return Finding(
         "SP-MEM-001", "oom_weights", "error",
-        f"loading needs {_g(peak)} per GPU, more than the GPU's {_g(_cuda_total(plan))}",
+        f"loading needs {_g(peak)} per GPU, more than the GPU's {_g(cuda)}",
         f"--quantization fp8 quantizes the 16-bit checkpoint while loading: "
         f"{plan.load_peak_basis}. The FP8 weights ({_g(w)} per GPU) would fit, but with "
         f"TP {plan.tp} x PP {plan.pp} loading runs out of memory first.",
