@@ -264,6 +264,10 @@ def _why_not_applicable(dep: Deployment, remedy: Remedy) -> str | None:
         return "the remedy carries no environment values servepilot can apply"
     if remedy.kind == "upgrade" and not isinstance(args.get("upgrade"), dict):
         return "the remedy names no package and version"
+    if remedy.kind == "upgrade" and not args["upgrade"].get("specifier"):
+        # a build (another CUDA wheel, a source build), not a release: pip install of the bare
+        # package would reinstall the wheel the finding is about
+        return "the remedy names a build, not a release servepilot can pip install"
     if remedy.kind == "overlay":
         if not isinstance(args.get("overlay"), dict) or not args["overlay"]:
             return "the remedy carries no patch"
@@ -343,7 +347,7 @@ def _apply(dep: Deployment, remedy: Remedy, *, dest, replace: bool):
         for key in args["env"].get("unset") or []:
             env.pop(key, None)
         launch = dataclasses.replace(launch, shell=dataclasses.replace(launch.shell, env=env))
-    if isinstance(args.get("upgrade"), dict):
+    if isinstance(args.get("upgrade"), dict) and args["upgrade"].get("specifier"):
         up = args["upgrade"]
         pip = f"pip install '{up.get('package', launch.engine)}{up.get('specifier', '')}'"
     return launch, overlay, pip

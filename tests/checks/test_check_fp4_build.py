@@ -29,7 +29,7 @@ CT_NVFP4 = {
         ("0.12.0", (12, 0), False),
         ("0.12.0", (10, 0), False),
         ("0.16.0", (12, 1), False),  # 0.15-0.18 not read: no claim
-        ("0.34.0", (12, 1), False),  # CUDA 13 wheels: family targets
+        ("0.34.0", (12, 1), False),  # CUDA 13 wheels: not read, no claim
     ],
 )
 def test_nvfp4_kernels_cover_exact_capabilities_only(tmp_path, version, cc, refused):
@@ -59,3 +59,15 @@ def test_a_probed_build_or_another_scheme_is_not_judged_here(tmp_path):
     assert "SP-CUDA-004" not in codes(
         run_checks(deployment(fp8, cc=(12, 1), n=1, version="0.12.0", memory=120 * GIB))
     )
+
+
+def test_the_build_remedy_is_listed_by_fix_not_turned_into_pip_install(tmp_path):
+    # pip install 'vllm' with no specifier would reinstall the CUDA 12 wheel the finding is about
+    from servepilot.fix import remedy_options
+
+    path = llama_like(tmp_path / "m", quant=NVFP4)
+    dep = deployment(path, cc=(12, 1), n=1, version="0.12.0", memory=120 * GIB)
+    result = run_checks(dep)
+    options = [o for o in remedy_options(dep, result.findings) if o.finding == "SP-CUDA-004"]
+    build = next(o for o in options if o.kind == "upgrade")
+    assert not build.applicable and "build" in build.why_not
