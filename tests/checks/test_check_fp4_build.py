@@ -25,6 +25,8 @@ CT_NVFP4 = {
     [
         ("0.12.0", (12, 1), True),  # GB10: sm_120a code does not run on 12.1
         ("0.11.0", (10, 3), True),  # B300: sm_100a code does not run on 10.3
+        ("0.10.1", (12, 1), True),
+        ("0.10.0", (12, 1), False),  # its CMakeLists.txt not read: no claim
         ("0.19.0", (12, 1), True),
         ("0.12.0", (12, 0), False),
         ("0.12.0", (10, 0), False),
