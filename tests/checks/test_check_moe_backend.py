@@ -87,3 +87,25 @@ def test_expert_parallel_keeps_whole_experts(tmp_path):
         options={"enable_expert_parallel": True},
     )
     assert "SP-MOE-001" not in codes(run_checks(dep))  # 768 = 6 blocks on each rank
+
+
+@pytest.mark.parametrize(
+    "options, refused",
+    [
+        ({}, True),  # 704 = 5.5 blocks on each rank
+        ({"enable_eplb": True}, False),  # _supports_parallel_config refuses EPLB
+        ({"data_parallel_size": 2, "all2all_backend": "deepep_low_latency"}, False),
+        ({"data_parallel_size": 2, "all2all_backend": "allgather_reducescatter"}, True),
+        ({"data_parallel_size": 2}, False),  # 0.20.0's default backend not read: no claim
+    ],
+)
+def test_parallel_setups_the_kernel_refuses(tmp_path, options, refused):
+    dep = deployment(
+        qwen3_moe_like(tmp_path / "m", moe_intermediate=704),
+        cc=(10, 0),
+        n=4,
+        version="0.20.0",
+        memory=180 * GIB,
+        options={"enable_expert_parallel": True, **options},
+    )
+    assert ("SP-MOE-001" in codes(run_checks(dep))) is refused

@@ -20,8 +20,19 @@ KNOWLEDGE = "servepilot/engines/vllm/knowledge/quantization.yaml"
         "expert intermediate size per rank: moe_intermediate_size / tp (the whole size with "
         "expert parallelism) must be a multiple of 128, or FlashInfer asserts 'K must be "
         "divisible by blockK' before serving.",
+        "The kernel is not taken with EPLB, nor with all-to-all kernels (data parallel with "
+        "expert parallel) other than allgather_reducescatter.",
     ),
-    sources=(KNOWLEDGE,),
+    sources=(
+        KNOWLEDGE,
+        "vllm/model_executor/layers/fused_moe/oracle/unquantized.py@v0.20.0 "
+        "(_get_priority_backends, select_unquantized_moe_backend)",
+        "vllm/model_executor/layers/fused_moe/experts/trtllm_bf16_moe.py@v0.20.0 "
+        "(_supports_parallel_config)",
+        "vllm/model_executor/layers/quantization/utils/flashinfer_utils.py@v0.20.0 "
+        "(convert_moe_weights_to_flashinfer_trtllm_block_layout: block_k = 128)",
+        "vllm/model_executor/layers/fused_moe/config.py@v0.20.0 (use_all2all_kernels)",
+    ),
     engines=("vllm",),
 )
 def trtllm_bf16_moe_blocks(dep, ctx) -> list[Finding]:
@@ -42,6 +53,8 @@ def trtllm_bf16_moe_blocks(dep, ctx) -> list[Finding]:
     size = spec.moe.expert_intermediate_size
     if row is None or res.gpu_cc[0] != 10 or not size or not _takes_trtllm(dep, spec):
         return []
+    if not _parallel_config_supported(dep):
+        return []  # the kernel refuses this parallel setup: another MoE backend is chosen
     ep = bool(dep.launch.get("enable_expert_parallel"))
     tp = sizes.tp(dep.launch)
     per_rank = size if ep else size // tp
@@ -107,6 +120,20 @@ def _takes_trtllm(dep, spec) -> bool:
     if str(cfg.get("hidden_act") or "silu") != "silu":
         return False
     return _routing(cfg) in ("Renormalize", "DeepSeekV3", "Llama4")
+
+
+def _parallel_config_supported(dep) -> bool:
+    """TrtLlmBf16Experts._supports_parallel_config@v0.20.0: no EPLB, and all-to-all kernels
+    (data parallel > 1 with expert parallel, FusedMoEParallelConfig.use_all2all_kernels) only
+    with the allgather_reducescatter backend. 0.20.0's default backend was not read (its
+    config/parallel.py is not in the extract): left to the default, no claim."""
+    launch = dep.launch
+    if launch.get("enable_eplb"):
+        return False
+    ep = bool(launch.get("enable_expert_parallel"))
+    if not (ep and (launch.data_parallel_size or 1) > 1):
+        return True  # no all-to-all kernels
+    return launch.get("all2all_backend") == "allgather_reducescatter"
 
 
 def _routing(cfg: dict) -> str:
