@@ -145,3 +145,17 @@ def test_the_online_fp8_load_peak_is_judged_on_each_stage_own_gpu(partition, fai
     assert plan.summary()["load_fits"] is plan.load_fits
     loading = [f for f in run_all(dep) if f.code == "SP-MEM-001" and "loading" in f.title]
     assert bool(loading) is (fails_on is not None)
+
+
+def test_an_errored_gpu_keeps_its_rank_in_the_stage_budgets():
+    from dataclasses import replace
+
+    from servepilot.planning.vllm import _stage_cuda_totals
+
+    # TP 2 x PP 2: ranks 0-1 are stage 0 (GPU 0 unreadable, GPU 1 a 5090), ranks 2-3 stage 1
+    box = _box("big", "big", "small", "small")
+    box = (replace(box[0], memory_bytes=0, error="NVML: Unknown Error"),) + box[1:]
+    dep = deployment(qwen2_7b(), {"pipeline_parallel_size": 2, "tensor_parallel_size": 2},
+                     gpu=box, version="0.16.0")
+    totals = _stage_cuda_totals(dep, box[2], 2, 2, 1, RESERVED, [])
+    assert totals == [box[1].memory_bytes - RESERVED, box[2].memory_bytes - RESERVED]

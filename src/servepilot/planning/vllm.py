@@ -231,13 +231,17 @@ def _stage_cuda_totals(dep, gpu: Gpu, tp: int, pp: int, dp: int, reserved: int,
     """CUDA's total memory on the smallest GPU of each pipeline stage, ranks in vLLM's order
     (dp, pp, tp) on the GPUs in order. Every worker sizes its budget from its own GPU; the
     engine then gives every worker the smallest block count (get_kv_cache_configs@v0.14.1)."""
-    gpus = [g for g in dep.cluster.gpus if g.memory_bytes and not g.error]
+    # ranks index the GPUs as listed: a GPU that errored keeps its place (the worker still
+    # runs on it), it only adds no size to the minimum
+    gpus = list(dep.cluster.gpus)
+    readable = [g for g in gpus[: tp * pp * dp] if g.memory_bytes and not g.error]
     totals = []
     for s in range(max(1, pp)):
         ranks = [d * pp * tp + s * tp + t for d in range(max(1, dp)) for t in range(max(1, tp))]
-        own = [gpus[i].memory_bytes for i in ranks if i < len(gpus)]
+        own = [gpus[i].memory_bytes for i in ranks
+               if i < len(gpus) and gpus[i].memory_bytes and not gpus[i].error]
         totals.append((min(own) if own else gpu.memory_bytes) - reserved)
-    if len({g.memory_bytes for g in gpus[: tp * pp * dp]}) > 1:
+    if len({g.memory_bytes for g in readable}) > 1:
         notes.append("GPUs of different sizes: each worker's KV budget comes from its own GPU "
                      "(pipeline stage budgets: "
                      + ", ".join(f"{(t + reserved) / GiB:.1f} GiB GPU" for t in totals)
