@@ -192,3 +192,20 @@ def test_experts_int8_quantizes_the_experts_in_place(version):
     assert plan.load_peak_bytes is None  # no 16-bit copy is held while loading
     # experts at one byte per element; attention and the router stay 16-bit
     assert plan.rows[0].weights_bytes == pytest.approx(expert_elements + others, rel=0.001)
+
+
+@pytest.mark.parametrize(
+    ("version", "mode"),
+    [("0.12.0", "full_16bit"), ("0.13.0", "full_16bit_and_fp8"), ("0.16.0", "layerwise")],
+)
+def test_the_plan_carries_the_load_mode_and_the_remedy_follows_the_key_not_the_prose(
+    version, mode
+):
+    from servepilot.checks.rules.memory import _load_peak_finding
+
+    spec, _, _, _ = _figures()
+    dep, plan = _plan(spec, version)
+    assert plan.load_peak_mode == mode
+    reworded = replace(plan, load_peak_basis="reworded")
+    kinds = [r.kind for r in _load_peak_finding(dep, reworded, _weights(plan)).remedies]
+    assert ("upgrade" in kinds) is (mode != "layerwise")

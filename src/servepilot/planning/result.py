@@ -92,6 +92,9 @@ class MemoryPlan:
     # (vLLM's online FP8 quantization); None where loading holds just the weights
     load_peak_bytes: int | None = None
     load_peak_basis: str = ""
+    # how loading peaks (online_fp8_load's mode: "full_16bit", "full_16bit_and_fp8",
+    # "layerwise"); "" without a load peak
+    load_peak_mode: str = ""
     # whether every pipeline stage's load peak stays below its own GPUs' CUDA total (None
     # without a load peak), and the first stage where it does not, with that stage's figures
     load_fits: bool | None = None

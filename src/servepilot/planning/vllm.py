@@ -219,6 +219,7 @@ def plan_vllm(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list[
         rows=rows, notes=tuple(dict.fromkeys(notes)), sources=tuple(dict.fromkeys(sources)),
         load_peak_bytes=load_peak,
         load_peak_basis=_load_peak_basis(online[1]) if load_peak is not None else "",
+        load_peak_mode=online[1] if load_peak is not None else "",
         load_fits=None if load_peak is None else over is None,
         load_over_stage=over,
         load_over_stage_peak_bytes=load_peaks[over] if over is not None else None,

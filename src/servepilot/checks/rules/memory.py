@@ -171,7 +171,7 @@ def _load_peak_finding(dep, plan, w: int) -> Finding:
     peak = plan.load_over_stage_peak_bytes or plan.load_peak_bytes
     cuda = plan.load_over_stage_cuda_bytes or _cuda_total(plan)
     remedies = _tp_remedies(dep, plan, "weights")
-    if plan.engine == "vllm" and plan.load_peak_basis.startswith("every quantized layer"):
+    if plan.engine == "vllm" and plan.load_peak_mode in ("full_16bit", "full_16bit_and_fp8"):
         remedies.append(Remedy(
             "upgrade", "pip install 'vllm>=0.16.0,<0.33.0'",
             "vLLM 0.16 to 0.32 materialize the 16-bit weights one layer at a time (0.33 and "
