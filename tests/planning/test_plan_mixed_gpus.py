@@ -159,3 +159,18 @@ def test_an_errored_gpu_keeps_its_rank_in_the_stage_budgets():
                      gpu=box, version="0.16.0")
     totals = _stage_cuda_totals(dep, box[2], 2, 2, 1, RESERVED, [])
     assert totals == [box[1].memory_bytes - RESERVED, box[2].memory_bytes - RESERVED]
+
+
+@pytest.mark.parametrize(("version", "unread"), [("0.5.4", True), ("0.5.5", False)])
+def test_a_release_not_read_for_the_partition_env_says_so(version, unread):
+    _, plan = _plan(version, {"VLLM_PP_LAYER_PARTITION": "8,20"})
+    assert any("VLLM_PP_LAYER_PARTITION was not read" in n for n in plan.notes) is unread
+    assert any("[8, 20]" in n for n in plan.notes) is not unread
+
+
+@pytest.mark.parametrize(("version", "unread"),
+                         [("0.6.5", True), ("0.9.1", True), ("0.10.0", True), ("0.10.1", False),
+                          ("0.8.5", False)])
+def test_releases_not_read_for_other_processes_memory_say_so(version, unread):
+    _, plan = _plan(version)
+    assert any("other processes" in n and "not read" in n for n in plan.notes) is unread

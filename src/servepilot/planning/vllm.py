@@ -253,7 +253,11 @@ def _stage_cuda_totals(dep, gpu: Gpu, tp: int, pp: int, dp: int, reserved: int,
 def _other_processes_note(f, generation: str, version: str, notes: list[str]) -> None:
     """Say so where this release subtracts other processes' GPU memory from the budget (the
     plan cannot see them; it assumes the GPU to itself)."""
-    if f("other_processes_memory").get(generation) == "counted":
+    how = f("other_processes_memory").get(generation)
+    if how == "not_read":
+        notes.append(f"whether vLLM {version} ({generation.upper()}) counts what other processes "
+                     "hold on the GPU against the budget was not read: unchecked")
+    if how == "counted":
         notes.append(f"vLLM {version} ({generation.upper()}) subtracts what other processes hold "
                      "on the GPU from total x gpu_memory_utilization (non-torch = total - free - "
                      "torch): on a shared GPU the KV budget is that much smaller than planned")
@@ -275,7 +279,12 @@ def _pp_partition(launch, spec: ModelSpec, pp: int, f, notes: list[str]) -> tupl
     value = launch.shell.env.get("VLLM_PP_LAYER_PARTITION")
     if value is None or pp <= 1 or spec.attention is None:
         return None
-    if not f("pp_layer_partition_env").value:
+    reads = f("pp_layer_partition_env").value
+    if reads == "not_read":
+        notes.append("whether this release reads VLLM_PP_LAYER_PARTITION was not read: planned "
+                     "with layers split evenly, unchecked")
+        return None
+    if not reads:
         notes.append("VLLM_PP_LAYER_PARTITION is not read by this release: layers split evenly")
         return None
     parts = kvmod.pp_partition(value, spec.attention.num_layers, pp)
@@ -309,6 +318,10 @@ def _online_quantization(launch, spec: ModelSpec, version: str, f,
                          "the checkpoint's own weights")
         return None
     mode = str(f("online_fp8_load").value)
+    if mode == "not_read":
+        notes.append(f"how vLLM {version} loads --quantization fp8 on a 16-bit checkpoint was "
+                     "not read: planned as the 16-bit checkpoint, the load peak unchecked")
+        return None
     if mode == "refused":
         notes.append(f"vLLM {version} refuses --quantization fp8 on a 16-bit checkpoint (no "
                      "online FP8 in Fp8Config; --quantization fp8_per_tensor): planned as the "
