@@ -209,3 +209,33 @@ def test_the_plan_carries_the_load_mode_and_the_remedy_follows_the_key_not_the_p
     reworded = replace(plan, load_peak_basis="reworded")
     kinds = [r.kind for r in _load_peak_finding(dep, reworded, _weights(plan)).remedies]
     assert ("upgrade" in kinds) is (mode != "layerwise")
+
+
+@pytest.mark.parametrize("version", ["0.20.0", "0.32.0"])
+def test_releases_not_read_make_no_claim_about_online_fp8_loading(version):
+    spec, stored, _, _ = _figures()
+    _, plan = _plan(spec, version)
+    assert plan.load_peak_bytes is None and plan.load_fits is None
+    assert _weights(plan) == pytest.approx(stored, rel=0.002)  # the checkpoint as stored
+    assert any("not read" in n and "--quantization fp8" in n for n in plan.notes)
+
+
+def test_experts_int8_of_releases_not_read_is_not_modelled():
+    spec, _, _, _ = _figures()
+    _, plan = _plan(spec, "0.20.0", {"quantization": "experts_int8"})
+    assert any("experts_int8" in n and "not modelled" in n for n in plan.notes)
+
+
+def test_the_upgrade_remedy_names_only_releases_read_as_layerwise():
+    from packaging.specifiers import SpecifierSet
+
+    from servepilot.planning.facts import fact
+
+    spec, _, _, _ = _figures()
+    dep, _ = _plan(spec, "0.13.0")
+    finding = next(f for f in run_all(dep) if f.code == "SP-MEM-001")
+    upgrade = next(r for r in finding.remedies if r.kind == "upgrade")
+    wanted = SpecifierSet(upgrade.args["upgrade"]["specifier"])
+    for version in ("0.15.1", "0.16.0", "0.19.0", "0.20.0", "0.32.0", "0.33.0"):
+        layerwise = fact("vllm", "online_fp8_load", version).value == "layerwise"
+        assert (version in wanted) is layerwise, version

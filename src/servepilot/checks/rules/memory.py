@@ -139,8 +139,21 @@ def _hardware(plan) -> Remedy:
     facts=("vLLM loads each rank's share of the weights before profiling; a share larger than the GPU's free memory "
            "ends in torch.OutOfMemoryError while loading.",
            "Shares: TP splits attention and MLP projections, replicates norms and routers, vocab-parallel embeddings; "
-           "EP spreads whole experts over TP x DP ranks; PP splits layers."),
-    sources=PLAN_SOURCES, platforms=ANY_PLATFORM,
+           "EP spreads whole experts over TP x DP ranks; PP splits layers.",
+           "--quantization fp8 on a 16-bit checkpoint is quantized while loading: up to 0.12 "
+           "the load holds the 16-bit weights, 0.13 - 0.15 also their FP8 copies, 0.16 - 0.19 "
+           "the FP8 weights plus one layer in 16 bits; 0.20 - 0.32 not read; 0.33 refuses it.",
+           "Each pipeline stage loads on its own GPUs: its load peak is judged against them."),
+    sources=PLAN_SOURCES + (
+        "vllm/model_executor/layers/quantization/fp8.py@v0.8.5, @v0.10.2 and @v0.12.0 "
+        "(create_weights in params_dtype, process_weights_after_loading)",
+        "vllm/model_executor/layers/quantization/fp8.py@v0.13.0, @v0.14.1 and @v0.15.1 "
+        "(patched_weight_loader); models/llama.py@v0.13.0 (load_weights params_dict)",
+        "vllm/model_executor/layers/quantization/fp8.py@v0.16.0 and @v0.19.0 "
+        "(Fp8OnlineLinearMethod: device='meta', materialized per layer)",
+        "vllm/model_executor/layers/quantization/fp8.py@v0.33.0 and @v0.34.0 (Fp8Config.__init__)",
+        "servepilot/planning/knowledge/vllm_memory.yaml (online_fp8_load)",
+    ), platforms=ANY_PLATFORM,
 )
 def weights_over_gpu(dep, ctx) -> list[Finding]:
     plan = ctx.plan
@@ -173,11 +186,11 @@ def _load_peak_finding(dep, plan, w: int) -> Finding:
     remedies = _tp_remedies(dep, plan, "weights")
     if plan.engine == "vllm" and plan.load_peak_mode in ("full_16bit", "full_16bit_and_fp8"):
         remedies.append(Remedy(
-            "upgrade", "pip install 'vllm>=0.16.0,<0.33.0'",
-            "vLLM 0.16 to 0.32 materialize the 16-bit weights one layer at a time (0.33 and "
-            "later refuse --quantization fp8 on a 16-bit checkpoint); a new engine release to "
-            "install and validate",
-            {"upgrade": {"package": "vllm", "specifier": ">=0.16.0,<0.33.0"}}))
+            "upgrade", "pip install 'vllm>=0.16.0,<0.20.0'",
+            "vLLM 0.16 to 0.19 materialize the 16-bit weights one layer at a time (read at "
+            "0.16.0 and 0.19.0; 0.20 - 0.32 not read, 0.33 and later refuse --quantization "
+            "fp8 on a 16-bit checkpoint); a new engine release to install and validate",
+            {"upgrade": {"package": "vllm", "specifier": ">=0.16.0,<0.20.0"}}))
     remedies.append(_hardware(plan))
     return Finding(
         "SP-MEM-001", "oom_weights", "error",
