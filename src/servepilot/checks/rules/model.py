@@ -15,7 +15,7 @@ ARCH_KNOWLEDGE = "servepilot/engines/vllm/knowledge/architectures.yaml"
            "servepilot knows the registry of each release it read (0.4.3, 0.5.1, 0.5.3, 0.5.4, 0.6.4, 0.6.6, 0.7.0, "
            "0.7.1, 0.7.3, 0.8.5, 0.9.2, and 0.10.0 to 0.34.0), and the first release that served "
            "some common "
-           "architectures (Qwen3 0.8.5, Gemma 3 0.8.0, ...); a release between two reads is unknown for an "
+           "architectures (Qwen3 0.8.4, Gemma 3 0.8.0, ...); a release between two reads is unknown for an "
            "architecture that appeared in between."),
     sources=(ARCH_KNOWLEDGE,
              "vllm/model_executor/models/registry.py@v0.18.0 ... @v0.34.0 (tables and "
