@@ -12,7 +12,10 @@ does not show (or is wrong). The script prints each rater against the label, the
 each other, and triage against all of them on the same rows. The rows are dev rows (triage was
 shaped on them), so triage's figure here is not a blind one.
 
-    python bench/bench_agreement.py [--list]
+    python bench/bench_agreement.py [RATERS_DIR] [--list]
+
+RATERS_DIR defaults to corpus/log-only-raters (160 random dev rows); corpus/log-only-raters/
+held-round5 holds two ratings of the fifth round's held rows, whose first scores were blind.
 """
 
 from __future__ import annotations
@@ -41,22 +44,23 @@ def _share(hits: int, total: int) -> str:
 
 def main(argv: list[str]) -> int:
     labelled = _rows(CORPUS / "excerpts.jsonl")
-    raters = {path.stem: _rows(path) for path in sorted(RATERS.glob("*.jsonl"))}
+    folders = [Path(arg) for arg in argv[1:] if not arg.startswith("--")]
+    folder = folders[0] if folders else RATERS
+    raters = {path.stem: _rows(path) for path in sorted(folder.glob("*.jsonl"))}
     if not raters:
-        print(f"{RATERS}: no rater files", file=sys.stderr)
+        print(f"{folder}: no rater files", file=sys.stderr)
         return 2
     ids = sorted(set.intersection(*(set(answers) for answers in raters.values())))
     missing = sorted(set(ids) - set(labelled))
     if missing:
-        print(f"{RATERS}: rows the corpus lacks: {', '.join(missing[:5])}", file=sys.stderr)
+        print(f"{folder}: rows the corpus lacks: {', '.join(missing[:5])}", file=sys.stderr)
         return 2
     if not ids:
-        print(f"{RATERS}: the rater files share no rows", file=sys.stderr)
+        print(f"{folder}: the rater files share no rows", file=sys.stderr)
         return 2
     triage = {row_id: predict(labelled[row_id])[0] for row_id in ids}
     n = len(ids)
-    print(f"{n} rows rated from the log alone by {len(raters)} raters "
-          "(dev rows: triage was shaped on them)")
+    print(f"{n} rows rated from the log alone by {len(raters)} raters ({folder.name})")
     for name, answers in raters.items():
         agree = sum(answers[i]["category"] == labelled[i]["category"] for i in ids)
         lines = sum(

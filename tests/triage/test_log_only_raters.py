@@ -10,7 +10,7 @@ import pytest
 from servepilot.categories import CATEGORIES
 
 CORPUS = Path(__file__).resolve().parents[2] / "corpus"
-RATER_FILES = sorted((CORPUS / "log-only-raters").glob("*.jsonl"))
+RATER_FILES = sorted((CORPUS / "log-only-raters").rglob("*.jsonl"))
 
 
 def _load(path: Path) -> list[dict]:
@@ -21,11 +21,11 @@ def test_there_are_raters_to_compare():
     assert len(RATER_FILES) >= 2
 
 
-@pytest.mark.parametrize("path", RATER_FILES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", RATER_FILES, ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_every_rating_names_a_corpus_row_a_category_and_one_of_its_lines(path):
     excerpts = {row["id"]: row for row in _load(CORPUS / "excerpts.jsonl")}
     ratings = _load(path)
-    assert len(ratings) >= 100
+    assert len(ratings) >= 50
     assert len({r["id"] for r in ratings}) == len(ratings), "a row rated twice"
     for rating in ratings:
         row = excerpts.get(rating["id"])
