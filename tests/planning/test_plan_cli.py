@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from planning_builders import deployment, gpus, llama_70b, no_resolver, qwen2_7b  # noqa: F401
+from planning_builders import MiB, deployment, gpus, llama_70b, no_resolver, qwen2_7b  # noqa: F401
 
 import servepilot.cli.plan_cmd as plan_cmd
 from servepilot.cli.main import main
+from servepilot.hardware.cluster import Gpu
 
 
 @pytest.fixture
@@ -79,3 +80,13 @@ def test_online_fp8_shows_the_weights_while_loading(serve, capsys, version, rc, 
     serve(deployment(llama_70b(), {"max_model_len": 4096}, n_gpus=1, version=version))
     main(["plan", "--", "vllm", "serve", "/models/llama-70b"])
     assert "weights while loading" not in capsys.readouterr().out
+
+
+def test_a_box_of_different_gpus_is_headed_with_each_kind_and_its_count(serve, capsys):
+    box = gpus(2, name="NVIDIA A100 80GB", key="a100-80gb", mib=81920, cc=(8, 0)) + tuple(
+        Gpu(2 + i, "NVIDIA A100 40GB", "a100-40gb", 40960 * MiB, (8, 0)) for i in range(2)
+    )
+    serve(deployment(qwen2_7b(), {"tensor_parallel_size": 4}, gpu=box))
+    main(["plan", "--", "vllm", "serve", "/models/qwen2-7b", "-tp", "4"])
+    header = capsys.readouterr().out.splitlines()[0]
+    assert "2 × NVIDIA A100 80GB" in header and "2 × NVIDIA A100 40GB" in header

@@ -8,6 +8,8 @@ fit (weights over the GPU, or no room for one max_model_len request), else 0.
 
 from __future__ import annotations
 
+from collections import Counter
+
 import click
 
 from servepilot.cli.common import (
@@ -101,9 +103,9 @@ def render_text(result) -> None:
         par += " (EP)"
     version = result.engine_version + (" (assumed)" if result.version_assumed else "")
     gpus = f"{result.gpu_count} × {result.gpu} ({human_bytes(result.gpu_total_bytes)})"
-    kinds = list(dict.fromkeys((r.name, r.total_bytes) for r in result.rows))
-    if len(kinds) > 1:  # a box of different GPUs: name each (the budget is the smallest's)
-        gpus = " + ".join(f"{name} ({human_bytes(total)})" for name, total in kinds)
+    kinds = Counter((r.name, r.total_bytes) for r in result.rows)  # in CUDA order, one row a GPU
+    if len(kinds) > 1:  # a box of different GPUs: name each kind with its count
+        gpus = " + ".join(f"{n} × {name} ({human_bytes(total)})" for (name, total), n in kinds.items())
     out.print(Text.assemble((result.model, "bold"),
                             f" on {gpus} · {result.engine} {version} · {par}"))
     out.print(
