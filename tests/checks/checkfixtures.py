@@ -27,6 +27,20 @@ MLA_TEXT = {
     "rope_scaling": {"type": "yarn", "factor": 64.0, "original_max_position_embeddings": 4096},
     "dtype": "bfloat16",
 }
+
+
+def qwen3_30b_a3b_config(moe_intermediate: int = 768, **extra) -> dict:
+    """Qwen3-30B-A3B's shapes (config.json of Qwen/Qwen3-30B-A3B), with the expert width and any
+    keys a test varies."""
+    return {
+        "architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "hidden_size": 2048,
+        "intermediate_size": 6144, "moe_intermediate_size": moe_intermediate, "num_hidden_layers": 48,
+        "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128, "num_experts": 128,
+        "num_experts_per_tok": 8, "vocab_size": 151936, "max_position_embeddings": 40960,
+        "torch_dtype": "bfloat16", **extra,
+    }
+
+
 KV_SCHEME = {"dynamic": False, "num_bits": 8, "type": "float"}
 NVFP4_GROUP = {"group_0": {"targets": ["Linear"],
                            "weights": {"dynamic": False, "num_bits": 4, "type": "float", "group_size": 16},

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from checkfixtures import GIB, _index, _write, codes, deployment, finding
+from checkfixtures import GIB, _index, _write, codes, deployment, finding, qwen3_30b_a3b_config
 
 from servepilot.checks import run_checks
 
@@ -18,27 +18,7 @@ BLOCK_FP8 = {
 def qwen3_moe_fp8(root, moe_inter=768):
     """Qwen3-30B-A3B-FP8-shaped: 128 experts of intermediate size 768, 128x128 FP8 blocks."""
     root.mkdir(parents=True, exist_ok=True)
-    _write(
-        root,
-        "config.json",
-        {
-            "architectures": ["Qwen3MoeForCausalLM"],
-            "model_type": "qwen3_moe",
-            "hidden_size": 2048,
-            "intermediate_size": 6144,
-            "moe_intermediate_size": moe_inter,
-            "num_hidden_layers": 48,
-            "num_attention_heads": 32,
-            "num_key_value_heads": 4,
-            "head_dim": 128,
-            "num_experts": 128,
-            "num_experts_per_tok": 8,
-            "vocab_size": 151936,
-            "max_position_embeddings": 40960,
-            "torch_dtype": "bfloat16",
-            "quantization_config": BLOCK_FP8,
-        },
-    )
+    _write(root, "config.json", qwen3_30b_a3b_config(moe_inter, quantization_config=BLOCK_FP8))
     _index(root, 31 * 10**9)
     return root
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from checkfixtures import GIB, codes, deployment, finding
+from checkfixtures import GIB, codes, deployment, finding, qwen3_30b_a3b_config
 
 from servepilot.checks import run_checks
 
@@ -13,24 +13,7 @@ from servepilot.checks import run_checks
 def qwen3_moe_like(root, *, moe_intermediate=768, norm_topk_prob=True, quant=None):
     """Qwen3-30B-A3B's shapes (config.json of Qwen/Qwen3-30B-A3B)."""
     root.mkdir(parents=True, exist_ok=True)
-    config = {
-        "architectures": ["Qwen3MoeForCausalLM"],
-        "model_type": "qwen3_moe",
-        "hidden_size": 2048,
-        "intermediate_size": 6144,
-        "moe_intermediate_size": moe_intermediate,
-        "num_hidden_layers": 48,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 4,
-        "head_dim": 128,
-        "num_experts": 128,
-        "num_experts_per_tok": 8,
-        "vocab_size": 151936,
-        "norm_topk_prob": norm_topk_prob,
-        "hidden_act": "silu",
-        "max_position_embeddings": 40960,
-        "torch_dtype": "bfloat16",
-    }
+    config = qwen3_30b_a3b_config(moe_intermediate, norm_topk_prob=norm_topk_prob, hidden_act="silu")
     if quant:
         config["quantization_config"] = quant
     (root / "config.json").write_text(json.dumps(config))
