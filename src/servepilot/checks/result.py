@@ -14,7 +14,11 @@ _SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 #   2. ModelConfig: reading config.json (SP-CODE), resolving the architecture (SP-ARCH), the
 #      platform's quantization list (SP-ROCM-001: ModelConfig._verify_quantization), the
 #      derived max_model_len (SP-LEN);
-#   3. VllmConfig.__post_init__: verify_with_parallel_config (SP-TP, SP-EP) runs before
+#   2b. 0.8-0.9 only: create_engine_config's V1 oracle right after ModelConfig (SP-V1: with
+#      VLLM_USE_V1=1 a feature V1 lacks raises, vllm/engine/arg_utils.py@v0.8.0);
+#   3. VllmConfig.__post_init__ (0.5.1-0.6.2: the pipeline-parallel architecture list, SP-PP,
+#      right after the heads/TP check in verify_with_parallel_config, vllm/config.py@v0.6.2):
+#      verify_with_parallel_config (SP-TP, SP-EP) runs before
 #      _get_quantization_config (SP-QUANT-001, the minimum capability), then KV/cache settings
 #      (vllm/config/vllm.py@v0.16.0); then the tokenizer (SP-CODE-003), which the front end
 #      loads before it starts the engine core's workers (vllm/v1/engine/async_llm.py@v0.16.0);
@@ -33,7 +37,7 @@ _SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 # stops nothing and degrades nothing: a review note, so it sorts after every finding that does.
 # As an error (a file is missing) it is the config import failing, at the SP-CODE stage.
 _STAGES = ("SP-ARGS", "SP-KV-001", "SP-CODE", "SP-ARCH", "SP-ROCM-001",
-           "SP-LEN", "SP-TP", "SP-EP", "SP-QUANT-001", "SP-KV",
+           "SP-LEN", "SP-V1", "SP-TP", "SP-PP", "SP-EP", "SP-QUANT-001", "SP-KV",
            "SP-CODE-003", "SP-GPU",
            "SP-CUDA", "SP-ROCM-004", "SP-DTYPE", "SP-SHM", "SP-NCCL", "SP-ATTN",
            "SP-ROCM-002", "SP-ROCM-003", "SP-QUANT",

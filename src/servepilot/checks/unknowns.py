@@ -259,6 +259,19 @@ def _vllm_attention_unknown(dep, ctx) -> Unknown | None:
         return None
     if getattr(res, "gpu_cc", None) is None or kb.is_known_version("vllm", version):
         return None
+    from servepilot.checks.old_vllm import modelled, old_selection
+
+    if modelled(version):
+        # a release before 0.10.0 whose V0/V1 selection was read (knowledge/old_attention.yaml)
+        chosen = old_selection(dep, res)
+        if chosen.decided:
+            return None
+        return Unknown(
+            "attention backend",
+            f"which attention backend vLLM {version} picks on compute capability "
+            f"{res.gpu_cc[0]}.{res.gpu_cc[1]}: {chosen.why_undecided}",
+            "the settings named, or --engine-version of a release whose choice servepilot models",
+        )
     oldest, newest = kb.known_range("vllm")
     cc = res.gpu_cc
     return Unknown(

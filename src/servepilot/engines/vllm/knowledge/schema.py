@@ -28,6 +28,15 @@ SCHEMA = {
         "flashinfer_cubin_dependency": Rows(("wheel_requires_flashinfer_cubin",)),
         "known_differences": Rows(("aspect", "when", "reason")),
     },
+    "old_attention": {
+        "modelled": Rows(()),
+        "v1_engine": Rows(("exists", "default_on", "oracle")),
+        "v1_flash_attn_only": Rows(("fa_min_cc", "message")),
+        "v1_oracle": Rows(("feature", "value", "category", "message")),
+        "v0_selection": Rows(("fa_min_cc", "fa_head_sizes", "fa_fp8_kv_majors", "paged_head_sizes")),
+        "v1_selection": Rows(("fa_head_sizes", "refuses_other_head_sizes", "flashinfer_first_majors")),
+        "pp_architectures": Rows(("architectures",)),
+    },
     "builds": {
         "wheels": Rows(("archs", "cuda", "reported_missing", "reported_source")),
         "fp4_kernel_targets": Rows(("exact", "wheel_cuda")),

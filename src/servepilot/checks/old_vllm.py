@@ -1,0 +1,218 @@
+"""The attention path of vLLM releases before 0.10.0 on CUDA (knowledge/old_attention.yaml).
+
+Before 0.10.0 vLLM had two engines: V0 (FlashAttention-2, else XFormers over PagedAttention)
+and V1 (opt-in in 0.7.x, the default from 0.8.0 with a fallback to V0 for what it lacks).
+`old_selection` says which engine and backend such a release runs for a deployment and what
+it refuses; `decided` is False, with the reason, where a fact it needs is missing, so that
+check keeps "unknown" instead of guessing from a neighbour release.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from servepilot.engines import knowledge as kb
+
+KNOWLEDGE = "servepilot/engines/vllm/knowledge/old_attention.yaml"
+
+# _is_v1_supported_oracle features servepilot does not model; with VLLM_USE_V1 unset any of
+# them sends 0.8-0.9 back to V0 (vllm/engine/arg_utils.py@v0.8.5), so V1 is not certain.
+_UNMODELLED_V1_FALLBACKS = ("num_scheduler_steps", "speculative_model", "speculative_config",
+                            "kv_transfer_config", "cpu_offload_gb", "preemption_mode", "scheduling_policy",
+                            "enable_prompt_adapter", "otlp_traces_endpoint", "task")
+
+
+@dataclass(frozen=True)
+class Refusal:
+    category: str
+    message: str  # the engine's own words, or what it does, for this deployment
+    why: str  # servepilot's sentence on the cause
+    source: str
+
+
+@dataclass(frozen=True)
+class OldSelection:
+    decided: bool
+    engine: str | None = None  # "V0" | "V1"
+    backend: str | None = None
+    refusal: Refusal | None = None
+    why_undecided: str = ""
+    source: str = ""
+
+
+def _file():
+    return kb.load_file("vllm", "old_attention")
+
+
+def modelled(version: str | None) -> bool:
+    """Whether `version` is a release before 0.10.0 whose attention path was read."""
+    return bool(version) and kb.row_for(_file().modelled, version) is not None
+
+
+def use_v1_env(dep) -> bool | None | str:
+    """VLLM_USE_V1 as vLLM reads it (bool(int(value))): True/False, None when unset, or the
+    raw text when it is not an integer (vLLM raises on it)."""
+    raw = (dep.launch.shell.env or {}).get("VLLM_USE_V1")
+    if raw is None or str(raw).strip() == "":
+        return None
+    try:
+        return bool(int(str(raw).strip()))
+    except ValueError:
+        return str(raw)
+
+
+def quantization_of(dep, res) -> str | None:
+    """The quantization method ModelConfig would carry: the flag, else the checkpoint's."""
+    given = dep.launch.get("quantization")
+    if given:
+        return str(given)
+    if dep.spec is not None and dep.spec.format == "gguf":
+        return "gguf"
+    quant = getattr(res, "quant", None)
+    return quant.method if quant is not None else None
+
+
+def oracle_refusals(dep, res, version: str) -> list:
+    """The _is_v1_supported_oracle rows this deployment trips, in the oracle's order."""
+    cc = res.gpu_cc
+    out = []
+    for row in kb.rows_for(_file().v1_oracle, version):
+        if row.feature == "compute_capability_below" and cc is not None and cc[0] < row.value:
+            out.append((row, f"{cc[0]}.{cc[1]}"))
+        elif row.feature == "dtype_not_in" and res.model_dtype and res.model_dtype not in row.value:
+            out.append((row, res.model_dtype))
+        elif row.feature == "quantization_in" and quantization_of(dep, res) in row.value:
+            out.append((row, quantization_of(dep, res)))
+    return out
+
+
+def _engine(dep, res, version: str) -> tuple[str | None, str]:
+    """("V0"|"V1"|None, why): the engine the release runs; None when servepilot cannot tell."""
+    row = kb.row_for(_file().v1_engine, version)
+    if row is None or not row.exists:
+        return "V0", "no V1 engine in this release"
+    env = use_v1_env(dep)
+    if isinstance(env, str):
+        return None, f"VLLM_USE_V1={env} is not an integer (vLLM reads it with int())"
+    if env is not None:
+        return ("V1" if env else "V0"), f"VLLM_USE_V1={int(env)}"
+    if not row.default_on:
+        return "V0", "VLLM_USE_V1 unset (V1 is opt-in)"
+    if oracle_refusals(dep, res, version):
+        return "V0", "VLLM_USE_V1 unset: the V1 oracle falls back to V0"
+    unmodelled = [k for k in _UNMODELLED_V1_FALLBACKS if dep.launch.get(k) not in (None, False, 0, "", "generate")]
+    if unmodelled:
+        return None, (f"--{unmodelled[0].replace('_', '-')} may send vLLM {version} back to V0 "
+                       "(its V1 oracle's other features were not modelled)")
+    return "V1", "VLLM_USE_V1 unset: V1 by default"
+
+
+def old_selection(dep, res) -> OldSelection:
+    """Engine, backend and refusal of a pre-0.10 vLLM release for `dep` on its first GPU."""
+    version = dep.engine_version
+    if not modelled(version):
+        return OldSelection(False, why_undecided=f"vLLM {version}'s attention path was not read")
+    cc = res.gpu_cc
+    if cc is None:
+        return OldSelection(False, why_undecided="the GPU's compute capability is unknown")
+    engine, why = _engine(dep, res, version)
+    if engine is None:
+        return OldSelection(False, why_undecided=why)
+    forced = str((dep.launch.shell.env or {}).get("VLLM_ATTENTION_BACKEND", "") or "").upper()
+    if engine == "V1":
+        return _v1(dep, res, version, cc, forced, why)
+    return _v0(dep, res, version, cc, forced, why)
+
+
+def _v1(dep, res, version, cc, forced, why) -> OldSelection:
+    only_fa = kb.row_for(_file().v1_flash_attn_only, version)
+    ccn = cc[0] * 10 + cc[1]
+    if only_fa is not None:  # 0.7.x: FlashAttention for every model, forced or not
+        if ccn < only_fa.fa_min_cc:
+            return OldSelection(True, "V1", "FLASH_ATTN_VLLM_V1", Refusal(
+                "attention_backend", only_fa.message,
+                f"{why}: vLLM {version}'s V1 engine runs only FlashAttention, which needs compute capability "
+                f"{only_fa.fa_min_cc / 10:.1f} (this GPU: {cc[0]}.{cc[1]})", only_fa.source), source=only_fa.source)
+        return OldSelection(True, "V1", "FLASH_ATTN_VLLM_V1", source=only_fa.source)
+    if oracle_refusals(dep, res, version):
+        # VLLM_USE_V1=1 with a feature V1 lacks: the config stage raises first (SP-V1-001)
+        return OldSelection(True, "V1", None, source=KNOWLEDGE)
+    if res.use_mla:
+        return OldSelection(True, "V1", "MLA (FLASHMLA or TRITON_MLA)", source=KNOWLEDGE)
+    if forced and forced != "FLASH_ATTN":
+        return OldSelection(False, why_undecided=f"VLLM_ATTENTION_BACKEND={forced} on vLLM {version}'s V1 engine "
+                                                 "was not modelled")
+    head = res.head_size
+    row = kb.row_for(_file().v1_selection, version)
+    if head is None:
+        return OldSelection(False, why_undecided="the model's head size is unknown")
+    if row is None or cc[0] in (row.flashinfer_first_majors or []):
+        if row is not None and head in row.fa_head_sizes and cc[0] not in row.flashinfer_first_majors:
+            return OldSelection(True, "V1", "FLASH_ATTN_VLLM_V1", source=row.source)
+        return OldSelection(False, why_undecided=f"vLLM {version}'s V1 backend for head size {head} on compute "
+                                                 f"capability {cc[0]}.{cc[1]} was not read")
+    if head in row.fa_head_sizes or not row.refuses_other_head_sizes:
+        return OldSelection(True, "V1", "FLASH_ATTN_VLLM_V1", source=row.source)
+    return OldSelection(True, "V1", "FLASH_ATTN_VLLM_V1", Refusal(
+        "attention_backend",
+        f"ValueError: Head size {head} is not supported by FlashAttention. Supported head sizes are: "
+        f"{list(row.fa_head_sizes)}.",
+        f"{why}: vLLM {version}'s V1 engine runs FlashAttention here, which has no kernel for head size {head}",
+        row.source), source=row.source)
+
+
+def _v0(dep, res, version, cc, forced, why) -> OldSelection:
+    row = kb.row_for(_file().v0_selection, version)
+    if row is None:
+        return OldSelection(False, why_undecided=f"vLLM {version}'s V0 selection was not read")
+    if res.use_mla or (dep.spec is not None and dep.spec.is_mla):
+        return OldSelection(True, "V0", "MLA or FlashAttention (DeepSeek MLA path)", source=row.source)
+    if forced == "FLASHINFER":
+        return OldSelection(True, "V0", "FLASHINFER", source=row.source)  # cc < 8.0: SP-ATTN-008
+    if forced not in ("", "FLASH_ATTN", "XFORMERS"):
+        return OldSelection(False, why_undecided=f"VLLM_ATTENTION_BACKEND={forced} on vLLM {version}'s V0 engine "
+                                                 "was not modelled")
+    head = res.head_size
+    if head is None:
+        return OldSelection(False, why_undecided="the model's head size is unknown")
+    fallback = _v0_fallback(dep, res, row, cc, head) if forced != "XFORMERS" else "VLLM_ATTENTION_BACKEND=XFORMERS"
+    if fallback is None:
+        return OldSelection(True, "V0", "FLASH_ATTN", source=row.source)
+    if head in row.paged_head_sizes:
+        return OldSelection(True, "V0", "XFORMERS", source=row.source)
+    return OldSelection(True, "V0", "XFORMERS", Refusal(
+        "attention_backend",
+        f"ValueError: Head size {head} is not supported by PagedAttention. Supported head sizes are: "
+        f"{list(row.paged_head_sizes)}.",
+        f"{why}: vLLM {version}'s V0 engine falls back to XFormers ({fallback}), whose PagedAttention has no "
+        f"kernel for head size {head}", row.source), source=row.source)
+
+
+def _v0_fallback(dep, res, row, cc, head) -> str | None:
+    """Why the V0 selector leaves FlashAttention-2 for XFormers, in its own order; None: it keeps it."""
+    if cc[0] * 10 + cc[1] < row.fa_min_cc:
+        return f"compute capability {cc[0]}.{cc[1]} is below {row.fa_min_cc / 10:.1f}"
+    if res.model_dtype and res.model_dtype not in ("float16", "bfloat16"):
+        return f"dtype {res.model_dtype}"
+    kv = str(dep.launch.get("kv_cache_dtype") or "auto")
+    if kv.startswith("fp8") and cc[0] not in (row.fa_fp8_kv_majors or []):
+        return f"KV cache {kv}"
+    block = dep.launch.get("block_size")
+    if block is not None and int(block) % 16:
+        return f"block size {block}"
+    if head not in row.fa_head_sizes:
+        return f"head size {head} is not one FlashAttention-2 takes"
+    return None
+
+
+def pp_refusal(dep, version: str | None):
+    """(row, architectures outside the list) when 0.5.1-0.6.2 refuse this pipeline-parallel model."""
+    if not version or dep.spec is None or not dep.spec.architectures:
+        return None
+    if dep.launch.pipeline_parallel_size <= 1:
+        return None
+    row = kb.row_for(_file().pp_architectures, version)
+    if row is None:
+        return None
+    outside = [a for a in dep.spec.architectures if a not in row.architectures]
+    return (row, outside) if outside else None

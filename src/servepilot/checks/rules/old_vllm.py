@@ -1,0 +1,111 @@
+"""vLLM releases before 0.10.0: the V1 oracle's refusals, the attention backend the release
+picks and refuses, and pipeline parallelism limited to listed architectures (0.5.1-0.6.2)."""
+
+from __future__ import annotations
+
+from servepilot.checks.finding import Evidence, Finding, Remedy
+from servepilot.checks.old_vllm import KNOWLEDGE, old_selection, oracle_refusals, pp_refusal, use_v1_env
+from servepilot.checks.registry import ANY_PLATFORM, rule
+
+_UNSET_V1 = Remedy("env", "unset VLLM_USE_V1", "the V0 engine runs instead (slower scheduling, no torch.compile)",
+                   {"env": {"set": {}, "unset": ["VLLM_USE_V1"]}})
+
+
+@rule(
+    "SP-V1-001", "attention_backend", "VLLM_USE_V1=1 with a feature vLLM 0.8-0.9's V1 engine lacks",
+    facts=("From 0.8.0 to 0.9.x create_engine_config asks _is_v1_supported_oracle whether V1 can run the "
+           "configuration: with VLLM_USE_V1 unset a missing feature falls back to V0, with VLLM_USE_V1=1 it raises "
+           "NotImplementedError('VLLM_USE_V1=1 is not supported with <feature>.') before any worker starts.",
+           "Features servepilot reads: compute capability below 8.0 (0.8.0-0.9.x), a dtype other than float16 / "
+           "bfloat16 (0.8.0-0.9.1), bitsandbytes (0.8.0-0.8.2) and gguf (0.8.0-0.8.5) quantization."),
+    sources=(KNOWLEDGE, "vllm/engine/arg_utils.py@v0.8.0, @v0.8.5 and @v0.9.2 (_is_v1_supported_oracle, "
+                        "_raise_or_fallback)"),
+    engines=("vllm",),
+)
+def v1_oracle_refuses(dep, ctx) -> list[Finding]:
+    version = dep.engine_version
+    if not version or use_v1_env(dep) is not True or dep.cluster.platform != "cuda":
+        return []
+    res = ctx.resolution
+    tripped = oracle_refusals(dep, res, version)
+    if not tripped:
+        return []
+    row, value = tripped[0]  # the oracle returns at its first unsupported feature
+    message = row.message.replace("{value}", str(value))
+    category = row.category
+    return [Finding(
+        "SP-V1-001", category, "error", f"vLLM {version}'s V1 engine refuses this configuration",
+        f"VLLM_USE_V1=1 forbids vLLM {version}'s fallback to the V0 engine, and its V1 engine does not support "
+        f"{value}. The engine will raise while building its configuration: NotImplementedError: {message}",
+        (Evidence("VLLM_USE_V1=1", "environment"), Evidence(f"V1 oracle in vLLM {row.versions}: {message}",
+                                                            row.source)),
+        (_UNSET_V1,),
+    )]
+
+
+@rule(
+    "SP-ATTN-011", "attention_backend", "The attention backend a pre-0.10 vLLM release picks refuses the model or GPU",
+    facts=("vLLM 0.7.x's opt-in V1 engine runs FlashAttention for every model; on compute capability below 8.0 "
+           "0.7.0-0.7.2 fail 'assert is_fa_version_supported(self.fa_version)' while building the model.",
+           "The V0 engine (0.5-0.9) uses FlashAttention-2 on 8.0+ and XFormers otherwise (also for float32, an fp8 KV "
+           "cache, a block size not a multiple of 16, or a head size FlashAttention-2 lacks); XFormers pages through "
+           "PagedAttention, which raises 'Head size H is not supported by PagedAttention' outside its list.",
+           "The V1 engine of 0.8.0-0.9.1 runs FlashAttention on 8.0+, which raises for a head size it lacks."),
+    sources=(KNOWLEDGE, "vllm/platforms/cuda.py@v0.7.3 and @v0.8.5 (get_attn_backend_cls)",
+             "vllm/attention/selector.py@v0.5.5 (which_attn_to_use)",
+             "vllm/attention/backends/xformers.py@v0.6.2 (XFormersImpl.__init__)"),
+    engines=("vllm",),
+)
+def old_backend_refuses(dep, ctx) -> list[Finding]:
+    if dep.cluster.platform != "cuda":
+        return []
+    sel = old_selection(dep, ctx.resolution)
+    if not sel.decided or sel.refusal is None:
+        return []
+    r = sel.refusal
+    version = dep.engine_version
+    remedies = []
+    if sel.engine == "V1" and use_v1_env(dep) is True:
+        remedies.append(_UNSET_V1)
+    remedies.append(Remedy("upgrade", "pip install 'vllm>=0.10.0'",
+                           "a newer release picks among more backends (FlexAttention, Triton) itself",
+                           {"upgrade": {"package": "vllm", "specifier": ">=0.10.0"}}))
+    return [Finding(
+        "SP-ATTN-011", r.category, "error", f"{sel.backend} on vLLM {version}'s {sel.engine} engine refuses this model",
+        f"{r.why}. The engine will raise: {r.message}",
+        (Evidence(f"vLLM {version}: {sel.engine} engine, {sel.backend}", r.source),),
+        tuple(remedies),
+    )]
+
+
+@rule(
+    "SP-PP-001", "unsupported_arch", "Pipeline parallelism only for the architectures vLLM 0.5.1-0.6.2 list",
+    facts=("ModelConfig.verify_with_parallel_config of vLLM 0.5.1-0.6.2 raises NotImplementedError('Pipeline "
+           "parallelism is only supported for the following architectures: [...]') for any other model when "
+           "--pipeline-parallel-size > 1, right after the attention-heads/TP check.",
+           "From 0.6.3 each model class declares it (SupportsPP); those releases are not modelled here."),
+    sources=(KNOWLEDGE, "vllm/config.py@v0.5.5 and @v0.6.2 (_PP_SUPPORTED_MODELS)"),
+    engines=("vllm",),
+    platforms=ANY_PLATFORM,
+)
+def pp_architecture_list(dep, ctx) -> list[Finding]:
+    found = pp_refusal(dep, dep.engine_version)
+    if found is None:
+        return []
+    row, outside = found
+    pp = dep.launch.pipeline_parallel_size
+    return [Finding(
+        "SP-PP-001", "unsupported_arch", "error",
+        f"vLLM {dep.engine_version} has no pipeline parallelism for {outside[0]}",
+        f"--pipeline-parallel-size {pp} is refused for {', '.join(outside)}: the engine will raise "
+        f"NotImplementedError: Pipeline parallelism is only supported for the following  architectures: "
+        f"{list(row.architectures)}.",
+        (Evidence(f"architectures {list(dep.spec.architectures)}", f"{dep.spec.path}/config.json"),
+         Evidence(f"pipeline parallelism in vLLM {row.versions}: {len(row.architectures)} architectures",
+                  row.source)),
+        (Remedy("flag", "--pipeline-parallel-size 1", "the model must fit the tensor-parallel GPUs alone",
+                {"set": {"pipeline_parallel_size": 1}, "unset": []}),
+         Remedy("upgrade", "pip install 'vllm>=0.6.3'", "later releases let each model class declare pipeline "
+                                                        "parallelism (check that this one does)",
+                {"upgrade": {"package": "vllm", "specifier": ">=0.6.3"}})),
+    )]
