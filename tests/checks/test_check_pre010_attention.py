@@ -112,11 +112,26 @@ def test_v1_flash_attention_head_size_refusal_on_ampere_in_085(tmp_path):
     assert "SP-ATTN-011" not in codes(v0) and not _attention_unknowns(v0)
 
 
-def test_a_release_whose_v1_choice_was_not_read_stays_unknown(tmp_path):
-    # 0.9.2 falls back to FlexAttention for such a head size: not modelled, so not guessed
+def test_092_runs_flex_attention_for_a_head_size_flash_attention_lacks(tmp_path):
+    # vllm/platforms/cuda.py@v0.9.2: supports_head_size(FLASH_ATTN_V1, 80) is False -> FlexAttention
     result = _check(_model(tmp_path, head_dim=80), "0.9.2", (8, 0))
+    assert "SP-ATTN-011" not in codes(result) and not _attention_unknowns(result)
+
+
+def test_a_release_whose_v1_choice_was_not_read_stays_unknown(tmp_path):
+    # 0.9.0 was not read (0.8.5 refuses head size 80 on V1, 0.9.2 runs FlexAttention): not guessed
+    result = _check(_model(tmp_path, head_dim=80), "0.9.0", (8, 0))
     assert "SP-ATTN-011" not in codes(result)
     assert [u for u in _attention_unknowns(result) if "was not read" in u.why]
+
+
+def test_091_on_blackwell_leaves_the_choice_to_the_host(tmp_path):
+    # FlashInfer if it imports, else FlashAttention, which has no head size 80: unknown, not a guess
+    result = _check(_model(tmp_path, head_dim=80), "0.9.1", (10, 0))
+    assert "SP-ATTN-011" not in codes(result)
+    assert [u for u in _attention_unknowns(result) if "if it is installed" in u.why]
+    hopper = _check(_model(tmp_path, "h", head_dim=80), "0.9.1", (9, 0))
+    assert "Head size 80 is not supported by FlashAttention" in finding(hopper, "SP-ATTN-011").detail
 
 
 def test_releases_before_the_modelled_ones_keep_the_old_unknown(tmp_path):

@@ -146,12 +146,17 @@ def _v1(dep, res, version, cc, forced, why) -> OldSelection:
     row = kb.row_for(_file().v1_selection, version)
     if head is None:
         return OldSelection(False, why_undecided="the model's head size is unknown")
-    if row is None or cc[0] in (row.flashinfer_first_majors or []):
-        if row is not None and head in row.fa_head_sizes and cc[0] not in row.flashinfer_first_majors:
-            return OldSelection(True, "V1", "FLASH_ATTN_VLLM_V1", source=row.source)
-        return OldSelection(False, why_undecided=f"vLLM {version}'s V1 backend for head size {head} on compute "
-                                                 f"capability {cc[0]}.{cc[1]} was not read")
-    if head in row.fa_head_sizes or not row.refuses_other_head_sizes:
+    if row is None:
+        return OldSelection(False, why_undecided=f"vLLM {version}'s V1 backend choice was not read")
+    fa_takes = head in row.fa_head_sizes
+    if row.other_head_sizes and (not fa_takes or res.model_dtype not in ("float16", "bfloat16", None)):
+        return OldSelection(True, "V1", row.other_head_sizes, source=row.source)
+    if cc[0] in (row.flashinfer_first_majors or []) and not fa_takes:
+        # FlashInfer when the package imports, else FlashAttention, which would refuse: the host decides
+        return OldSelection(False, why_undecided=f"vLLM {version}'s V1 engine takes FlashInfer on compute capability "
+                                                 f"{cc[0]}.x if it is installed, else FlashAttention, which has no "
+                                                 f"head size {head}")
+    if fa_takes:
         return OldSelection(True, "V1", "FLASH_ATTN_VLLM_V1", source=row.source)
     return OldSelection(True, "V1", "FLASH_ATTN_VLLM_V1", Refusal(
         "attention_backend",

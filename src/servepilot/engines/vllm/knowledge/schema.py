@@ -34,7 +34,7 @@ SCHEMA = {
         "v1_flash_attn_only": Rows(("fa_min_cc", "message")),
         "v1_oracle": Rows(("feature", "value", "category", "message")),
         "v0_selection": Rows(("fa_min_cc", "fa_head_sizes", "fa_fp8_kv_majors", "paged_head_sizes")),
-        "v1_selection": Rows(("fa_head_sizes", "refuses_other_head_sizes", "flashinfer_first_majors")),
+        "v1_selection": Rows(("fa_head_sizes", "other_head_sizes", "flashinfer_first_majors")),
         "pp_architectures": Rows(("architectures",)),
     },
     "builds": {
