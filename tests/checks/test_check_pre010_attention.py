@@ -172,3 +172,12 @@ def test_stages_put_the_oracle_and_pp_list_at_config_time():
     assert engine_stage("SP-LEN-001") < engine_stage("SP-V1-001") < engine_stage("SP-TP-001")
     assert engine_stage("SP-TP-001") < engine_stage("SP-PP-001") < engine_stage("SP-QUANT-001")
     assert engine_stage("SP-PP-001") < engine_stage("SP-DTYPE-001") < engine_stage("SP-ATTN-011")
+
+
+# vllm/attention/backends/flashinfer.py@v0.6.2: `except ImportError: BatchDecodeWithPagedKVCacheWrapper = None`
+@pytest.mark.parametrize("env, listed", [({"VLLM_ATTENTION_BACKEND": "FLASHINFER"}, True), ({}, False)])
+def test_forced_flashinfer_before_010_leaves_the_package_to_the_host(tmp_path, env, listed):
+    result = _check(_model(tmp_path), "0.6.2", (8, 0), env)
+    hosts = [u for u in result.unchecked if "flashinfer package" in u.why]
+    assert bool(hosts) is listed
+    assert "SP-ATTN-011" not in codes(result) and not _attention_unknowns(result)

@@ -47,7 +47,31 @@ def unchecked_of(dep, resolution=None) -> list[Unknown]:
             f"installed with flashinfer-cubin); without them the engine takes {instead}",
             "`check --ask-engine` on the serving host, or a start of the engine there",
         ))
+    flashinfer = _forced_flashinfer_package(dep)
+    if flashinfer:
+        out.append(flashinfer)
     return out
+
+
+def _forced_flashinfer_package(dep) -> Unknown | None:
+    """VLLM_ATTENTION_BACKEND=FLASHINFER on vLLM before 0.10.0: the flashinfer package is no
+    requirement of those wheels (requirements-cuda.txt@v0.7.3; only the Docker image installs
+    it), and vllm/attention/backends/flashinfer.py@v0.6.2 leaves its wrappers None when the
+    import fails, so the host's Python decides whether the forced backend runs."""
+    from servepilot.checks.old_vllm import modelled
+
+    env = dep.launch.shell.env or {}
+    if dep.engine != "vllm" or str(env.get("VLLM_ATTENTION_BACKEND", "")).upper() != "FLASHINFER":
+        return None
+    if not modelled(dep.engine_version):
+        return None
+    return Unknown(
+        "attention kernels on this host",
+        f"VLLM_ATTENTION_BACKEND=FLASHINFER makes vLLM {dep.engine_version} run FlashInfer, which its wheel does "
+        "not install (the vllm/vllm-openai image does); without the flashinfer package the backend's wrappers "
+        "are None and the first forward pass fails",
+        "`python -c 'import flashinfer'` in the serving environment, or a start of the engine there",
+    )
 
 
 def _nodes(dep, ranks: int) -> int:
