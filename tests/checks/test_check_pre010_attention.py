@@ -181,3 +181,9 @@ def test_forced_flashinfer_before_010_leaves_the_package_to_the_host(tmp_path, e
     hosts = [u for u in result.unchecked if "flashinfer package" in u.why]
     assert bool(hosts) is listed
     assert "SP-ATTN-011" not in codes(result) and not _attention_unknowns(result)
+
+
+def test_073_v1_on_turing_names_the_unsupported_version_none(tmp_path):
+    # vllm/attention/backends/utils.py@v0.7.3 get_flash_attn_version returns None below 8.0
+    result = _check(_model(tmp_path), "0.7.3", (7, 5), {"VLLM_USE_V1": "1"})
+    assert "Unsupported FA version: None" in finding(result, "SP-ATTN-011").detail
