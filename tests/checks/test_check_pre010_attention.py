@@ -187,3 +187,24 @@ def test_073_v1_on_turing_names_the_unsupported_version_none(tmp_path):
     # vllm/attention/backends/utils.py@v0.7.3 get_flash_attn_version returns None below 8.0
     result = _check(_model(tmp_path), "0.7.3", (7, 5), {"VLLM_USE_V1": "1"})
     assert "Unsupported FA version: None" in finding(result, "SP-ATTN-011").detail
+
+
+# vllm/config.py@v0.6.1 verify_with_parallel_config:
+#   ValueError: BitAndBytes quantization with TP or PP is not supported yet.
+@pytest.mark.parametrize("version, n, refused", [("0.6.1", 2, True), ("0.6.1", 1, False), ("0.6.2", 2, False)])
+def test_bitsandbytes_with_tensor_parallel_before_062(tmp_path, version, n, refused):
+    result = _check(_model(tmp_path, quant=BNB), version, (8, 0), n=n, options={"enforce_eager": True})
+    found = [f for f in result.findings if f.code == "SP-PP-002"]
+    assert bool(found) is refused
+    if refused:
+        assert "BitAndBytes quantization with TP or PP is not supported yet." in found[0].detail
+
+
+@pytest.mark.parametrize("version, options, refused", [
+    ("0.5.4", {}, True),  # ValueError: BitAndBytes with enforce_eager = False is not supported yet.
+    ("0.5.4", {"enforce_eager": True}, False),
+    ("0.5.5", {}, False),  # warns and falls back to eager mode
+])
+def test_bitsandbytes_without_enforce_eager_only_in_054(tmp_path, version, options, refused):
+    result = _check(_model(tmp_path, quant=BNB), version, (8, 0), n=1, options=options)
+    assert ("SP-PP-002" in codes(result)) is refused

@@ -221,3 +221,16 @@ def pp_refusal(dep, version: str | None):
         return None
     outside = [a for a in dep.spec.architectures if a not in row.architectures]
     return (row, outside) if outside else None
+
+
+def bnb_config_refusal(dep, res, version: str | None):
+    """The first bnb_parallel_config row this bitsandbytes deployment trips (0.5.1-0.6.1), or None."""
+    if not version or quantization_of(dep, res) != "bitsandbytes":
+        return None
+    launch = dep.launch
+    for row in kb.rows_for(_file().bnb_parallel_config, version):
+        if row.condition == "tp_or_pp" and launch.tensor_parallel_size * launch.pipeline_parallel_size > 1:
+            return row
+        if row.condition == "not_enforce_eager" and not launch.get("enforce_eager"):
+            return row
+    return None

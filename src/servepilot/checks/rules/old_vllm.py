@@ -4,7 +4,14 @@ picks and refuses, and pipeline parallelism limited to listed architectures (0.5
 from __future__ import annotations
 
 from servepilot.checks.finding import Evidence, Finding, Remedy
-from servepilot.checks.old_vllm import KNOWLEDGE, old_selection, oracle_refusals, pp_refusal, use_v1_env
+from servepilot.checks.old_vllm import (
+    KNOWLEDGE,
+    bnb_config_refusal,
+    old_selection,
+    oracle_refusals,
+    pp_refusal,
+    use_v1_env,
+)
 from servepilot.checks.registry import ANY_PLATFORM, rule
 
 _UNSET_V1 = Remedy("env", "unset VLLM_USE_V1", "the V0 engine runs instead (slower scheduling, no torch.compile)",
@@ -108,4 +115,42 @@ def pp_architecture_list(dep, ctx) -> list[Finding]:
          Remedy("upgrade", "pip install 'vllm>=0.6.3'", "later releases let each model class declare pipeline "
                                                         "parallelism (check that this one does)",
                 {"upgrade": {"package": "vllm", "specifier": ">=0.6.3"}})),
+    )]
+
+
+@rule(
+    "SP-PP-002", "quantization_support", "bitsandbytes refused with TP/PP (vLLM 0.5.1-0.6.1) or CUDA graphs (0.5.4)",
+    facts=("vLLM 0.5.1-0.6.1 refuse a bitsandbytes model with tensor or pipeline parallelism while building the "
+           "engine config: 'BitAndBytes quantization with TP or PP is not supported yet.'",
+           "vLLM 0.5.4 also refuses it without --enforce-eager ('BitAndBytes with enforce_eager = False is not "
+           "supported yet.'); 0.5.5-0.6.1 fall back to eager mode with a warning."),
+    sources=(KNOWLEDGE, "vllm/config.py@v0.5.4 and @v0.6.1 (ModelConfig.verify_with_parallel_config)"),
+    engines=("vllm",),
+    platforms=ANY_PLATFORM,
+)
+def bnb_parallel_config(dep, ctx) -> list[Finding]:
+    row = bnb_config_refusal(dep, ctx.resolution, dep.engine_version)
+    if row is None:
+        return []
+    launch = dep.launch
+    if row.condition == "tp_or_pp":
+        what = f"tensor parallel {launch.tensor_parallel_size} x pipeline parallel {launch.pipeline_parallel_size}"
+        remedy = Remedy("flag", "--tensor-parallel-size 1 --pipeline-parallel-size 1",
+                        "one GPU must hold the 4-bit weights and the KV cache",
+                        {"set": {"tensor_parallel_size": 1, "pipeline_parallel_size": 1}, "unset": []})
+        later = ">=0.6.2"
+    else:
+        what = "CUDA graphs (no --enforce-eager)"
+        remedy = Remedy("flag", "--enforce-eager", "no CUDA graphs: slower decoding",
+                        {"set": {"enforce_eager": True}, "unset": []})
+        later = ">=0.5.5"
+    return [Finding(
+        "SP-PP-002", "quantization_support", "error",
+        f"vLLM {dep.engine_version} refuses bitsandbytes with {what}",
+        f"vLLM {dep.engine_version} checks bitsandbytes against the parallel and graph settings while building its "
+        f"configuration, before any weight is loaded. The engine will raise: {row.message}",
+        (Evidence("bitsandbytes quantization", "the checkpoint's quantization_config or --quantization"),
+         Evidence(f"vLLM {row.versions}: {row.message}", row.source)),
+        (remedy, Remedy("upgrade", f"pip install 'vllm{later}'", "a later release lifts this check",
+                        {"upgrade": {"package": "vllm", "specifier": later}})),
     )]

@@ -36,6 +36,7 @@ SCHEMA = {
         "v0_selection": Rows(("fa_min_cc", "fa_head_sizes", "fa_fp8_kv_majors", "paged_head_sizes")),
         "v1_selection": Rows(("fa_head_sizes", "other_head_sizes", "flashinfer_first_majors")),
         "pp_architectures": Rows(("architectures",)),
+        "bnb_parallel_config": Rows(("condition", "message")),
     },
     "builds": {
         "wheels": Rows(("archs", "cuda", "reported_missing", "reported_source")),
