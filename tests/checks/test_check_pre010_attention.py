@@ -172,6 +172,8 @@ def test_stages_put_the_oracle_and_pp_list_at_config_time():
     assert engine_stage("SP-LEN-001") < engine_stage("SP-V1-001") < engine_stage("SP-TP-001")
     assert engine_stage("SP-TP-001") < engine_stage("SP-PP-001") < engine_stage("SP-QUANT-001")
     assert engine_stage("SP-PP-001") < engine_stage("SP-DTYPE-001") < engine_stage("SP-ATTN-011")
+    # LMCache's adapter fails on the first request, after every start-up stage
+    assert engine_stage("SP-MEM-002") < engine_stage("SP-PORT-001") < engine_stage("SP-ATTN-012")
 
 
 # vllm/attention/backends/flashinfer.py@v0.6.2: `except ImportError: BatchDecodeWithPagedKVCacheWrapper = None`
@@ -208,3 +210,34 @@ def test_bitsandbytes_with_tensor_parallel_before_062(tmp_path, version, n, refu
 def test_bitsandbytes_without_enforce_eager_only_in_054(tmp_path, version, options, refused):
     result = _check(_model(tmp_path, quant=BNB), version, (8, 0), n=1, options=options)
     assert ("SP-PP-002" in codes(result)) is refused
+
+
+LMCACHE = '{"kv_connector":"LMCacheConnector","kv_role":"kv_both"}'
+
+
+# LMCache lmcache/integration/vllm/vllm_adapter.py: assert isinstance(model_input.attn_metadata,
+# FlashAttentionMetadata), "Only FlashAttention backend is supported for now."
+def test_lmcache_v0_connector_on_turing_meets_xformers(tmp_path):
+    # 0.8.0 on a T4: the V1 oracle falls back to V0 (cc < 8.0), V0 falls back to XFormers
+    result = _check(_model(tmp_path), "0.8.0", (7, 5), options={"kv_transfer_config": LMCACHE})
+    f = finding(result, "SP-ATTN-012")
+    assert f.category == "attention_backend" and "Only FlashAttention backend is supported" in f.detail
+
+
+@pytest.mark.parametrize("version, cc, options", [
+    ("0.8.0", (8, 0), {"kv_transfer_config": LMCACHE}),  # V0 (the oracle's --kv-transfer-config) on FlashAttention
+    ("0.8.0", (7, 5), {}),  # no connector
+    ("0.8.0", (7, 5), {"kv_transfer_config": '{"kv_connector":"PyNcclConnector","kv_role":"kv_both"}'}),
+])
+def test_lmcache_neighbours_pass(tmp_path, version, cc, options):
+    result = _check(_model(tmp_path), version, cc, options=options)
+    assert "SP-ATTN-012" not in codes(result) and not _attention_unknowns(result)
+
+
+def test_kv_transfer_config_with_v1_forced_in_080_is_refused(tmp_path):
+    # vllm/engine/arg_utils.py@v0.8.0: VLLM_USE_V1=1 is not supported with --kv-transfer-config.
+    result = _check(_model(tmp_path), "0.8.0", (8, 0), {"VLLM_USE_V1": "1"}, options={"kv_transfer_config": LMCACHE})
+    assert "VLLM_USE_V1=1 is not supported with --kv-transfer-config." in finding(result, "SP-V1-001").detail
+    later = _check(_model(tmp_path, "m2"), "0.8.5", (8, 0), {"VLLM_USE_V1": "1"},
+                   options={"kv_transfer_config": LMCACHE})
+    assert "SP-V1-001" not in codes(later)

@@ -18,7 +18,7 @@ KNOWLEDGE = "servepilot/engines/vllm/knowledge/old_attention.yaml"
 # _is_v1_supported_oracle features servepilot does not model; with VLLM_USE_V1 unset any of
 # them sends 0.8-0.9 back to V0 (vllm/engine/arg_utils.py@v0.8.5), so V1 is not certain.
 _UNMODELLED_V1_FALLBACKS = ("num_scheduler_steps", "speculative_model", "speculative_config",
-                            "kv_transfer_config", "cpu_offload_gb", "preemption_mode", "scheduling_policy",
+                            "cpu_offload_gb", "preemption_mode", "scheduling_policy",
                             "enable_prompt_adapter", "otlp_traces_endpoint", "task")
 
 
@@ -83,6 +83,8 @@ def oracle_refusals(dep, res, version: str) -> list:
             out.append((row, res.model_dtype))
         elif row.feature == "quantization_in" and quantization_of(dep, res) in row.value:
             out.append((row, quantization_of(dep, res)))
+        elif row.feature == "option_given" and dep.launch.get(row.value) not in (None, "", False):
+            out.append((row, "--" + row.value.replace("_", "-")))
     return out
 
 
@@ -234,3 +236,32 @@ def bnb_config_refusal(dep, res, version: str | None):
         if row.condition == "not_enforce_eager" and not launch.get("enforce_eager"):
             return row
     return None
+
+
+def kv_connector(dep) -> str | None:
+    """The kv_connector named in --kv-transfer-config (a JSON text or a dict), or None."""
+    import json
+
+    value = dep.launch.get("kv_transfer_config")
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    return str(value.get("kv_connector")) if isinstance(value, dict) and value.get("kv_connector") else None
+
+
+def lmcache_v0_refusal(dep, res):
+    """(row, selection) when LMCache's V0 adapter will meet a backend it does not accept, else None."""
+    version = dep.engine_version
+    connector = kv_connector(dep)
+    if not version or connector is None:
+        return None
+    row = kb.row_for(_file().lmcache_v0_connector, version)
+    if row is None or connector != row.connector:
+        return None
+    sel = old_selection(dep, res)
+    if not sel.decided or sel.engine != "V0" or sel.refusal is not None:
+        return None
+    backend = "MLA" if str(sel.backend).startswith("MLA") else sel.backend
+    return None if backend in row.accepted_backends else (row, sel)

@@ -32,7 +32,8 @@ _SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 #      FlashInfer backend's profiling pass through FlashAttention-2; SP-MEM-003 no KV budget
 #      left, then SP-MEM-002 one max_model_len request larger than the KV cache:
 #      check_enough_kv_cache_memory);
-#   7. binding the API port (SP-PORT), then serving (SP-TMPL: the first chat request).
+#   7. binding the API port (SP-PORT), then serving: the first request (SP-ATTN-012, LMCache's V0
+#      adapter meeting a backend it does not take; SP-TMPL, the first chat request).
 # SP-CODE-002 as a warning (the custom code --trust-remote-code will run, all files present)
 # stops nothing and degrades nothing: a review note, so it sorts after every finding that does.
 # As an error (a file is missing) it is the config import failing, at the SP-CODE stage.
@@ -42,7 +43,7 @@ _STAGES = ("SP-ARGS", "SP-KV-001", "SP-CODE", "SP-ARCH", "SP-ROCM-001",
            "SP-CUDA", "SP-ROCM-004", "SP-DTYPE", "SP-SHM", "SP-NCCL", "SP-ATTN",
            "SP-ROCM-002", "SP-ROCM-003", "SP-QUANT",
            "SP-CKPT", "SP-MEM-001", "SP-MOE", "SP-ATTN-008", "SP-MEM-003",
-           "SP-MEM-002", "SP-MEM", "SP-PORT", "SP-TMPL")
+           "SP-MEM-002", "SP-MEM", "SP-PORT", "SP-ATTN-012", "SP-TMPL")
 _REVIEW_NOTES = ("SP-CODE-002",)
 
 

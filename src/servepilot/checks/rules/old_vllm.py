@@ -7,6 +7,7 @@ from servepilot.checks.finding import Evidence, Finding, Remedy
 from servepilot.checks.old_vllm import (
     KNOWLEDGE,
     bnb_config_refusal,
+    lmcache_v0_refusal,
     old_selection,
     oracle_refusals,
     pp_refusal,
@@ -153,4 +154,37 @@ def bnb_parallel_config(dep, ctx) -> list[Finding]:
          Evidence(f"vLLM {row.versions}: {row.message}", row.source)),
         (remedy, Remedy("upgrade", f"pip install 'vllm{later}'", "a later release lifts this check",
                         {"upgrade": {"package": "vllm", "specifier": later}})),
+    )]
+
+
+@rule(
+    "SP-ATTN-012", "attention_backend", "LMCache's V0 connector needs the FlashAttention backend (vLLM 0.8-0.9)",
+    facts=("vLLM 0.8-0.9's V0 KV connector LMCacheConnector passes each request through LMCache's vllm_adapter, "
+           "which asserts FlashAttention (or MLA) attention metadata: 'Only FlashAttention backend is supported for "
+           "now.'",
+           "Where the V0 engine falls back to XFormers (compute capability below 8.0, float32, a head size "
+           "FlashAttention-2 lacks) the server starts and every request fails."),
+    sources=(KNOWLEDGE, "vllm/distributed/kv_transfer/kv_connector/factory.py@v0.8.0",
+             "github.com/LMCache/LMCache lmcache/integration/vllm/vllm_adapter.py@438a2f7"),
+    engines=("vllm",),
+)
+def lmcache_v0_backend(dep, ctx) -> list[Finding]:
+    if dep.cluster.platform != "cuda":
+        return []
+    found = lmcache_v0_refusal(dep, ctx.resolution)
+    if found is None:
+        return []
+    row, sel = found
+    return [Finding(
+        "SP-ATTN-012", "attention_backend", "error",
+        f"LMCacheConnector cannot use vLLM {dep.engine_version}'s {sel.backend} backend",
+        f"vLLM {dep.engine_version} runs its V0 engine here and picks {sel.backend}; LMCache's V0 adapter accepts "
+        f"only {', '.join(row.accepted_backends)} attention metadata, so the server starts and the first request "
+        f"fails: {row.message}",
+        (Evidence(f"--kv-transfer-config kv_connector {row.connector}", "command line"),
+         Evidence(f"vLLM {dep.engine_version}: V0 engine, {sel.backend}", sel.source),
+         Evidence(f"LMCache's V0 adapter accepts {', '.join(row.accepted_backends)}", row.source)),
+        (Remedy("upgrade", "pip install 'vllm>=0.8.5' (LMCacheConnectorV1 on the V1 engine)",
+                "the V1 connector needs compute capability 8.0+ as well",
+                {"upgrade": {"package": "vllm", "specifier": ">=0.8.5"}}),),
     )]

@@ -37,6 +37,7 @@ SCHEMA = {
         "v1_selection": Rows(("fa_head_sizes", "other_head_sizes", "flashinfer_first_majors")),
         "pp_architectures": Rows(("architectures",)),
         "bnb_parallel_config": Rows(("condition", "message")),
+        "lmcache_v0_connector": Rows(("connector", "accepted_backends", "message")),
     },
     "builds": {
         "wheels": Rows(("archs", "cuda", "reported_missing", "reported_source")),
