@@ -241,3 +241,29 @@ def test_kv_transfer_config_with_v1_forced_in_080_is_refused(tmp_path):
     later = _check(_model(tmp_path, "m2"), "0.8.5", (8, 0), {"VLLM_USE_V1": "1"},
                    options={"kv_transfer_config": LMCACHE})
     assert "SP-V1-001" not in codes(later)
+
+
+# vllm/model_executor/model_loader/loader.py@v0.6.3 BitsAndBytesModelLoader._load_weights:
+#   AttributeError: Model Qwen2ForCausalLM does not support BitsAndBytes quantization yet.
+def test_qwen2_with_bitsandbytes_before_064_has_no_loader_mapping(tmp_path):
+    path = _model(tmp_path, arch="Qwen2ForCausalLM", model_type="qwen2", quant=BNB)
+    f = finding(_check(path, "0.6.3", (8, 6), memory=24 * GIB), "SP-QUANT-011")
+    assert "Model Qwen2ForCausalLM does not support BitsAndBytes quantization yet." in f.detail
+    assert f.remedies[0].args == {"upgrade": {"package": "vllm", "specifier": ">=0.6.4"}}
+
+
+@pytest.mark.parametrize("arch, model_type, version", [
+    ("Qwen2ForCausalLM", "qwen2", "0.6.4"),  # Qwen2 gained bitsandbytes_stacked_params_mapping
+    ("LlamaForCausalLM", "llama", "0.6.3"),  # mapped since the loader began
+    ("Qwen2ForCausalLM", "qwen2", "0.6.5"),  # between reads whose lists differ: no claim
+])
+def test_bitsandbytes_model_class_neighbours(tmp_path, arch, model_type, version):
+    path = _model(tmp_path, arch=arch, model_type=model_type, quant=BNB)
+    assert "SP-QUANT-011" not in codes(_check(path, version, (8, 6), memory=24 * GIB))
+
+
+def test_053_names_the_loader_class_in_its_message(tmp_path):
+    # vllm/model_executor/model_loader/loader.py@v0.5.3 formats type(self).__name__
+    path = _model(tmp_path, arch="Qwen2ForCausalLM", model_type="qwen2", quant=BNB)
+    result = _check(path, "0.5.3", (8, 6), memory=24 * GIB, options={"enforce_eager": True})
+    assert "Model BitsAndBytesModelLoader does not support" in finding(result, "SP-QUANT-011").detail

@@ -265,3 +265,20 @@ def lmcache_v0_refusal(dep, res):
         return None
     backend = "MLA" if str(sel.backend).startswith("MLA") else sel.backend
     return None if backend in row.accepted_backends else (row, sel)
+
+
+def bnb_model_class_refusal(dep, res):
+    """(row, architecture) when a 0.5.3-0.6.6 release's bitsandbytes loader has no mapping for the
+    model class of a registered architecture, else None."""
+    from servepilot.engines.vllm.release import architecture_status
+
+    version = dep.engine_version
+    if not version or dep.spec is None or not dep.spec.architectures or quantization_of(dep, res) != "bitsandbytes":
+        return None
+    row = kb.row_for(_file().bnb_model_classes, version)
+    if row is None:
+        return None
+    arch = dep.spec.architectures[0]
+    if arch in row.architectures or arch in (row.unsure or []) or architecture_status(arch, version)[0] != "native":
+        return None  # supported, decided by __new__, or not served at all (SP-ARCH-001's)
+    return row, arch

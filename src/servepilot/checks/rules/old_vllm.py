@@ -7,6 +7,7 @@ from servepilot.checks.finding import Evidence, Finding, Remedy
 from servepilot.checks.old_vllm import (
     KNOWLEDGE,
     bnb_config_refusal,
+    bnb_model_class_refusal,
     lmcache_v0_refusal,
     old_selection,
     oracle_refusals,
@@ -188,3 +189,49 @@ def lmcache_v0_backend(dep, ctx) -> list[Finding]:
                 "the V1 connector needs compute capability 8.0+ as well",
                 {"upgrade": {"package": "vllm", "specifier": ">=0.8.5"}}),),
     )]
+
+
+@rule(
+    "SP-QUANT-011", "quantization_support", "bitsandbytes needs a model class that maps it (vLLM 0.5.3-0.6.6)",
+    facts=("vLLM 0.5.3-0.6.6's bitsandbytes loader reads the model class's bitsandbytes_stacked_params_mapping; a "
+           "class without it raises 'Model X does not support BitsAndBytes quantization yet.' after the model is "
+           "built and before its weights are placed (pre-quantized and in-flight bitsandbytes alike).",
+           "The classes with the mapping were read per release (Qwen2ForCausalLM from 0.6.4, for example)."),
+    sources=(KNOWLEDGE, "vllm/model_executor/model_loader/loader.py@v0.6.3 and @v0.6.6 (BitsAndBytesModelLoader)"),
+    engines=("vllm",),
+    platforms=ANY_PLATFORM,
+)
+def bnb_model_class(dep, ctx) -> list[Finding]:
+    found = bnb_model_class_refusal(dep, ctx.resolution)
+    if found is None:
+        return []
+    row, arch = found
+    version = dep.engine_version
+    # 0.5.3 formats the loader's own class name into the message (type(self))
+    named = "BitsAndBytesModelLoader" if "v0.5.3" in row.source else arch
+    later = _first_bnb_release(arch)
+    remedies = [Remedy("flag", "drop bitsandbytes (an AWQ or GPTQ checkpoint, or the 16-bit model)",
+                       "other quantization kernels, or twice to four times the weight memory", None)]
+    if later:
+        remedies.insert(0, Remedy("upgrade", f"pip install 'vllm>={later}'",
+                                  f"{arch} maps bitsandbytes from vLLM {later}",
+                                  {"upgrade": {"package": "vllm", "specifier": f">={later}"}}))
+    return [Finding(
+        "SP-QUANT-011", "quantization_support", "error", f"vLLM {version} cannot load {arch} with bitsandbytes",
+        f"vLLM {version}'s bitsandbytes loader has no parameter mapping for {arch}; it builds the model, then stops "
+        f"before placing the weights: AttributeError: Model {named} does not support BitsAndBytes quantization yet.",
+        (Evidence(f"architecture {arch}, bitsandbytes", f"{dep.spec.path}/config.json"),
+         Evidence(f"bitsandbytes model classes in vLLM {row.versions}: {len(row.architectures)} architectures",
+                  row.source)),
+        tuple(remedies),
+    )]
+
+
+def _first_bnb_release(arch: str) -> str | None:
+    """The first read release whose bitsandbytes loader maps `arch` (the start of its row's range)."""
+    from servepilot.checks.old_vllm import _file
+
+    for row in _file().bnb_model_classes:
+        if arch in row.architectures:
+            return str(row.versions).split(",")[0].lstrip(">=")
+    return None

@@ -38,6 +38,7 @@ SCHEMA = {
         "pp_architectures": Rows(("architectures",)),
         "bnb_parallel_config": Rows(("condition", "message")),
         "lmcache_v0_connector": Rows(("connector", "accepted_backends", "message")),
+        "bnb_model_classes": Rows(("architectures", "unsure")),
     },
     "builds": {
         "wheels": Rows(("archs", "cuda", "reported_missing", "reported_source")),
