@@ -267,3 +267,11 @@ def test_053_names_the_loader_class_in_its_message(tmp_path):
     path = _model(tmp_path, arch="Qwen2ForCausalLM", model_type="qwen2", quant=BNB)
     result = _check(path, "0.5.3", (8, 6), memory=24 * GIB, options={"enforce_eager": True})
     assert "Model BitsAndBytesModelLoader does not support" in finding(result, "SP-QUANT-011").detail
+
+
+@pytest.mark.parametrize("head_dim, refused", [(80, True), (128, False)])
+def test_072_v1_on_ampere_refuses_a_head_size_flash_attention_lacks(tmp_path, head_dim, refused):
+    # vllm/v1/attention/backends/flash_attn.py@v0.7.2: V1 runs FlashAttention for every model
+    result = _check(_model(tmp_path, head_dim=head_dim), "0.7.2", (8, 0), {"VLLM_USE_V1": "1"})
+    assert ("SP-ATTN-011" in codes(result)) is refused
+    assert not _attention_unknowns(result)

@@ -135,13 +135,18 @@ def _v1(dep, res, version, cc, forced, why) -> OldSelection:
                 "attention_backend", only_fa.message,
                 f"{why}: vLLM {version}'s V1 engine runs only FlashAttention, which needs compute capability "
                 f"{only_fa.fa_min_cc / 10:.1f} (this GPU: {cc[0]}.{cc[1]})", only_fa.source), source=only_fa.source)
-        return OldSelection(True, "V1", "FLASH_ATTN_VLLM_V1", source=only_fa.source)
-    if oracle_refusals(dep, res, version):
+        if res.use_mla or (dep.spec is not None and dep.spec.is_mla):
+            return OldSelection(False, why_undecided=f"vLLM {version}'s V1 engine with an MLA model (FlashAttention "
+                                                     "over MLA or expanded heads) was not modelled")
+        if res.model_dtype not in ("float16", "bfloat16", None):
+            return OldSelection(False, why_undecided=f"vLLM {version}'s V1 FlashAttention with dtype "
+                                                     f"{res.model_dtype} was not modelled")
+    elif oracle_refusals(dep, res, version):
         # VLLM_USE_V1=1 with a feature V1 lacks: the config stage raises first (SP-V1-001)
         return OldSelection(True, "V1", None, source=KNOWLEDGE)
-    if res.use_mla:
+    elif res.use_mla:
         return OldSelection(True, "V1", "MLA (FLASHMLA or TRITON_MLA)", source=KNOWLEDGE)
-    if forced and forced != "FLASH_ATTN":
+    if forced and forced != "FLASH_ATTN" and only_fa is None:
         return OldSelection(False, why_undecided=f"VLLM_ATTENTION_BACKEND={forced} on vLLM {version}'s V1 engine "
                                                  "was not modelled")
     head = res.head_size
