@@ -26,14 +26,17 @@ def _model(tmp_path, name="m", *, head_dim=None, **kw):
 
 def _check(path, version, cc, env=None, **kw):
     kw.setdefault("memory", 80 * GIB)
-    return run_checks(deployment(path, cc=cc, n=kw.pop("n", 1), version=version, env=env or {}, **kw))
+    return run_checks(
+        deployment(path, cc=cc, n=kw.pop("n", 1), version=version, env=env or {}, **kw)
+    )
 
 
 def _attention_unknowns(result):
     return [u for u in result.unknowns if u.fact == "attention backend"]
 
 
-# vllm/v1/attention/backends/flash_attn.py@v0.7.2 line 156: assert is_fa_version_supported(self.fa_version)
+# vllm/v1/attention/backends/flash_attn.py@v0.7.2 line 156:
+#   assert is_fa_version_supported(self.fa_version)
 def test_v1_opt_in_on_volta_in_072_asserts_the_flash_attention_version(tmp_path):
     result = _check(_model(tmp_path), "0.7.2", (7, 0), {"VLLM_USE_V1": "1"})
     f = finding(result, "SP-ATTN-011")
@@ -42,11 +45,18 @@ def test_v1_opt_in_on_volta_in_072_asserts_the_flash_attention_version(tmp_path)
     assert f.remedies[0].args == {"env": {"set": {}, "unset": ["VLLM_USE_V1"]}}
 
 
-@pytest.mark.parametrize("version, cc, env", [
-    ("0.7.2", (7, 0), {}),  # V1 is opt-in in 0.7.x: V0 picks XFormers on Volta
-    ("0.7.2", (8, 0), {"VLLM_USE_V1": "1"}),  # FlashAttention-2 runs on Ampere
-    ("0.6.6", (7, 0), {"VLLM_USE_V1": "1"}),  # no V1 engine before 0.7.0: the variable is not read
-])
+@pytest.mark.parametrize(
+    "version, cc, env",
+    [
+        ("0.7.2", (7, 0), {}),  # V1 is opt-in in 0.7.x: V0 picks XFormers on Volta
+        ("0.7.2", (8, 0), {"VLLM_USE_V1": "1"}),  # FlashAttention-2 runs on Ampere
+        (
+            "0.6.6",
+            (7, 0),
+            {"VLLM_USE_V1": "1"},
+        ),  # no V1 engine before 0.7.0: the variable is not read
+    ],
+)
 def test_neighbours_of_the_072_v1_assert_pass_the_attention_stage(tmp_path, version, cc, env):
     result = _check(_model(tmp_path), version, cc, env)
     assert "SP-ATTN-011" not in codes(result) and not _attention_unknowns(result)
@@ -72,7 +82,9 @@ def test_v1_left_unset_on_turing_in_080_falls_back_to_v0(tmp_path):
 # @v0.8.3 it is ["gguf"]: "VLLM_USE_V1=1 is not supported with --quantization bitsandbytes."
 @pytest.mark.parametrize("version, refused", [("0.8.0", True), ("0.8.2", True), ("0.8.5", False)])
 def test_bitsandbytes_with_v1_forced_until_082(tmp_path, version, refused):
-    result = _check(_model(tmp_path, quant=BNB), version, (8, 9), {"VLLM_USE_V1": "1"}, memory=24 * GIB)
+    result = _check(
+        _model(tmp_path, quant=BNB), version, (8, 9), {"VLLM_USE_V1": "1"}, memory=24 * GIB
+    )
     found = [f for f in result.findings if f.code == "SP-V1-001"]
     assert bool(found) is refused
     if refused:
@@ -103,7 +115,8 @@ def test_paged_attention_gained_head_size_32_in_064(tmp_path, version, refused):
 
 
 def test_v1_flash_attention_head_size_refusal_on_ampere_in_085(tmp_path):
-    # vllm/v1/attention/backends/flash_attn.py@v0.8.5: Head size 80 is not supported by FlashAttention.
+    # vllm/v1/attention/backends/flash_attn.py@v0.8.5:
+    #   Head size 80 is not supported by FlashAttention.
     result = _check(_model(tmp_path, head_dim=80), "0.8.5", (8, 0))
     f = finding(result, "SP-ATTN-011")
     assert "Head size 80 is not supported by FlashAttention" in f.detail
@@ -131,7 +144,9 @@ def test_091_on_blackwell_leaves_the_choice_to_the_host(tmp_path):
     assert "SP-ATTN-011" not in codes(result)
     assert [u for u in _attention_unknowns(result) if "if it is installed" in u.why]
     hopper = _check(_model(tmp_path, "h", head_dim=80), "0.9.1", (9, 0))
-    assert "Head size 80 is not supported by FlashAttention" in finding(hopper, "SP-ATTN-011").detail
+    assert (
+        "Head size 80 is not supported by FlashAttention" in finding(hopper, "SP-ATTN-011").detail
+    )
 
 
 def test_releases_before_the_modelled_ones_keep_the_old_unknown(tmp_path):
@@ -139,8 +154,8 @@ def test_releases_before_the_modelled_ones_keep_the_old_unknown(tmp_path):
     assert [u for u in _attention_unknowns(result) if "servepilot read vLLM 0.10.0" in u.why]
 
 
-# vllm/config.py@v0.6.2 verify_with_parallel_config: NotImplementedError: Pipeline parallelism is only
-# supported for the following  architectures: [...]
+# vllm/config.py@v0.6.2 verify_with_parallel_config: NotImplementedError: Pipeline
+# parallelism is only supported for the following  architectures: [...]
 def test_pipeline_parallel_gemma2_refused_by_the_062_list(tmp_path):
     path = _model(tmp_path, arch="Gemma2ForCausalLM", model_type="gemma2")
     result = _check(path, "0.6.2", (8, 0), n=1, options={"pipeline_parallel_size": 2})
@@ -149,11 +164,14 @@ def test_pipeline_parallel_gemma2_refused_by_the_062_list(tmp_path):
     assert f.remedies[0].args == {"set": {"pipeline_parallel_size": 1}, "unset": []}
 
 
-@pytest.mark.parametrize("arch, model_type, version", [
-    ("LlamaForCausalLM", "llama", "0.6.2"),  # on the list
-    ("Gemma2ForCausalLM", "gemma2", "0.6.3"),  # the list is gone (SupportsPP per model class)
-    ("Qwen2ForCausalLM", "qwen2", "0.5.4"),  # added to the list in 0.5.4
-])
+@pytest.mark.parametrize(
+    "arch, model_type, version",
+    [
+        ("LlamaForCausalLM", "llama", "0.6.2"),  # on the list
+        ("Gemma2ForCausalLM", "gemma2", "0.6.3"),  # the list is gone (SupportsPP per model class)
+        ("Qwen2ForCausalLM", "qwen2", "0.5.4"),  # added to the list in 0.5.4
+    ],
+)
 def test_pipeline_parallel_neighbours_pass(tmp_path, arch, model_type, version):
     path = _model(tmp_path, arch=arch, model_type=model_type)
     result = _check(path, version, (8, 0), n=1, options={"pipeline_parallel_size": 2})
@@ -176,8 +194,11 @@ def test_stages_put_the_oracle_and_pp_list_at_config_time():
     assert engine_stage("SP-MEM-002") < engine_stage("SP-PORT-001") < engine_stage("SP-ATTN-012")
 
 
-# vllm/attention/backends/flashinfer.py@v0.6.2: `except ImportError: BatchDecodeWithPagedKVCacheWrapper = None`
-@pytest.mark.parametrize("env, listed", [({"VLLM_ATTENTION_BACKEND": "FLASHINFER"}, True), ({}, False)])
+# vllm/attention/backends/flashinfer.py@v0.6.2:
+#   `except ImportError: BatchDecodeWithPagedKVCacheWrapper = None`
+@pytest.mark.parametrize(
+    "env, listed", [({"VLLM_ATTENTION_BACKEND": "FLASHINFER"}, True), ({}, False)]
+)
 def test_forced_flashinfer_before_010_leaves_the_package_to_the_host(tmp_path, env, listed):
     result = _check(_model(tmp_path), "0.6.2", (8, 0), env)
     hosts = [u for u in result.unchecked if "flashinfer package" in u.why]
@@ -193,20 +214,31 @@ def test_073_v1_on_turing_names_the_unsupported_version_none(tmp_path):
 
 # vllm/config.py@v0.6.1 verify_with_parallel_config:
 #   ValueError: BitAndBytes quantization with TP or PP is not supported yet.
-@pytest.mark.parametrize("version, n, refused", [("0.6.1", 2, True), ("0.6.1", 1, False), ("0.6.2", 2, False)])
+@pytest.mark.parametrize(
+    "version, n, refused", [("0.6.1", 2, True), ("0.6.1", 1, False), ("0.6.2", 2, False)]
+)
 def test_bitsandbytes_with_tensor_parallel_before_062(tmp_path, version, n, refused):
-    result = _check(_model(tmp_path, quant=BNB), version, (8, 0), n=n, options={"enforce_eager": True})
+    result = _check(
+        _model(tmp_path, quant=BNB), version, (8, 0), n=n, options={"enforce_eager": True}
+    )
     found = [f for f in result.findings if f.code == "SP-PP-002"]
     assert bool(found) is refused
     if refused:
         assert "BitAndBytes quantization with TP or PP is not supported yet." in found[0].detail
 
 
-@pytest.mark.parametrize("version, options, refused", [
-    ("0.5.4", {}, True),  # ValueError: BitAndBytes with enforce_eager = False is not supported yet.
-    ("0.5.4", {"enforce_eager": True}, False),
-    ("0.5.5", {}, False),  # warns and falls back to eager mode
-])
+@pytest.mark.parametrize(
+    "version, options, refused",
+    [
+        (
+            "0.5.4",
+            {},
+            True,
+        ),  # ValueError: BitAndBytes with enforce_eager = False is not supported yet.
+        ("0.5.4", {"enforce_eager": True}, False),
+        ("0.5.5", {}, False),  # warns and falls back to eager mode
+    ],
+)
 def test_bitsandbytes_without_enforce_eager_only_in_054(tmp_path, version, options, refused):
     result = _check(_model(tmp_path, quant=BNB), version, (8, 0), n=1, options=options)
     assert ("SP-PP-002" in codes(result)) is refused
@@ -221,14 +253,27 @@ def test_lmcache_v0_connector_on_turing_meets_xformers(tmp_path):
     # 0.8.0 on a T4: the V1 oracle falls back to V0 (cc < 8.0), V0 falls back to XFormers
     result = _check(_model(tmp_path), "0.8.0", (7, 5), options={"kv_transfer_config": LMCACHE})
     f = finding(result, "SP-ATTN-012")
-    assert f.category == "attention_backend" and "Only FlashAttention backend is supported" in f.detail
+    assert (
+        f.category == "attention_backend" and "Only FlashAttention backend is supported" in f.detail
+    )
 
 
-@pytest.mark.parametrize("version, cc, options", [
-    ("0.8.0", (8, 0), {"kv_transfer_config": LMCACHE}),  # V0 (the oracle's --kv-transfer-config) on FlashAttention
-    ("0.8.0", (7, 5), {}),  # no connector
-    ("0.8.0", (7, 5), {"kv_transfer_config": '{"kv_connector":"PyNcclConnector","kv_role":"kv_both"}'}),
-])
+@pytest.mark.parametrize(
+    "version, cc, options",
+    [
+        (
+            "0.8.0",
+            (8, 0),
+            {"kv_transfer_config": LMCACHE},
+        ),  # V0 (the oracle's --kv-transfer-config) on FlashAttention
+        ("0.8.0", (7, 5), {}),  # no connector
+        (
+            "0.8.0",
+            (7, 5),
+            {"kv_transfer_config": '{"kv_connector":"PyNcclConnector","kv_role":"kv_both"}'},
+        ),
+    ],
+)
 def test_lmcache_neighbours_pass(tmp_path, version, cc, options):
     result = _check(_model(tmp_path), version, cc, options=options)
     assert "SP-ATTN-012" not in codes(result) and not _attention_unknowns(result)
@@ -236,10 +281,24 @@ def test_lmcache_neighbours_pass(tmp_path, version, cc, options):
 
 def test_kv_transfer_config_with_v1_forced_in_080_is_refused(tmp_path):
     # vllm/engine/arg_utils.py@v0.8.0: VLLM_USE_V1=1 is not supported with --kv-transfer-config.
-    result = _check(_model(tmp_path), "0.8.0", (8, 0), {"VLLM_USE_V1": "1"}, options={"kv_transfer_config": LMCACHE})
-    assert "VLLM_USE_V1=1 is not supported with --kv-transfer-config." in finding(result, "SP-V1-001").detail
-    later = _check(_model(tmp_path, "m2"), "0.8.5", (8, 0), {"VLLM_USE_V1": "1"},
-                   options={"kv_transfer_config": LMCACHE})
+    result = _check(
+        _model(tmp_path),
+        "0.8.0",
+        (8, 0),
+        {"VLLM_USE_V1": "1"},
+        options={"kv_transfer_config": LMCACHE},
+    )
+    assert (
+        "VLLM_USE_V1=1 is not supported with --kv-transfer-config."
+        in finding(result, "SP-V1-001").detail
+    )
+    later = _check(
+        _model(tmp_path, "m2"),
+        "0.8.5",
+        (8, 0),
+        {"VLLM_USE_V1": "1"},
+        options={"kv_transfer_config": LMCACHE},
+    )
     assert "SP-V1-001" not in codes(later)
 
 
@@ -252,11 +311,14 @@ def test_qwen2_with_bitsandbytes_before_064_has_no_loader_mapping(tmp_path):
     assert f.remedies[0].args == {"upgrade": {"package": "vllm", "specifier": ">=0.6.4"}}
 
 
-@pytest.mark.parametrize("arch, model_type, version", [
-    ("Qwen2ForCausalLM", "qwen2", "0.6.4"),  # Qwen2 gained bitsandbytes_stacked_params_mapping
-    ("LlamaForCausalLM", "llama", "0.6.3"),  # mapped since the loader began
-    ("Qwen2ForCausalLM", "qwen2", "0.6.5"),  # between reads whose lists differ: no claim
-])
+@pytest.mark.parametrize(
+    "arch, model_type, version",
+    [
+        ("Qwen2ForCausalLM", "qwen2", "0.6.4"),  # Qwen2 gained bitsandbytes_stacked_params_mapping
+        ("LlamaForCausalLM", "llama", "0.6.3"),  # mapped since the loader began
+        ("Qwen2ForCausalLM", "qwen2", "0.6.5"),  # between reads whose lists differ: no claim
+    ],
+)
 def test_bitsandbytes_model_class_neighbours(tmp_path, arch, model_type, version):
     path = _model(tmp_path, arch=arch, model_type=model_type, quant=BNB)
     assert "SP-QUANT-011" not in codes(_check(path, version, (8, 6), memory=24 * GIB))
@@ -266,7 +328,9 @@ def test_053_names_the_loader_class_in_its_message(tmp_path):
     # vllm/model_executor/model_loader/loader.py@v0.5.3 formats type(self).__name__
     path = _model(tmp_path, arch="Qwen2ForCausalLM", model_type="qwen2", quant=BNB)
     result = _check(path, "0.5.3", (8, 6), memory=24 * GIB, options={"enforce_eager": True})
-    assert "Model BitsAndBytesModelLoader does not support" in finding(result, "SP-QUANT-011").detail
+    assert (
+        "Model BitsAndBytesModelLoader does not support" in finding(result, "SP-QUANT-011").detail
+    )
 
 
 @pytest.mark.parametrize("head_dim, refused", [(80, True), (128, False)])

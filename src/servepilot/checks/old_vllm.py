@@ -17,9 +17,17 @@ KNOWLEDGE = "servepilot/engines/vllm/knowledge/old_attention.yaml"
 
 # _is_v1_supported_oracle features servepilot does not model; with VLLM_USE_V1 unset any of
 # them sends 0.8-0.9 back to V0 (vllm/engine/arg_utils.py@v0.8.5), so V1 is not certain.
-_UNMODELLED_V1_FALLBACKS = ("num_scheduler_steps", "speculative_model", "speculative_config",
-                            "cpu_offload_gb", "preemption_mode", "scheduling_policy",
-                            "enable_prompt_adapter", "otlp_traces_endpoint", "task")
+_UNMODELLED_V1_FALLBACKS = (
+    "num_scheduler_steps",
+    "speculative_model",
+    "speculative_config",
+    "cpu_offload_gb",
+    "preemption_mode",
+    "scheduling_policy",
+    "enable_prompt_adapter",
+    "otlp_traces_endpoint",
+    "task",
+)
 
 
 @dataclass(frozen=True)
@@ -102,10 +110,16 @@ def _engine(dep, res, version: str) -> tuple[str | None, str]:
         return "V0", "VLLM_USE_V1 unset (V1 is opt-in)"
     if oracle_refusals(dep, res, version):
         return "V0", "VLLM_USE_V1 unset: the V1 oracle falls back to V0"
-    unmodelled = [k for k in _UNMODELLED_V1_FALLBACKS if dep.launch.get(k) not in (None, False, 0, "", "generate")]
+    unmodelled = [
+        k
+        for k in _UNMODELLED_V1_FALLBACKS
+        if dep.launch.get(k) not in (None, False, 0, "", "generate")
+    ]
     if unmodelled:
-        return None, (f"--{unmodelled[0].replace('_', '-')} may send vLLM {version} back to V0 "
-                       "(its V1 oracle's other features were not modelled)")
+        return None, (
+            f"--{unmodelled[0].replace('_', '-')} may send vLLM {version} back to V0 "
+            "(its V1 oracle's other features were not modelled)"
+        )
     return "V1", "VLLM_USE_V1 unset: V1 by default"
 
 
@@ -131,24 +145,43 @@ def _v1(dep, res, version, cc, forced, why) -> OldSelection:
     ccn = cc[0] * 10 + cc[1]
     if only_fa is not None:  # 0.7.x: FlashAttention for every model, forced or not
         if ccn < only_fa.fa_min_cc:
-            return OldSelection(True, "V1", "FLASH_ATTN_VLLM_V1", Refusal(
-                "attention_backend", only_fa.message,
-                f"{why}: vLLM {version}'s V1 engine runs only FlashAttention, which needs compute capability "
-                f"{only_fa.fa_min_cc / 10:.1f} (this GPU: {cc[0]}.{cc[1]})", only_fa.source), source=only_fa.source)
+            return OldSelection(
+                True,
+                "V1",
+                "FLASH_ATTN_VLLM_V1",
+                Refusal(
+                    "attention_backend",
+                    only_fa.message,
+                    f"{why}: vLLM {version}'s V1 engine runs only FlashAttention, which needs "
+                    "compute capability "
+                    f"{only_fa.fa_min_cc / 10:.1f} (this GPU: {cc[0]}.{cc[1]})",
+                    only_fa.source,
+                ),
+                source=only_fa.source,
+            )
         if res.use_mla or (dep.spec is not None and dep.spec.is_mla):
-            return OldSelection(False, why_undecided=f"vLLM {version}'s V1 engine with an MLA model (FlashAttention "
-                                                     "over MLA or expanded heads) was not modelled")
+            return OldSelection(
+                False,
+                why_undecided=f"vLLM {version}'s V1 engine with an MLA model (FlashAttention "
+                "over MLA or expanded heads) was not modelled",
+            )
         if res.model_dtype not in ("float16", "bfloat16", None):
-            return OldSelection(False, why_undecided=f"vLLM {version}'s V1 FlashAttention with dtype "
-                                                     f"{res.model_dtype} was not modelled")
+            return OldSelection(
+                False,
+                why_undecided=f"vLLM {version}'s V1 FlashAttention with dtype "
+                f"{res.model_dtype} was not modelled",
+            )
     elif oracle_refusals(dep, res, version):
         # VLLM_USE_V1=1 with a feature V1 lacks: the config stage raises first (SP-V1-001)
         return OldSelection(True, "V1", None, source=KNOWLEDGE)
     elif res.use_mla:
         return OldSelection(True, "V1", "MLA (FLASHMLA or TRITON_MLA)", source=KNOWLEDGE)
     if forced and forced != "FLASH_ATTN" and only_fa is None:
-        return OldSelection(False, why_undecided=f"VLLM_ATTENTION_BACKEND={forced} on vLLM {version}'s V1 engine "
-                                                 "was not modelled")
+        return OldSelection(
+            False,
+            why_undecided=f"VLLM_ATTENTION_BACKEND={forced} on vLLM {version}'s V1 engine "
+            "was not modelled",
+        )
     head = res.head_size
     row = kb.row_for(_file().v1_selection, version)
     if head is None:
@@ -156,21 +189,36 @@ def _v1(dep, res, version, cc, forced, why) -> OldSelection:
     if row is None:
         return OldSelection(False, why_undecided=f"vLLM {version}'s V1 backend choice was not read")
     fa_takes = head in row.fa_head_sizes
-    if row.other_head_sizes and (not fa_takes or res.model_dtype not in ("float16", "bfloat16", None)):
+    if row.other_head_sizes and (
+        not fa_takes or res.model_dtype not in ("float16", "bfloat16", None)
+    ):
         return OldSelection(True, "V1", row.other_head_sizes, source=row.source)
     if cc[0] in (row.flashinfer_first_majors or []) and not fa_takes:
-        # FlashInfer when the package imports, else FlashAttention, which would refuse: the host decides
-        return OldSelection(False, why_undecided=f"vLLM {version}'s V1 engine takes FlashInfer on compute capability "
-                                                 f"{cc[0]}.x if it is installed, else FlashAttention, which has no "
-                                                 f"head size {head}")
+        # FlashInfer when the package imports, else FlashAttention, which would refuse:
+        # the host decides
+        return OldSelection(
+            False,
+            why_undecided=f"vLLM {version}'s V1 engine takes FlashInfer on compute capability "
+            f"{cc[0]}.x if it is installed, else FlashAttention, which has no "
+            f"head size {head}",
+        )
     if fa_takes:
         return OldSelection(True, "V1", "FLASH_ATTN_VLLM_V1", source=row.source)
-    return OldSelection(True, "V1", "FLASH_ATTN_VLLM_V1", Refusal(
-        "attention_backend",
-        f"ValueError: Head size {head} is not supported by FlashAttention. Supported head sizes are: "
-        f"{list(row.fa_head_sizes)}.",
-        f"{why}: vLLM {version}'s V1 engine runs FlashAttention here, which has no kernel for head size {head}",
-        row.source), source=row.source)
+    return OldSelection(
+        True,
+        "V1",
+        "FLASH_ATTN_VLLM_V1",
+        Refusal(
+            "attention_backend",
+            f"ValueError: Head size {head} is not supported by FlashAttention. Supported head "
+            "sizes are: "
+            f"{list(row.fa_head_sizes)}.",
+            f"{why}: vLLM {version}'s V1 engine runs FlashAttention here, which has no kernel for "
+            f"head size {head}",
+            row.source,
+        ),
+        source=row.source,
+    )
 
 
 def _v0(dep, res, version, cc, forced, why) -> OldSelection:
@@ -178,30 +226,50 @@ def _v0(dep, res, version, cc, forced, why) -> OldSelection:
     if row is None:
         return OldSelection(False, why_undecided=f"vLLM {version}'s V0 selection was not read")
     if res.use_mla or (dep.spec is not None and dep.spec.is_mla):
-        return OldSelection(True, "V0", "MLA or FlashAttention (DeepSeek MLA path)", source=row.source)
+        return OldSelection(
+            True, "V0", "MLA or FlashAttention (DeepSeek MLA path)", source=row.source
+        )
     if forced == "FLASHINFER":
         return OldSelection(True, "V0", "FLASHINFER", source=row.source)  # cc < 8.0: SP-ATTN-008
     if forced not in ("", "FLASH_ATTN", "XFORMERS"):
-        return OldSelection(False, why_undecided=f"VLLM_ATTENTION_BACKEND={forced} on vLLM {version}'s V0 engine "
-                                                 "was not modelled")
+        return OldSelection(
+            False,
+            why_undecided=f"VLLM_ATTENTION_BACKEND={forced} on vLLM {version}'s V0 engine "
+            "was not modelled",
+        )
     head = res.head_size
     if head is None:
         return OldSelection(False, why_undecided="the model's head size is unknown")
-    fallback = _v0_fallback(dep, res, row, cc, head) if forced != "XFORMERS" else "VLLM_ATTENTION_BACKEND=XFORMERS"
+    fallback = (
+        _v0_fallback(dep, res, row, cc, head)
+        if forced != "XFORMERS"
+        else "VLLM_ATTENTION_BACKEND=XFORMERS"
+    )
     if fallback is None:
         return OldSelection(True, "V0", "FLASH_ATTN", source=row.source)
     if head in row.paged_head_sizes:
         return OldSelection(True, "V0", "XFORMERS", source=row.source)
-    return OldSelection(True, "V0", "XFORMERS", Refusal(
-        "attention_backend",
-        f"ValueError: Head size {head} is not supported by PagedAttention. Supported head sizes are: "
-        f"{list(row.paged_head_sizes)}.",
-        f"{why}: vLLM {version}'s V0 engine falls back to XFormers ({fallback}), whose PagedAttention has no "
-        f"kernel for head size {head}", row.source), source=row.source)
+    return OldSelection(
+        True,
+        "V0",
+        "XFORMERS",
+        Refusal(
+            "attention_backend",
+            f"ValueError: Head size {head} is not supported by PagedAttention. Supported head "
+            "sizes are: "
+            f"{list(row.paged_head_sizes)}.",
+            f"{why}: vLLM {version}'s V0 engine falls back to XFormers ({fallback}), whose "
+            "PagedAttention has no "
+            f"kernel for head size {head}",
+            row.source,
+        ),
+        source=row.source,
+    )
 
 
 def _v0_fallback(dep, res, row, cc, head) -> str | None:
-    """Why the V0 selector leaves FlashAttention-2 for XFormers, in its own order; None: it keeps it."""
+    """Why the V0 selector leaves FlashAttention-2 for XFormers, in its own order; None: it
+    keeps it."""
     if cc[0] * 10 + cc[1] < row.fa_min_cc:
         return f"compute capability {cc[0]}.{cc[1]} is below {row.fa_min_cc / 10:.1f}"
     if res.model_dtype and res.model_dtype not in ("float16", "bfloat16"):
@@ -218,7 +286,8 @@ def _v0_fallback(dep, res, row, cc, head) -> str | None:
 
 
 def pp_refusal(dep, version: str | None):
-    """(row, architectures outside the list) when 0.5.1-0.6.2 refuse this pipeline-parallel model."""
+    """(row, architectures outside the list) when 0.5.1-0.6.2 refuse this pipeline-parallel
+    model."""
     if not version or dep.spec is None or not dep.spec.architectures:
         return None
     if dep.launch.pipeline_parallel_size <= 1:
@@ -231,12 +300,16 @@ def pp_refusal(dep, version: str | None):
 
 
 def bnb_config_refusal(dep, res, version: str | None):
-    """The first bnb_parallel_config row this bitsandbytes deployment trips (0.5.1-0.6.1), or None."""
+    """The first bnb_parallel_config row this bitsandbytes deployment trips (0.5.1-0.6.1), or
+    None."""
     if not version or quantization_of(dep, res) != "bitsandbytes":
         return None
     launch = dep.launch
     for row in kb.rows_for(_file().bnb_parallel_config, version):
-        if row.condition == "tp_or_pp" and launch.tensor_parallel_size * launch.pipeline_parallel_size > 1:
+        if (
+            row.condition == "tp_or_pp"
+            and launch.tensor_parallel_size * launch.pipeline_parallel_size > 1
+        ):
             return row
         if row.condition == "not_enforce_eager" and not launch.get("enforce_eager"):
             return row
@@ -253,11 +326,16 @@ def kv_connector(dep) -> str | None:
             value = json.loads(value)
         except ValueError:
             return None
-    return str(value.get("kv_connector")) if isinstance(value, dict) and value.get("kv_connector") else None
+    return (
+        str(value.get("kv_connector"))
+        if isinstance(value, dict) and value.get("kv_connector")
+        else None
+    )
 
 
 def lmcache_v0_refusal(dep, res):
-    """(row, selection) when LMCache's V0 adapter will meet a backend it does not accept, else None."""
+    """(row, selection) when LMCache's V0 adapter will meet a backend it does not accept, else
+    None."""
     version = dep.engine_version
     connector = kv_connector(dep)
     if not version or connector is None:
@@ -278,12 +356,21 @@ def bnb_model_class_refusal(dep, res):
     from servepilot.engines.vllm.release import architecture_status
 
     version = dep.engine_version
-    if not version or dep.spec is None or not dep.spec.architectures or quantization_of(dep, res) != "bitsandbytes":
+    if (
+        not version
+        or dep.spec is None
+        or not dep.spec.architectures
+        or quantization_of(dep, res) != "bitsandbytes"
+    ):
         return None
     row = kb.row_for(_file().bnb_model_classes, version)
     if row is None:
         return None
     arch = dep.spec.architectures[0]
-    if arch in row.architectures or arch in (row.unsure or []) or architecture_status(arch, version)[0] != "native":
+    if (
+        arch in row.architectures
+        or arch in (row.unsure or [])
+        or architecture_status(arch, version)[0] != "native"
+    ):
         return None  # supported, decided by __new__, or not served at all (SP-ARCH-001's)
     return row, arch

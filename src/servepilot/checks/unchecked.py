@@ -13,7 +13,8 @@ from __future__ import annotations
 from servepilot.checks import sizes
 from servepilot.checks.unknowns import Unknown
 
-_START = "a start of the engine on these GPUs (`servepilot launch`); `servepilot triage` reads a failed start's log"
+_START = "a start of the engine on these GPUs (`servepilot launch`); `servepilot triage` reads a "
+"failed start's log"
 
 
 def unchecked_of(dep, resolution=None) -> list[Unknown]:
@@ -23,15 +24,18 @@ def unchecked_of(dep, resolution=None) -> list[Unknown]:
     if ranks > 1:
         out.append(Unknown(
             "inter-GPU communication",
-            f"{ranks} ranks connect at start-up (NCCL, the engine's custom all-reduce and its CUDA IPC "
-            "handles, the transport NCCL picks); whether that succeeds is decided by the driver, the "
+            f"{ranks} ranks connect at start-up (NCCL, the engine's custom all-reduce and its "
+            "CUDA IPC "
+            "handles, the transport NCCL picks); whether that succeeds is decided by the driver, "
+            "the "
             "interconnect and the allocator settings at run time, not by anything check reads",
             _START,
         ))
     if _nodes(dep, ranks) > 1:
         out.append(Unknown(
             "node agreement",
-            "ranks are placed on other nodes at start-up (Ray's view of each node's address, NCCL and "
+            "ranks are placed on other nodes at start-up (Ray's view of each node's address, NCCL "
+            "and "
             "gloo sockets between nodes); this host sees only its own GPUs",
             "`servepilot preflight` over the nodes (their addresses, interfaces, GPUs and versions "
             "against the plan), then a start across them",
@@ -67,10 +71,13 @@ def _forced_flashinfer_package(dep) -> Unknown | None:
         return None
     return Unknown(
         "attention kernels on this host",
-        f"VLLM_ATTENTION_BACKEND=FLASHINFER makes vLLM {dep.engine_version} run FlashInfer, which its wheel does "
-        "not install (the vllm/vllm-openai image does); without the flashinfer package the backend's wrappers "
+        f"VLLM_ATTENTION_BACKEND=FLASHINFER makes vLLM {dep.engine_version} run FlashInfer, which "
+        "its wheel does "
+        "not install (the vllm/vllm-openai image does); without the flashinfer package the "
+        "backend's wrappers "
         "are None and the first forward pass fails",
-        "`python -c 'import flashinfer'` in the serving environment, or a start of the engine there",
+        "`python -c 'import flashinfer'` in the serving environment, or a start of the engine "
+        "there",
     )
 
 
