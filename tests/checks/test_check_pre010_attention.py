@@ -339,3 +339,14 @@ def test_072_v1_on_ampere_refuses_a_head_size_flash_attention_lacks(tmp_path, he
     result = _check(_model(tmp_path, head_dim=head_dim), "0.7.2", (8, 0), {"VLLM_USE_V1": "1"})
     assert ("SP-ATTN-011" in codes(result)) is refused
     assert not _attention_unknowns(result)
+
+
+@pytest.mark.parametrize("steps, decided", [(8, False), (1, True)])
+def test_an_oracle_feature_not_modelled_leaves_v1_or_v0_open(tmp_path, steps, decided):
+    # --num-scheduler-steps > 1 sends 0.8.5 back to V0 (arg_utils.py@v0.8.5), where XFormers takes
+    # head size 80; at its default 1 V1's FlashAttention refuses it
+    result = _check(
+        _model(tmp_path, head_dim=80), "0.8.5", (8, 0), options={"num_scheduler_steps": steps}
+    )
+    assert ("SP-ATTN-011" in codes(result)) is decided
+    assert bool(_attention_unknowns(result)) is not decided

@@ -17,17 +17,17 @@ KNOWLEDGE = "servepilot/engines/vllm/knowledge/old_attention.yaml"
 
 # _is_v1_supported_oracle features servepilot does not model; with VLLM_USE_V1 unset any of
 # them sends 0.8-0.9 back to V0 (vllm/engine/arg_utils.py@v0.8.5), so V1 is not certain.
-_UNMODELLED_V1_FALLBACKS = (
-    "num_scheduler_steps",
-    "speculative_model",
-    "speculative_config",
-    "cpu_offload_gb",
-    "preemption_mode",
-    "scheduling_policy",
-    "enable_prompt_adapter",
-    "otlp_traces_endpoint",
-    "task",
-)
+_UNMODELLED_V1_FALLBACKS = {  # option -> the values that keep V1 (EngineArgs defaults)
+    "num_scheduler_steps": ("1",),
+    "speculative_model": (),
+    "speculative_config": (),
+    "cpu_offload_gb": ("0", "0.0"),
+    "preemption_mode": (),
+    "scheduling_policy": ("fcfs",),
+    "enable_prompt_adapter": (),
+    "otlp_traces_endpoint": (),
+    "task": ("auto", "generate"),
+}
 
 
 @dataclass(frozen=True)
@@ -112,8 +112,8 @@ def _engine(dep, res, version: str) -> tuple[str | None, str]:
         return "V0", "VLLM_USE_V1 unset: the V1 oracle falls back to V0"
     unmodelled = [
         k
-        for k in _UNMODELLED_V1_FALLBACKS
-        if dep.launch.get(k) not in (None, False, 0, "", "generate")
+        for k, keeps_v1 in _UNMODELLED_V1_FALLBACKS.items()
+        if dep.launch.get(k) not in (None, False, "") and str(dep.launch.get(k)) not in keeps_v1
     ]
     if unmodelled:
         return None, (
