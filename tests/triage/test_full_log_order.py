@@ -209,3 +209,40 @@ def test_a_stop_while_waiting_on_its_own_child_process_names_no_hang():
     )
     d = triage_text(text)
     assert d.root_cause.line == 10
+
+
+# --- a server stopped from outside after it served ------------------------------------------
+# SGLang's readiness line and its scheduler's entry point (sglang/srt/entrypoints/http_server.py
+# and managers/scheduler.py run_scheduler_process @v0.4.3): a notebook cell interrupted two
+# minutes after "fired up" unwinds the scheduler with KeyboardInterrupt.
+_SERVED = """\
+[2025-02-20 08:41:42] INFO:     Application startup complete.
+[2025-02-20 08:41:44] The server is fired up and ready to roll!
+Process Process-1:
+Traceback (most recent call last):
+  File "/usr/lib/python3.11/multiprocessing/process.py", line 314, in _bootstrap
+    self.run()
+  File "/usr/local/lib/python3.11/dist-packages/sglang/srt/managers/scheduler.py", line 1825, in run_scheduler_process
+    scheduler.event_loop_overlap()
+  File "/usr/local/lib/python3.11/dist-packages/sglang/srt/managers/scheduler.py", line 494, in event_loop_overlap
+    self.process_input_requests(recv_reqs)
+{last}
+[2025-02-20 08:43:53] INFO:     Shutting down
+"""
+
+
+def test_an_interruption_after_the_server_was_ready_is_a_stop_not_a_failure():
+    d = triage_text(_SERVED.format(last="KeyboardInterrupt"))
+    assert d.healthy and d.root_cause is None
+
+
+def test_an_error_that_kills_the_scheduler_after_readiness_is_still_the_cause():
+    d = triage_text(_SERVED.format(last="RuntimeError: CUDA error: an illegal memory access was encountered"))
+    assert d.root_cause is not None and d.root_cause.exception == "RuntimeError"
+
+
+def test_an_interruption_before_the_server_was_ready_stays_the_stop_of_the_start():
+    log = _SERVED.replace("[2025-02-20 08:41:42] INFO:     Application startup complete.\n", "")
+    log = log.replace("[2025-02-20 08:41:44] The server is fired up and ready to roll!\n", "")
+    d = triage_text(log.format(last="KeyboardInterrupt"))
+    assert not d.healthy and d.root_cause is not None and d.root_cause.exception == "KeyboardInterrupt"

@@ -45,6 +45,8 @@ The rule, in order:
    unwound an engine subprocess's entry point (SGLang's scheduler, vLLM's engine core or a
    worker) killed that process and counts too, and so does every error printed between
    readiness and a reported death (vLLM's EngineDeadError): the server did not survive it.
+   An interruption that unwinds the processes then (Ctrl-C, a notebook cell stopped) is the
+   operator stopping a server that worked: not a failure.
 6. No error (or only warnings) and no healthy start: if the log's last lines are a phase
    known to hang (NCCL bootstrap, CUDA graph capture), that hang is the diagnosis; the
    warnings become alternatives.
@@ -748,6 +750,8 @@ def decide(
             # exception that killed its process (vLLM's API server failing in init_app_state
             # after the engine core said it was ready), or a death and what came before it
             before_death = died_at is not None and g.first.line_no <= died_at
+            if g.first.exc_type is not None and _is_interruption(g.first) and not before_death:
+                return False  # stopped from outside once it served (Ctrl-C, a notebook's interrupt)
             return g.first.line_no > healthy_line and (
                 g.tier_rank == 0 or _killed_its_process(g) or before_death
             )
