@@ -1,0 +1,161 @@
+"""Device runtimes' own status codes (runtime_errors.yaml, runtime_status.py): an error no
+signature knows is placed by the status its runtime returned. Each line below is one a runtime
+or its wrapper prints (source named beside it); each has a neighbour that must decide the
+other way: a status that names no part of a launch, a number in no runtime's form."""
+
+import pytest
+
+from servepilot.categories import CATEGORIES
+from servepilot.triage import triage_text
+from servepilot.triage.runtime_status import (
+    RuntimeDataError,
+    load_runtime_table,
+    parse_runtime_table,
+    read_status,
+)
+
+
+def test_every_status_has_a_source_and_a_contract_category():
+    table = load_runtime_table()
+    assert len(table.by_name) > 50
+    for status in table.by_name.values():
+        assert "@" in status.source, status
+        assert status.category in CATEGORIES
+
+
+def _doc(meaning="out_of_memory", form=r"code (?P<code>\d+)"):
+    return {
+        "meanings": {"out_of_memory": {"category": "oom_weights", "why": "x"}},
+        "runtimes": [{"runtime": "r", "source": "r.h@1", "numbers": [form],
+                      "codes": [{"name": "R_OOM", "code": 2, "meaning": meaning}]}],
+    }
+
+
+def test_a_malformed_table_is_refused():
+    assert parse_runtime_table(_doc()).by_name["R_OOM"].category == "oom_weights"
+    with pytest.raises(RuntimeDataError, match="unknown meaning"):
+        parse_runtime_table(_doc(meaning="melted"))
+    with pytest.raises(RuntimeDataError, match="code"):
+        parse_runtime_table(_doc(form=r"code \d+"))
+
+
+@pytest.mark.parametrize(
+    ("line", "name", "meaning"),
+    [
+        # torch_memory_saver's cuMem* check (its 0.0.10 wheel: "CUresult error: "; earlier
+        # releases "result=N"): CUresult 2 is CUDA_ERROR_OUT_OF_MEMORY (cuda.h@13.0)
+        ("[torch_memory_saver.cpp] CUresult error  result=2 file=csrc/torch_memory_saver.cpp "
+         "func=cu_mem_create line=103", "CUDA_ERROR_OUT_OF_MEMORY", "out_of_memory"),
+        # torch's device count (c10/cuda/CUDAFunctions.cpp, torch 2.14.1 libc10_cuda.so)
+        ("UserWarning: CUDA initialization: Unexpected error from cudaGetDeviceCount(). Did you "
+         "run some cuda functions before calling NumCudaDevices() that might have already set an "
+         "error? Error 804: forward compatibility was attempted on non supported HW",
+         "cudaErrorCompatNotSupportedOnDevice", "driver_mismatch"),
+        ("hipErrorNoBinaryForGpu: Unable to find code object for all current devices!",
+         "hipErrorNoBinaryForGpu", "no_binary"),
+        ("RuntimeError: level_zero backend failed with error: 20 (UR_RESULT_ERROR_DEVICE_LOST)",
+         "UR_RESULT_ERROR_DEVICE_LOST", "device_lost"),
+        ("zeMemAllocDevice returned ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY",
+         "ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY", "out_of_memory"),
+        ("Native API failed. Native API returns: -5 (PI_ERROR_OUT_OF_RESOURCES)",
+         "CL_OUT_OF_RESOURCES", "out_of_memory"),
+        # Vulkan-Hpp's to_string name after the call (vulkan_to_string.hpp@v1.4.359)
+        ("llama_model_load: error loading model: vk::PhysicalDevice::createDevice: "
+         "ErrorExtensionNotPresent", "VK_ERROR_EXTENSION_NOT_PRESENT", "missing_feature"),
+        ("jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: XLA:TPU compile permanent "
+         "error. Ran out of memory in memory space hbm.", "RESOURCE_EXHAUSTED", "out_of_memory"),
+        # torch_npu's NPU_CHECK_ERROR (NPUException.h@2.5.1); 207018 per its NPUErrorCodes.h
+        ("RuntimeError: malloc:build/CMakeFiles/torch_npu.dir/compiler_depend.ts:423 NPU function "
+         "error: aclrtMallocAlign32, error code is 207018", "code 207018", "out_of_memory"),
+        ("RuntimeError: init:build/CMakeFiles/torch_npu.dir/compiler_depend.ts:1 NPU function "
+         "error: aclrtSetDevice(device_id_), error code is 507033", "ACL_ERROR_RT_DEV_SETUP_ERROR",
+         "no_device"),
+    ],
+)
+def test_a_runtime_status_is_read_with_its_meaning(line, name, meaning):
+    status = read_status(line)
+    assert status is not None and (status.name, status.meaning) == (name, meaning)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # a kernel fault or a bad argument names no part of a launch: left out on purpose
+        "[torch_memory_saver.cpp] CUresult error  result=700 file=x.cpp func=cu_mem_map",
+        "[62617] level_zero backend failed with error: 4 (UR_RESULT_ERROR_INVALID_VALUE)",
+        "RuntimeError: copy_d2d:build/CMakeFiles/torch_npu.dir/compiler_depend.ts:90 NPU function "
+        "error: call aclnnInplaceCopy failed, error code is 161002",
+        "jaxlib.xla_extension.XlaRuntimeError: INTERNAL: Mosaic failed to compile TPU kernel",
+        # a number in no runtime's form, a name inside a longer identifier, prose
+        "Error 804: the request failed",
+        "the error code is 207018 in our ticket",
+        "hipErrorNoBinaryForGpuX",
+        "the device was lost, resources exhausted",
+    ],
+)
+def test_a_status_without_a_meaning_or_a_number_in_no_form_is_not_read(line):
+    assert read_status(line) is None
+
+
+def _worker(line: str) -> str:
+    return (
+        "(VllmWorker rank=0 pid=7) ERROR 01-01 00:00:00 [multiproc_executor.py:1] Traceback (most "
+        "recent call last):\n"
+        '(VllmWorker rank=0 pid=7) ERROR 01-01 00:00:00 [multiproc_executor.py:1]   File '
+        '"/usr/lib/python3.12/site-packages/vllm/distributed/parallel_state.py", line 9, in f\n'
+        f"(VllmWorker rank=0 pid=7) ERROR 01-01 00:00:00 [multiproc_executor.py:1] {line}\n"
+    )
+
+
+def test_an_xpu_device_lost_is_the_driver_stack_not_the_frames_part():
+    rc = triage_text(_worker(
+        "RuntimeError: level_zero backend failed with error: 20 (UR_RESULT_ERROR_DEVICE_LOST)"
+    )).root_cause
+    assert (rc.category, rc.basis) == ("cuda_driver_arch", "runtime-status")
+    assert "ur_api.h@" in rc.explanation
+    # the neighbour: an invalid value from the same backend is no device failure
+    rc = triage_text(_worker(
+        "RuntimeError: level_zero backend failed with error: 4 (UR_RESULT_ERROR_INVALID_VALUE)"
+    )).root_cause
+    assert rc.basis != "runtime-status"
+
+
+def test_a_curesult_out_of_memory_outranks_where_it_was_raised():
+    # raised in vLLM's parallel_state (a nccl_distributed frame) with "ray" in its words: the
+    # runtime's status says what happened, where it surfaced does not
+    rc = triage_text(_worker(
+        "RuntimeError: [torch_memory_saver.cpp] CUresult error  result=2 file=csrc/"
+        "torch_memory_saver.cpp func=cu_mem_create line=103 (ray actor)"
+    )).root_cause
+    assert (rc.category, rc.basis) == ("oom_weights", "runtime-status")
+    # the neighbour: CUresult 700 (an illegal address) names no part of the launch
+    rc = triage_text(_worker(
+        "RuntimeError: [torch_memory_saver.cpp] CUresult error  result=700 file=csrc/"
+        "torch_memory_saver.cpp func=cu_mem_create line=103 (ray actor)"
+    )).root_cause
+    assert (rc.category, rc.basis) == ("nccl_distributed", "frames")
+
+
+def test_an_out_of_memory_status_takes_the_kv_cache_when_the_words_name_it():
+    rc = triage_text(_worker(
+        "RuntimeError: failed to allocate the KV cache: ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY"
+    )).root_cause
+    assert (rc.category, rc.basis) == ("oom_kv_cache", "runtime-status")
+
+
+def test_an_ascend_npu_error_code_is_read_by_its_number():
+    npu = ("RuntimeError: malloc:build/CMakeFiles/torch_npu.dir/compiler_depend.ts:423 NPU "
+           "function error: aclrtMallocAlign32, error code is {}")
+    assert triage_text(_worker(npu.format(207018))).root_cause.category == "oom_weights"
+    assert triage_text(_worker(npu.format(507008))).root_cause.category == "cuda_driver_arch"
+    assert triage_text(_worker(npu.format(161002))).root_cause.basis != "runtime-status"
+
+
+def test_a_signature_answer_stays_first():
+    # ggml-vulkan's allocation failure is a known message (signatures.yaml); the status name
+    # printed beside it does not replace the signature's answer
+    rc = triage_text(
+        "ggml_vulkan: Device memory allocation of size 369827840 failed.\n"
+        "ggml_vulkan: vk::Device::allocateMemory: ErrorOutOfDeviceMemory\n"
+    ).root_cause
+    assert rc.signature is not None and rc.basis != "runtime-status"
