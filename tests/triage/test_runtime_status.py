@@ -159,3 +159,52 @@ def test_a_signature_answer_stays_first():
         "ggml_vulkan: vk::Device::allocateMemory: ErrorOutOfDeviceMemory\n"
     ).root_cause
     assert rc.signature is not None and rc.basis != "runtime-status"
+
+
+@pytest.mark.parametrize(
+    ("line", "name"),
+    [
+        # cudaGetErrorString's text after torch's "CUDA error: " (libcudart.so.13, CUDA 13.0)
+        ("RuntimeError: CUDA error: initialization error", "cudaErrorInitializationError"),
+        ("RuntimeError: CUDA driver error: CUDA driver is a stub library", "cudaErrorStubLibrary"),
+        ("RuntimeError: Triton Error [CUDA]: device kernel image is invalid",
+         "cudaErrorInvalidKernelImage"),
+    ],
+)
+def test_a_cuda_error_string_after_a_wrappers_words_is_its_status(line, name):
+    status = read_status(line)
+    assert status is not None and status.name == name
+    # the neighbour: the same words without a CUDA error's prefix are anybody's
+    assert read_status(line.split(": ", 2)[-1].replace("CUDA", "engine")) is None
+
+
+def test_a_cuda_error_string_places_the_vague_cuda_error_signature():
+    # "CUDA error: ..." is a known but vague message (category other); its runtime text says
+    # the driver could not initialise
+    rc = triage_text(_worker("RuntimeError: CUDA error: initialization error")).root_cause
+    assert rc.signature is not None
+    assert (rc.category, rc.basis) == ("cuda_driver_arch", "runtime-status")
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # vllm-ascend's NPU worker imports torch_npu (vllm_ascend/worker/worker_v1.py@0.11.0)
+        "AttributeError: module 'torch_npu' has no attribute 'npu_fused_infer_attention_score_v2'",
+        # vLLM's XPU worker imports intel_extension_for_pytorch (vllm/worker/xpu_worker.py@v0.5.5)
+        "ImportError: cannot import name 'ipex_ops' from 'intel_extension_for_pytorch.llm'",
+        # vLLM's TPU worker imports torch_xla (vllm/v1/worker/tpu_worker.py@v0.11.0)
+        "ModuleNotFoundError: No module named 'torch_xla.experimental.custom_kernel'",
+    ],
+)
+def test_a_device_bridge_that_does_not_fit_is_the_device_stack(line):
+    rc = triage_text(_worker(line)).root_cause
+    assert (rc.category, rc.basis) == ("cuda_driver_arch", "runtime-status")
+
+
+def test_another_packages_missing_name_is_no_device_stack():
+    # the neighbour: the same words about a package that is no device bridge
+    rc = triage_text(_worker(
+        "AttributeError: module 'transformers_npu_utils' has no attribute 'npu_format_cast'"
+    )).root_cause
+    assert rc.basis != "runtime-status" and rc.category != "cuda_driver_arch"

@@ -433,10 +433,15 @@ def _status_words(message: str, category: str) -> str:
     status = read_status(message)
     if status is None:  # status_category found one: the same table answers the same message
         return ""
+    what = status.meaning.replace("_", " ")
+    if status.code is None:  # a device bridge's interface (runtime_errors.yaml `bridges`)
+        return (
+            f"It names {status.runtime} ({status.name}, imported as in {status.source}): "
+            f"{status.said!r} is a {what}, filed under {category}."
+        )
     return (
         f"It carries {status.runtime} status {status.name} ({status.code}, printed as "
-        f"{status.said!r}; {status.source}), which means {status.meaning.replace('_', ' ')}: "
-        f"filed under {category}."
+        f"{status.said!r}; {status.source}), which means {what}: filed under {category}."
     )
 
 

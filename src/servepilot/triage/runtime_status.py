@@ -29,7 +29,7 @@ class RuntimeStatus:
 
     runtime: str  # "oneAPI Level Zero (ze_result_t)"
     name: str  # its name in the header ("ZE_RESULT_ERROR_DEVICE_LOST"), or "code N" when unnamed
-    code: int
+    code: int | None  # None for a device bridge's interface (`bridges`), which has no code
     meaning: str  # a key of runtime_errors.yaml's `meanings`: out_of_memory, device_lost, ...
     category: str  # the DESIGN.md category that meaning is
     source: str  # header@version it was read in
@@ -45,6 +45,8 @@ class _Table:
     by_name: dict  # name or alias -> RuntimeStatus (said left empty)
     names: re.Pattern[str] | None
     numbers: tuple  # (compiled form, {code: RuntimeStatus}) per runtime that prints numbers
+    texts: tuple  # (compiled form, {text lowercased: RuntimeStatus}) per runtime with `says`
+    bridges: dict  # top-level module of a device bridge -> RuntimeStatus (said left empty)
 
 
 def parse_runtime_table(data: dict) -> _Table:
@@ -53,9 +55,9 @@ def parse_runtime_table(data: dict) -> _Table:
 
     try:
         meanings = {key: check_category(row["category"]) for key, row in data["meanings"].items()}
-        by_name, numbers = {}, []
+        by_name, numbers, texts = {}, [], []
         for runtime in data["runtimes"]:
-            by_code = {}
+            by_code, by_text = {}, {}
             for row in runtime["codes"]:
                 meaning = row["meaning"]
                 if meaning not in meanings:
@@ -69,11 +71,25 @@ def parse_runtime_table(data: dict) -> _Table:
                 for name in [row.get("name"), *row.get("aliases", [])]:
                     if name:
                         by_name[name] = status
+                for text in row.get("says", []):
+                    by_text[text.lower()] = status
+            if by_text:
+                # the runtime's error string, only after a wrapper's words that say whose it is
+                said = "|".join(re.escape(t) for t in sorted(by_text, key=len, reverse=True))
+                form = rf"(?:{runtime['says_after']})[^\n]{{0,200}}?(?P<text>{said})"
+                texts.append((re.compile(form, re.IGNORECASE), by_text))
             for form in runtime.get("numbers", []):
                 pattern = re.compile(form)
                 if "code" not in pattern.groupindex:
                     raise RuntimeDataError(f"{form!r}: a number form needs a (?P<code>...) group")
                 numbers.append((pattern, by_code))
+        bridges = {}
+        for row in data.get("bridges", []):
+            bridges[row["module"]] = RuntimeStatus(
+                runtime=f"PyTorch device bridge for {row['device']}", name=row["module"],
+                code=None, meaning="device_stack_mismatch",
+                category=meanings["device_stack_mismatch"], source=row["source"], said="",
+            )
     except (KeyError, TypeError, AttributeError, re.error) as exc:
         raise RuntimeDataError(f"{DATA_FILE}: {exc!r}") from exc
     except ValueError as exc:
@@ -83,7 +99,9 @@ def parse_runtime_table(data: dict) -> _Table:
         # longest first, so that an alias inside a longer name never wins the alternation
         alternation = "|".join(re.escape(n) for n in sorted(by_name, key=len, reverse=True))
         names = re.compile(rf"(?<![A-Za-z0-9_])(?:{alternation})(?![A-Za-z0-9_])")
-    return _Table(by_name=by_name, names=names, numbers=tuple(numbers))
+    return _Table(
+        by_name=by_name, names=names, numbers=tuple(numbers), texts=tuple(texts), bridges=bridges
+    )
 
 
 @functools.cache
@@ -96,6 +114,14 @@ def load_runtime_table() -> _Table:
 # Only this much of a message is searched: the status sits near the start of the runtime's
 # line, and a 50 MB line must not be walked.
 _MESSAGE_CHARS = 4000
+
+
+# CPython's words for a module that lacks a name, a name it cannot import, a missing module
+# (Objects/moduleobject.c, Python/import.c)
+_INTERFACE = re.compile(
+    r"module '(?P<attr>[\w.]+)' has no attribute|cannot import name '[^']+' from '(?P<name>[\w.]+)'"
+    r"|No module named '(?P<module>[\w.]+)'"
+)
 
 
 def read_status(message: str, table: _Table | None = None) -> RuntimeStatus | None:
@@ -115,4 +141,14 @@ def read_status(message: str, table: _Table | None = None) -> RuntimeStatus | No
             if status is not None:
                 found.append((m.start(), replace(status, said=m.group(0))))
                 break
+    for pattern, by_text in table.texts:
+        m = pattern.search(text)
+        if m is not None:
+            found.append((m.start("text"), replace(by_text[m.group("text").lower()], said=m.group(0))))
+    for m in _INTERFACE.finditer(text):
+        module = m.group("attr") or m.group("name") or m.group("module")
+        status = table.bridges.get(module.split(".")[0])
+        if status is not None:
+            found.append((m.start(), replace(status, said=m.group(0))))
+            break
     return min(found, key=lambda f: f[0])[1] if found else None
