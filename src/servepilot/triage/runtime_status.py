@@ -144,7 +144,8 @@ def read_status(message: str, table: _Table | None = None) -> RuntimeStatus | No
     for pattern, by_text in table.texts:
         m = pattern.search(text)
         if m is not None:
-            found.append((m.start("text"), replace(by_text[m.group("text").lower()], said=m.group(0))))
+            status = by_text[m.group("text").lower()]
+            found.append((m.start("text"), replace(status, said=m.group(0))))
     for m in _INTERFACE.finditer(text):
         module = m.group("attr") or m.group("name") or m.group("module")
         status = table.bridges.get(module.split(".")[0])
