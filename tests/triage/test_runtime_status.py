@@ -208,3 +208,34 @@ def test_another_packages_missing_name_is_no_device_stack():
         "AttributeError: module 'transformers_npu_utils' has no attribute 'npu_format_cast'"
     )).root_cause
     assert rc.basis != "runtime-status" and rc.category != "cuda_driver_arch"
+
+
+@pytest.mark.parametrize(
+    ("line", "category"),
+    [
+        # cuBLAS (cublas_api.h@13.1) and cuDNN (cudnn_graph.h@9.24) statuses
+        ("RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
+         "oom_weights"),
+        ("RuntimeError: cuDNN error: CUDNN_STATUS_NOT_SUPPORTED_ARCH_MISMATCH", "cuda_driver_arch"),
+        # jax/_src/xla_bridge.py@jax 0.4.38
+        ("RuntimeError: Unable to initialize backend 'tpu': INTERNAL: Failed to get global TPU "
+         "topology. (set JAX_PLATFORMS='' to automatically choose an available backend)",
+         "cuda_driver_arch"),
+        # torch/xpu/__init__.py@torch 2.14.1
+        ("AssertionError: Torch not compiled with XPU enabled", "cuda_driver_arch"),
+    ],
+)
+def test_library_statuses_and_runtime_fronts_words(line, category):
+    rc = triage_text(_worker(line)).root_cause
+    assert (rc.category, rc.basis) == (category, "runtime-status")
+
+
+def test_a_status_inside_a_runtime_fronts_words_says_more_than_they_do():
+    # jax could not start its CUDA backend because memory ran out: the status decides
+    rc = triage_text(_worker(
+        "RuntimeError: Unable to initialize backend 'cuda': RESOURCE_EXHAUSTED: Out of memory "
+        "while trying to allocate 75.0GiB"
+    )).root_cause
+    assert (rc.category, rc.basis) == ("oom_weights", "runtime-status")
+    # the neighbour: CUBLAS_STATUS_NOT_INITIALIZED names no single cause and is not listed
+    assert read_status("CUDA error: CUBLAS_STATUS_NOT_INITIALIZED when calling cublasCreate") is None

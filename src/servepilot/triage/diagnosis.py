@@ -434,10 +434,15 @@ def _status_words(message: str, category: str) -> str:
     if status is None:  # status_category found one: the same table answers the same message
         return ""
     what = status.meaning.replace("_", " ")
-    if status.code is None:  # a device bridge's interface (runtime_errors.yaml `bridges`)
+    if status.meaning == "device_stack_mismatch":  # a device bridge (runtime_errors.yaml `bridges`)
         return (
-            f"It names {status.runtime} ({status.name}, imported as in {status.source}): "
+            f"It names the {status.runtime} ({status.name}, imported as in {status.source}): "
             f"{status.said!r} is a {what}, filed under {category}."
+        )
+    if status.code is None:  # a runtime front's own words (runtime_errors.yaml `messages`)
+        return (
+            f"It is {status.runtime}'s own account ({status.source}): {status.said!r} is "
+            f"{what.replace('_', ' ')}, filed under {category}."
         )
     return (
         f"It carries {status.runtime} status {status.name} ({status.code}, printed as "

@@ -47,6 +47,7 @@ class _Table:
     numbers: tuple  # (compiled form, {code: RuntimeStatus}) per runtime that prints numbers
     texts: tuple  # (compiled form, {text lowercased: RuntimeStatus}) per runtime with `says`
     bridges: dict  # top-level module of a device bridge -> RuntimeStatus (said left empty)
+    messages: tuple  # (compiled pattern, RuntimeStatus): a runtime front's own words, no code
 
 
 def parse_runtime_table(data: dict) -> _Table:
@@ -90,6 +91,16 @@ def parse_runtime_table(data: dict) -> _Table:
                 code=None, meaning="device_stack_mismatch",
                 category=meanings["device_stack_mismatch"], source=row["source"], said="",
             )
+        messages = []
+        for row in data.get("messages", []):
+            meaning = row["meaning"]
+            if meaning not in meanings:
+                raise RuntimeDataError(f"{row!r:.80}: unknown meaning {meaning!r}")
+            status = RuntimeStatus(
+                runtime=row["source"].split("@")[0].split("/")[0], name=row["pattern"], code=None,
+                meaning=meaning, category=meanings[meaning], source=row["source"], said="",
+            )
+            messages.append((re.compile(row["pattern"]), status))
     except (KeyError, TypeError, AttributeError, re.error) as exc:
         raise RuntimeDataError(f"{DATA_FILE}: {exc!r}") from exc
     except ValueError as exc:
@@ -100,7 +111,8 @@ def parse_runtime_table(data: dict) -> _Table:
         alternation = "|".join(re.escape(n) for n in sorted(by_name, key=len, reverse=True))
         names = re.compile(rf"(?<![A-Za-z0-9_])(?:{alternation})(?![A-Za-z0-9_])")
     return _Table(
-        by_name=by_name, names=names, numbers=tuple(numbers), texts=tuple(texts), bridges=bridges
+        by_name=by_name, names=names, numbers=tuple(numbers), texts=tuple(texts), bridges=bridges,
+        messages=tuple(messages),
     )
 
 
@@ -152,4 +164,10 @@ def read_status(message: str, table: _Table | None = None) -> RuntimeStatus | No
         if status is not None:
             found.append((m.start(), replace(status, said=m.group(0))))
             break
-    return min(found, key=lambda f: f[0])[1] if found else None
+    if found:
+        return min(found, key=lambda f: f[0])[1]
+    for pattern, status in table.messages:
+        m = pattern.search(text)
+        if m is not None:
+            return replace(status, said=m.group(0))
+    return None
