@@ -169,6 +169,9 @@ def test_a_signature_answer_stays_first():
         ("RuntimeError: CUDA driver error: CUDA driver is a stub library", "cudaErrorStubLibrary"),
         ("RuntimeError: Triton Error [CUDA]: device kernel image is invalid",
          "cudaErrorInvalidKernelImage"),
+        # ggml-cuda's start (ggml/src/ggml-cuda/ggml-cuda.cu, llama-cpp-python 0.3.36)
+        ("ggml_cuda_init: failed to initialize CUDA: no CUDA-capable device is detected",
+         "cudaErrorNoDevice"),
     ],
 )
 def test_a_cuda_error_string_after_a_wrappers_words_is_its_status(line, name):

@@ -77,7 +77,9 @@ def parse_runtime_table(data: dict) -> _Table:
             if by_text:
                 # the runtime's error string, only after a wrapper's words that say whose it is
                 said = "|".join(re.escape(t) for t in sorted(by_text, key=len, reverse=True))
-                form = rf"(?:{runtime['says_after']})[^\n]{{0,200}}?(?P<text>{said})"
+                after = runtime["says_after"]  # one regex, or a list of alternatives
+                after = "|".join(after) if isinstance(after, list) else after
+                form = rf"(?:{after})[^\n]{{0,200}}?(?P<text>{said})"
                 texts.append((re.compile(form, re.IGNORECASE), by_text))
             for form in runtime.get("numbers", []):
                 pattern = re.compile(form)
