@@ -242,3 +242,17 @@ def test_a_status_inside_a_runtime_fronts_words_says_more_than_they_do():
     assert (rc.category, rc.basis) == ("oom_weights", "runtime-status")
     # the neighbour: CUBLAS_STATUS_NOT_INITIALIZED names no single cause and is not listed
     assert read_status("CUDA error: CUBLAS_STATUS_NOT_INITIALIZED when calling cublasCreate") is None
+
+
+def test_a_rocm_kernels_unreachable_stub_is_no_code_for_this_gpu():
+    # vLLM's skinny GEMM on an RDNA3 card: the kernel body outside gfx90a/gfx942 is
+    # assert(false) (csrc/rocm/skinny_gemms.cu@v0.8.5); HIP prints it (hip_assert.h@7.1)
+    stub = (
+        "/app/vllm/build/temp.linux-x86_64-cpython-312/csrc/rocm/skinny_gemms.hip:497: void "
+        "wvSplitK_hf_sml_(const int, const int, const scalar_t *) [scalar_t = __hip_bfloat16, "
+        "THRDS = 64]: Device-side assertion `{}' failed.\n"
+    )
+    rc = triage_text(stub.format("false")).root_cause
+    assert (rc.category, rc.basis) == ("cuda_driver_arch", "runtime-status")
+    # the neighbour: an assert of a real condition is the kernel's own check
+    assert read_status(stub.format("row < M")) is None
