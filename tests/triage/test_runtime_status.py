@@ -256,3 +256,14 @@ def test_a_rocm_kernels_unreachable_stub_is_no_code_for_this_gpu():
     assert (rc.category, rc.basis) == ("cuda_driver_arch", "runtime-status")
     # the neighbour: an assert of a real condition is the kernel's own check
     assert read_status(stub.format("row < M")) is None
+
+
+def test_a_sentence_naming_a_runtime_failure_status_is_an_error_line():
+    # an issue title names the status with no other error word; a later reply says "error"
+    title = "vLLM image 1.4: TP=2 fails with {} during determine_available_memory on two B50s\n"
+    reply = "Tried 0.65 - Same error, unfortunately.\n"
+    rc = triage_text(title.format("UR_RESULT_ERROR_DEVICE_LOST") + reply).root_cause
+    assert rc.line == 1 and (rc.category, rc.basis) == ("cuda_driver_arch", "runtime-status")
+    # the neighbour: a success status is no failure, so the reply's line is all there is
+    rc = triage_text(title.format("ZE_RESULT_SUCCESS") + reply).root_cause
+    assert rc.line == 2
