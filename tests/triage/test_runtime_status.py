@@ -267,3 +267,15 @@ def test_a_sentence_naming_a_runtime_failure_status_is_an_error_line():
     # the neighbour: a success status is no failure, so the reply's line is all there is
     rc = triage_text(title.format("ZE_RESULT_SUCCESS") + reply).root_cause
     assert rc.line == 2
+
+
+def test_an_out_of_memory_status_is_placed_by_the_phase_it_came_in():
+    # vLLM's "Model loading took ..." (gpu_model_runner.py@v0.12.0) opens the KV cache sizing;
+    # a runtime's out-of-memory status after it is the KV cache's, as CUDA's own OOM is
+    loaded = "INFO 01-01 00:00:00 [gpu_model_runner.py:1] Model loading took 14.2 GiB\n"
+    oom = _worker("RuntimeError: level_zero backend failed with error: 39 "
+                  "(UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY)")
+    rc = triage_text(loaded + oom).root_cause
+    assert (rc.category, rc.basis) == ("oom_kv_cache", "runtime-status")
+    # the neighbour: with no phase shown, it is the weights'
+    assert triage_text(oom).root_cause.category == "oom_weights"
