@@ -264,9 +264,10 @@ def test_a_sentence_naming_a_runtime_failure_status_is_an_error_line():
     reply = "Tried 0.65 - Same error, unfortunately.\n"
     rc = triage_text(title.format("UR_RESULT_ERROR_DEVICE_LOST") + reply).root_cause
     assert rc.line == 1 and (rc.category, rc.basis) == ("cuda_driver_arch", "runtime-status")
-    # the neighbour: a success status is no failure, so the reply's line is all there is
-    rc = triage_text(title.format("ZE_RESULT_SUCCESS") + reply).root_cause
-    assert rc.line == 2
+    # the neighbours: a success status is no failure, nor is an environment variable whose
+    # name holds ERROR, so the reply's line is all there is
+    for name in ("ZE_RESULT_SUCCESS", "NCCL_ASYNC_ERROR_HANDLING=1"):
+        assert triage_text(title.format(name) + reply).root_cause.line == 2
 
 
 def test_an_out_of_memory_status_is_placed_by_the_phase_it_came_in():
