@@ -283,9 +283,13 @@ def test_a_cause_the_launch_warned_of_and_went_on_from_explains_the_fatal_error_
     assert "line 2" in rc.explanation
 
 
-def test_without_the_warning_the_fatal_error_stays_unplaced():
+def test_without_the_warning_the_fatal_error_is_placed_by_the_runtime_status_it_carries():
+    # nothing earlier says why the device was lost: Vulkan's own status (VK_ERROR_DEVICE_LOST,
+    # runtime_errors.yaml) is all there is, a device the driver stack lost, and a guess
     rc = triage_text(LOAD_DIES).root_cause
-    assert "ErrorDeviceLost" in rc.message and rc.category == "other"
+    assert "ErrorDeviceLost" in rc.message
+    assert (rc.category, rc.basis) == ("cuda_driver_arch", "runtime-status")
+    assert "VK_ERROR_DEVICE_LOST" in rc.explanation
 
 
 def test_a_phase_line_that_reports_a_failure_is_no_sign_the_process_went_on():

@@ -74,6 +74,7 @@ from servepilot.triage.keywords import (
     guess_from_source,
     missing_submodule_of,
     raised_importing,
+    status_category,
     words_of_mismatch,
 )
 from servepilot.triage.lines import parse_line
@@ -119,6 +120,9 @@ CONFIDENCE = {
     "warning": 0.55,  # a known cause printed only as a warning
     "generic": 0.5,  # a true but vague known error ("NCCL error", a worker that died)
     "engine-source": 0.6,  # no signature, but the engine's own message template (engine_source.py)
+    # no signature, but a device runtime's own status code (runtime_status.py): sure of what
+    # happened to the device, not of why
+    "runtime-status": 0.6,
     "frames": 0.45,  # an unknown exception, category from where it was raised
     "words": 0.35,  # an unknown error, category from its words
     "none": 0.3,  # an unknown error, `other`
@@ -312,9 +316,14 @@ def _cause(group: _Group, basis: str | None = None, engine: str | None = None) -
     if m is not None:
         category, signature, explanation = m.category, m.signature.id, m.explanation
         if m.tier == "generic" and category == "other" and m.evidence == "message":
-            # a vague known error (a bare KeyError, a process that died) that its frames place
+            # a vague known error (a bare KeyError, a process that died) that a device runtime's
+            # status in its words, or else its frames, place
+            by_status = status_category(ev.message)
             by_frames = guess_from_frames(ev.lines)
-            if by_frames is not None:
+            if by_status is not None:
+                category, basis = by_status[0], "runtime-status"
+                explanation += f" {_status_words(ev.message, category)}"
+            elif by_frames is not None:
                 category, basis = by_frames[0], "frames"
                 explanation += (
                     f" It was raised in {by_frames[1]!r}, a {category} part of the engine (a guess from where)."
@@ -334,7 +343,11 @@ def _cause(group: _Group, basis: str | None = None, engine: str | None = None) -
         if m.tier == "echo" and category == "other":
             # a wrapper around a message no signature knows: its words may still say what failed
             guess = guess_category(ev.message)
-            if guess is not None and missing_submodule_of(ev.message, guess[0]) is None:
+            by_status = status_category(ev.message)
+            if by_status is not None:
+                category, basis = by_status[0], "runtime-status"
+                explanation += f" {_status_words(ev.message, category)}"
+            elif guess is not None and missing_submodule_of(ev.message, guess[0]) is None:
                 category, basis = guess[0], "words"
                 explanation += (
                     f" The wrapped message names {guess[1]!r}: a {category} failure (a guess from its words)."
@@ -356,7 +369,13 @@ def _cause(group: _Group, basis: str | None = None, engine: str | None = None) -
                 " that does not fit the rest of the install."
             )
         by_source = match_engine_message(ev.message, engine)
-        if by_source is not None:
+        by_status = status_category(ev.message)
+        if by_status is not None:
+            # the device runtime's own status code: what happened to the device, in the
+            # runtime's words, whatever part of the engine was running when it was returned
+            category, basis = by_status[0], "runtime-status"
+            explanation += f" {_status_words(ev.message, category)}"
+        elif by_source is not None:
             # the engine's own refusal, read from its source: surer than where or how it is worded
             category, basis = by_source.category, "engine-source"
             explanation += (
@@ -375,7 +394,7 @@ def _cause(group: _Group, basis: str | None = None, engine: str | None = None) -
             explanation += (
                 f" Its message names {by_words[1]!r}, so it is filed under {category} (a guess from its words)."
             )
-        from_text = basis in ("words", "engine-source")
+        from_text = basis in ("words", "engine-source", "runtime-status")
         refused = _refused_dtype(ev.message)
         in_kv_allocation = ev.phase == "kv_cache_profiling"
         if category == "other" and in_kv_allocation and _same_dtype(refused, ev.kv_dtype):
@@ -406,6 +425,30 @@ def _cause(group: _Group, basis: str | None = None, engine: str | None = None) -
         phase=ev.phase,
         confidence=CONFIDENCE[basis],
         basis=basis,
+    )
+
+
+def _status_words(message: str, category: str) -> str:
+    """The sentence that says which runtime status an error carries and where it is defined."""
+    from servepilot.triage.runtime_status import read_status
+
+    status = read_status(message)
+    if status is None:  # status_category found one: the same table answers the same message
+        return ""
+    what = status.meaning.replace("_", " ")
+    if status.meaning == "device_stack_mismatch":  # a device bridge (runtime_errors.yaml `bridges`)
+        return (
+            f"It names the {status.runtime} ({status.name}, imported as in {status.source}): "
+            f"{status.said!r} is a {what}, filed under {category}."
+        )
+    if status.code is None:  # a runtime front's own words (runtime_errors.yaml `messages`)
+        return (
+            f"It is {status.runtime}'s own account ({status.source}): {status.said!r} is "
+            f"{what.replace('_', ' ')}, filed under {category}."
+        )
+    return (
+        f"It carries {status.runtime} status {status.name} ({status.code}, printed as "
+        f"{status.said!r}; {status.source}), which means {what}: filed under {category}."
     )
 
 
@@ -893,9 +936,13 @@ def _explained_by_earlier_cause(
     The echo keeps its line (it is where the launch stopped), the earlier cause names its
     category: llama.cpp's fit step warns "failed to fit params to free device memory" and loads
     anyway, and the load then dies of the device ("error loading model: vk::Queue::submit:
-    ErrorDeviceLost"). A fatal exception of its own is never explained away by a warning.
+    ErrorDeviceLost"). A device runtime's status says what happened to the device, not why
+    (runtime_status.py): a device lost or out of memory after such a cause is that cause's, so
+    an error placed only by its status is explained the same way. A fatal exception of its own
+    is never explained away by a warning.
     """
-    if root_cause.category != "other" or root_cause.basis != "echo":
+    placed_by_status = root_cause.basis == "runtime-status"
+    if not placed_by_status and (root_cause.category != "other" or root_cause.basis != "echo"):
         return None
     earlier = [
         g for g in candidates

@@ -143,6 +143,12 @@ _PLAIN_ERROR = re.compile(
     # hipamd/src/hip_fatbin.cpp: "No compatible code objects found for: gfx1152"), logged with
     # no level; what follows is a crash
     r"|\bno compatible code objects found\b"
+    # a device runtime's failure status by its C name (the prefixes of runtime_errors.yaml's
+    # runtimes), which a reporter's sentence names without any other error word; only those
+    # prefixes, so that an environment variable (NCCL_ASYNC_ERROR_HANDLING) is no error
+    r"|(?-i:\b(?:CUDA_ERROR|CUBLAS_STATUS|CUDNN_STATUS|HSA_STATUS_ERROR|ZE_RESULT_ERROR"
+    r"|UR_RESULT_ERROR|VK_ERROR|PI_ERROR|ACL_ERROR)_(?!SUCCESS\b)[A-Z0-9_]+\b"
+    r"|\b(?:hip|cuda)Error(?!None\b)[A-Z]\w+)"
     # an exception a wrapper quotes in code marks (GPUStack's "Deployment failure due to ...:
     # `AssertionError: 151552 is not divisible by 6`"): the line reports that exception
     r"|`[\w.]*(?:Error|Exception): "

@@ -55,8 +55,21 @@ def load_keyword_families() -> tuple[KeywordFamily, ...]:
 _QUOTED_NAME = re.compile(r"'[^'\s]*[/\\][^'\s]*'" + r'|"[^"\s]*[/\\][^"\s]*"')
 
 
+# What a memory failure was allocating, when the words say it: the KV cache or a graph capture
+# (the oom_* category a runtime's bare out-of-memory status becomes; runtime_status.py)
+_MEMORY_PLACES = frozenset({"oom_kv_cache", "cuda_graph"})
+
+
 def guess_category(message: str, families: tuple[KeywordFamily, ...] | None = None) -> tuple[str, str] | None:
-    """(category, the words that decided it) for an unknown error message, or None."""
+    """(category, the words that decided it) for an unknown error message, or None.
+
+    With the packaged families, a device runtime's own status in the message (runtime_status.py:
+    a CUresult, hipError, ze/ur result, VkResult, absl or AscendCL code) decides first: it is the
+    runtime's word for what happened, surer than any family's."""
+    if families is None:
+        by_status = status_category(message)
+        if by_status is not None:
+            return by_status
     message = _QUOTED_NAME.sub("'<name>'", message)
     for family in families if families is not None else load_keyword_families():
         m = family.pattern.search(message)
@@ -190,3 +203,20 @@ def guess_from_source(
             if family.pattern.search(m.group(0)):
                 return family.category, m.group(0)
     return None
+
+
+def status_category(message: str) -> tuple[str, str] | None:
+    """(category, the status as printed) when a device runtime's status code in the message
+    has a meaning (runtime_errors.yaml), else None. An out-of-memory status is the oom_*
+    category the words name when they say what was being allocated (the KV cache, a graph
+    capture); otherwise it is the weights', which the start-up phase may still move."""
+    from servepilot.triage.runtime_status import read_status
+
+    status = read_status(message)
+    if status is None:
+        return None
+    if status.meaning == "out_of_memory":
+        words = guess_category(message, load_keyword_families())
+        if words is not None and words[0] in _MEMORY_PLACES:
+            return words
+    return status.category, status.said
