@@ -91,7 +91,7 @@ def plan_vllm(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list[
     online = _online_quantization(launch, spec, version, f, notes)
     partition = _pp_partition(launch, spec, pp, f, notes)
     split = _split_once(spec, tp=tp, pp=pp, dp=dp, expert_parallel=ep, vocab_padding=int(f("vocab_padding").value),
-                        run_dtype=mdtype, expert_padding=_mxfp4_padding(spec, gpu, f, notes),
+                        run_dtype=mdtype, expert_padding=_mxfp4_padding(spec, gpu, f, notes, launch.shell.env),
                         online=online[0] if online else None, pp_partition=partition)
     notes.extend(split.notes)
     per_stage = list(split.per_stage)
@@ -101,8 +101,9 @@ def plan_vllm(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list[
         if online:  # a run measures the FP8 weights; loading still needs the estimated peak
             load_peaks = [max(w, lp) for w, lp in zip(per_stage, load_peaks, strict=True)]
 
+    container = (dep.extra or {}).get("container") if isinstance(dep.extra, dict) else None
     rt = _runtime(launch, spec, f, generation=generation, tp=tp, pp=pp, ep=ep, mnbt=mnbt, mns=mns, mdtype=mdtype,
-                  backend=backend)
+                  backend=backend, image=(container or {}).get("image"), notes=notes)
     if not 0 < util <= 1:  # CacheConfig: Field(gt=0, le=1); check reports it as SP-ARGS-002
         raise BadInput(f"--gpu-memory-utilization {util:g} is outside (0, 1]: vLLM refuses it before loading")
     requested = math.ceil(cuda_total * util)
@@ -367,14 +368,34 @@ class _Runtime:
     graphs_subtracted: bool
 
 
+def _sampler_bytes(launch, row, image: str | None, notes: list[str]) -> float:
+    """Bytes per logit of the sampler warm-up. Where FlashInfer is optional (the row's
+    without_flashinfer), a plain `pip install vllm` sorts natively; the vllm/vllm-openai image
+    ships FlashInfer; VLLM_USE_FLASHINFER_SAMPLER=0 sorts natively everywhere."""
+    native = row.get("without_flashinfer")
+    if native is None:
+        return float(row.value)
+    env = str(launch.shell.env.get("VLLM_USE_FLASHINFER_SAMPLER", "")).strip()
+    if env == "0":
+        return float(native)
+    if env or (image and "vllm-openai" in image):
+        return float(row.value)
+    notes.append(f"sampler warm-up sorts natively ({native:g} B per logit): flashinfer is not a "
+                 f"dependency of this vLLM wheel; with it installed (pip install 'vllm[flashinfer]', "
+                 f"or the vllm/vllm-openai image) {row.value:g} B")
+    return float(native)
+
+
 def _runtime(launch, spec: ModelSpec, f, *, generation: str, tp: int, pp: int, ep: bool, mnbt: int, mns: int,
-             mdtype: str, backend: str | None = None) -> _Runtime:
+             mdtype: str, backend: str | None = None, image: str | None = None,
+             notes: list[str] | None = None) -> _Runtime:
     """The profile run's activation peak (with the attention backend's workspace), non-torch
     memory and CUDA graphs."""
     sampler = f("sampler_bytes_per_logit")
+    per_logit = _sampler_bytes(launch, sampler, image, notes if notes is not None else [])
     peak, basis = activation_peak(
         spec, tp=tp, expert_parallel=ep, batched_tokens=mnbt, num_seqs=mns,
-        sampler_bytes_per_logit=float(sampler.value), moe_chunk_tokens=int(f("fused_moe_chunk_tokens").value),
+        sampler_bytes_per_logit=per_logit, moe_chunk_tokens=int(f("fused_moe_chunk_tokens").value),
         moe_cache13_shared=bool(f("fused_moe_shared_cache13").value) if spec.moe else True,
         act_bytes=4 if mdtype in ("float32", "float") else 2,
     )
@@ -471,7 +492,8 @@ def _v0_interleaved_cap(launch, spec: ModelSpec, derived_len: int, f, notes: lis
     return derived_len
 
 
-def _mxfp4_padding(spec: ModelSpec, gpu: Gpu, f, notes: list[str]) -> tuple[int, int] | None:
+def _mxfp4_padding(spec: ModelSpec, gpu: Gpu, f, notes: list[str],
+                   env: dict | None = None) -> tuple[int, int] | None:
     """(intermediate, hidden) multiples the MXFP4 MoE kernel for this GPU pads experts to."""
     q = spec.quant
     if q is None or (q.method or "").lower() != "mxfp4" or spec.moe is None:
@@ -483,9 +505,32 @@ def _mxfp4_padding(spec: ModelSpec, gpu: Gpu, f, notes: list[str]) -> tuple[int,
     if not cc:
         notes.append("GPU compute capability unknown: MXFP4 expert padding not applied")
         return None
-    key = "below_90" if cc[0] < 9 else "sm100" if tuple(cc[:2]) == (10, 0) else "triton"
-    rule = row.get(key)
+    kernel = mxfp4_moe_kernel(row, tuple(cc[:2]), env or {})
+    rule = row.get(kernel)
+    if kernel == "marlin" and tuple(cc[:2]) >= (9, 0) and not row.get("triton_kernels_shipped"):
+        notes.append("MXFP4 MoE on Marlin (weight-only): this release does not ship triton_kernels "
+                     f"({row.source.split(';')[0]})")
     return (int(rule["intermediate"]), int(rule["hidden"])) if rule else None
+
+
+def mxfp4_moe_kernel(row, cc: tuple[int, int], env: dict) -> str:
+    """The MXFP4 MoE kernel vLLM picks (get_mxfp4_backend), as the mxfp4_moe_padding row's key:
+    marlin | triton | flashinfer | flashinfer_cutlass. triton_kernels is taken as installed
+    only where the release ships it."""
+    def on(name: str) -> bool:
+        return str(env.get(name, "")).strip().lower() in ("1", "true")
+
+    if on("VLLM_MXFP4_USE_MARLIN"):
+        return "marlin"
+    sm100 = cc == (10, 0) if row.get("flashinfer_sm100") == "exact" else cc[0] == 10
+    if sm100:
+        return "flashinfer_cutlass" if on("VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8_CUTLASS") else "flashinfer"
+    if cc == (9, 0) and on("VLLM_USE_FLASHINFER_MOE_MXFP4_BF16"):
+        return "flashinfer_cutlass"
+    below = row.get("triton_cc_below")
+    triton = (row.get("triton_kernels_shipped") and cc >= (9, 0)
+              and (below is None or cc[0] * 10 + cc[1] < int(below)))
+    return "triton" if triton else "marlin"
 
 
 def _mla_layout(launch, spec: ModelSpec, version: str, f, notes: list[str]) -> str:
