@@ -157,3 +157,21 @@ def finding(result, code: str):
     found = [f for f in result.findings if f.code == code]
     assert found, f"{code} not in {codes(result)}"
     return found[0]
+
+
+def gpt_oss_120b(root: Path) -> Path:
+    """openai/gpt-oss-120b's config.json (published numbers): MXFP4 experts, attention sinks,
+    sliding-window layers alternating with full attention; no weights index (the planner sizes
+    the weights from the shapes)."""
+    root.mkdir(parents=True, exist_ok=True)
+    config = {"architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "hidden_size": 2880,
+              "intermediate_size": 2880, "head_dim": 64, "num_hidden_layers": 36,
+              "num_attention_heads": 64, "num_key_value_heads": 8, "num_local_experts": 128,
+              "experts_per_token": 4, "num_experts_per_tok": 4, "vocab_size": 201088,
+              "max_position_embeddings": 131072, "sliding_window": 128,
+              "layer_types": ["sliding_attention", "full_attention"] * 18,
+              "quantization_config": {"quant_method": "mxfp4", "modules_to_not_convert": [
+                  "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]},
+              "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
+    _write(root, "config.json", config)
+    return root

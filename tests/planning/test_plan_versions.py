@@ -177,14 +177,23 @@ def test_float32_index_total_is_halved_for_a_16_bit_run():
     assert split_weights(spec, run_dtype="bfloat16").total_bytes == pytest.approx(total / 2, rel=0.001)
 
 
-@pytest.mark.parametrize(("gpu", "tp", "inter", "hidden"), [
-    (A100, 4, 768, 3072),    # Marlin: 2,880 / 4 = 720 -> 768 (x128), hidden 2,880 -> 3,072 (x256)
-    (A100, 1, 2944, 3072),   # the H100-without-triton_kernels figure of issue #23278 is the same rule
-    (H100, 4, 768, 2880),    # Triton: 720 -> 768 (x64), hidden unpadded
-    (H100, 2, 1472, 2880),   # Triton: 1,440 -> 1,472
-    (dict(name="NVIDIA B200", key="b200", mib=183359, cc=(10, 0)), 4, 768, 3072),  # FlashInfer: x256
+B200 = dict(name="NVIDIA B200", key="b200", mib=183359, cc=(10, 0))
+B300 = dict(name="NVIDIA B300", key="b300", mib=275040, cc=(10, 3))
+
+
+@pytest.mark.parametrize(("gpu", "tp", "version", "inter", "hidden"), [
+    (A100, 4, "0.10.1", 768, 3072),   # Marlin: 2,880 / 4 = 720 -> 768 (x128), hidden 2,880 -> 3,072 (x256)
+    (A100, 1, "0.12.0", 2944, 3072),  # Marlin below 9.0 in every release
+    # 0.10.1 - 0.11.x ship no triton_kernels: Hopper runs Marlin (issue #23278's H100 log)
+    (H100, 1, "0.10.1", 2944, 3072),
+    (H100, 4, "0.11.0", 768, 3072),
+    (H100, 4, "0.12.0", 768, 2880),   # Triton (vendored from 0.12): 720 -> 768 (x64), hidden unpadded
+    (H100, 2, "0.13.0", 1472, 2880),  # Triton: 1,440 -> 1,472
+    (B200, 4, "0.10.1", 768, 3072),   # FlashInfer: x256
+    (B300, 4, "0.12.0", 768, 2880),   # 10.3 is not is_device_capability(100): Triton
+    (B300, 4, "0.13.0", 768, 3072),   # the 10.x family gets FlashInfer from 0.13
 ])
-def test_mxfp4_experts_are_padded_to_the_kernel_multiples(gpu, tp, inter, hidden):
+def test_mxfp4_experts_are_padded_to_the_kernel_multiples(gpu, tp, version, inter, hidden):
     from planning_builders import gpt_oss
 
     from servepilot.checkpoint.spec import QuantSpec
@@ -193,7 +202,7 @@ def test_mxfp4_experts_are_padded_to_the_kernel_multiples(gpu, tp, inter, hidden
     base = plan_deployment(deployment(spec, {"tensor_parallel_size": tp, "max_model_len": 8192},
                                       gpu=gpus(tp, **gpu), version="0.10.0"))  # before gpt-oss: no rule
     padded = plan_deployment(deployment(spec, {"tensor_parallel_size": tp, "max_model_len": 8192},
-                                        gpu=gpus(tp, **gpu), version="0.10.1"))
+                                        gpu=gpus(tp, **gpu), version=version))
     factor = inter * hidden / (2880 // tp * 2880)
 
     def experts(plan):
@@ -203,6 +212,21 @@ def test_mxfp4_experts_are_padded_to_the_kernel_multiples(gpu, tp, inter, hidden
 
     expert_share = split_weights(spec, tp=tp).by_kind["expert"]
     assert experts(padded) - experts(base) == pytest.approx(expert_share * (factor - 1), rel=0.01, abs=2)
+
+
+def test_mxfp4_marlin_forced_by_env_on_hopper_where_triton_would_run():
+    from planning_builders import gpt_oss
+
+    from servepilot.checkpoint.spec import QuantSpec
+
+    spec = gpt_oss(quant=QuantSpec(method="mxfp4"))
+
+    def weights(env):
+        plan = plan_deployment(deployment(spec, {"max_model_len": 8192}, gpu=gpus(1, **H100),
+                                          version="0.13.0", env=env))
+        return next(t.bytes for t in plan.terms if t.name == "weights")
+
+    assert weights({"VLLM_MXFP4_USE_MARLIN": "1"}) > weights({}) + 4 * GiB  # x1.09 of ~57 GiB
 
 
 @pytest.mark.parametrize(("version", "mnbt"), [("0.6.4", 512), ("0.7.3", 2048)])
@@ -268,3 +292,36 @@ def test_releases_that_count_other_processes_memory_say_so(version, env, noted):
     plan = plan_deployment(deployment(llama_70b(), options, gpu=gpus(8, **H100), version=version,
                                       env=env))
     assert any("other processes" in n for n in plan.notes) == noted
+
+
+def test_sampler_sorts_natively_where_flashinfer_is_only_an_extra():
+    # issue #23278: gpt-oss-120b from pip (0.10.1) on one H100 prints "Available KV cache
+    # memory: -2.14 GiB"; the vllm/vllm-openai image ships FlashInfer's sampler (no sort)
+    from planning_builders import gpt_oss
+
+    from servepilot.checkpoint.spec import QuantSpec
+    from servepilot.engines.command import ShellContext
+
+    dep = deployment(gpt_oss(quant=QuantSpec(method="mxfp4")), {}, gpu=gpus(1, **H100), version="0.10.1")
+    image = {"container": {"image": "vllm/vllm-openai:v0.10.1"}}
+    pip = plan_deployment(dep)
+    docker = plan_deployment(replace(dep, extra=image))
+    opted_out = plan_deployment(replace(dep, extra=image, launch=replace(
+        dep.launch, shell=ShellContext(env={"VLLM_USE_FLASHINFER_SAMPLER": "0"}))))
+    assert -3 * GiB < pip.available_kv_bytes < -1 * GiB
+    assert docker.available_kv_bytes > 1 * GiB
+    assert opted_out.available_kv_bytes == pip.available_kv_bytes
+    assert any("sorts natively" in n for n in pip.notes)
+    assert not any("sorts natively" in n for n in docker.notes)
+
+
+def test_sampler_choice_is_not_split_where_the_release_samples_one_way():
+    from planning_builders import gpt_oss
+
+    from servepilot.checkpoint.spec import QuantSpec
+
+    dep = deployment(gpt_oss(quant=QuantSpec(method="mxfp4")), {}, gpu=gpus(1, **H100), version="0.12.0")
+    pip = plan_deployment(dep)
+    docker = plan_deployment(replace(dep, extra={"container": {"image": "vllm/vllm-openai:v0.12.0"}}))
+    assert pip.available_kv_bytes == docker.available_kv_bytes
+    assert not any("sorts natively" in n for n in pip.notes)
