@@ -39,3 +39,60 @@ def test_fewer_sequences_leave_a_kv_budget_that_is_too_short_for_131k(tmp_path):
 def test_from_012_triton_experts_fit_one_h100(tmp_path):
     # 0.12 vendors triton_kernels: Hopper's experts are no longer padded for Marlin
     assert run_checks(_h100(gpt_oss_120b(tmp_path / "oss"), "0.12.0")).verdict == "pass"
+
+
+def _oss(tmp_path, version, cc, options=None, env=None, artifactory=None):
+    from dataclasses import replace
+
+    dep = deployment(gpt_oss_120b(tmp_path / "oss"), cc=cc, n=8, version=version, memory=180 * 2**30,
+                     options=options, env=env)
+    return replace(dep, extra={"nvidia_artifactory": artifactory}) if artifactory is not None else dep
+
+
+def test_forced_flash_attn_asserts_fa3_for_sinks_off_hopper_on_0_10(tmp_path):
+    # FlashAttentionImpl.__init__@v0.10.2: assert vllm_flash_attn_version == 3 ("Sinks are only
+    # supported in FlashAttention 3"); 0.10/0.11 take a forced backend without validating it
+    forced = run_checks(_oss(tmp_path, "0.10.2", (8, 6), env={"VLLM_ATTENTION_BACKEND": "FLASH_ATTN"}))
+    assert forced.findings[0].code == "SP-ATTN-001"
+    assert "Sinks are only supported in FlashAttention 3" in forced.findings[0].detail
+    # neighbours: the default picks TRITON_ATTN for sinks off Hopper; Hopper runs FA3
+    assert run_checks(_oss(tmp_path, "0.10.2", (8, 6))).resolved["attention_backend"] == "TRITON_ATTN"
+    assert "SP-ATTN-001" not in codes(run_checks(_oss(tmp_path, "0.10.2", (8, 6))))
+    hopper = run_checks(_oss(tmp_path, "0.11.0", (9, 0), env={"VLLM_ATTENTION_BACKEND": "FLASH_ATTN"}))
+    assert "SP-ATTN-001" not in codes(hopper)
+
+
+def test_fa2_forced_on_hopper_by_env_cannot_take_sinks_on_0_11(tmp_path):
+    # get_flash_attn_version@v0.11.0: VLLM_FLASH_ATTN_VERSION overrides the FA3 default on 9.x
+    fa2 = run_checks(_oss(tmp_path, "0.11.0", (9, 0), env={"VLLM_FLASH_ATTN_VERSION": "2"}))
+    assert "Sinks are only supported in FlashAttention 3" in finding(fa2, "SP-ATTN-001").detail
+    assert "SP-ATTN-001" not in codes(run_checks(_oss(tmp_path, "0.11.0", (9, 0),
+                                                      env={"VLLM_FLASH_ATTN_VERSION": "3"})))
+
+
+def test_fp8_kv_cache_with_sinks_on_b200_stops_0_11_0_only(tmp_path):
+    # use_trtllm_attention@v0.11.0 raises for an FP8 query with sinks; the query follows the fp8
+    # KV cache unless VLLM_FLASHINFER_DISABLE_Q_QUANTIZATION=1; 0.12 has the FP8-qkv sinks kernel
+    fp8 = {"kv_cache_dtype": "fp8"}
+    failed = run_checks(_oss(tmp_path, "0.11.0", (10, 0), options=fp8))
+    assert "TRTLLM FP8-qkv kernel is not supported for attention sinks" in finding(failed, "SP-ATTN-001").detail
+    assert failed.verdict == "fail"
+    for version, env in (("0.11.0", {"VLLM_FLASHINFER_DISABLE_Q_QUANTIZATION": "1"}), ("0.12.0", {})):
+        assert "SP-ATTN-001" not in codes(run_checks(_oss(tmp_path, version, (10, 0), options=fp8, env=env)))
+
+
+def test_flashinfer_without_trtllm_has_no_fallback_for_sinks_on_0_11(tmp_path):
+    # FlashInferMetadataBuilder@v0.11.0: "FlashInfer backend currently does not support attention
+    # sinks" when TRTLLM attention cannot run (switched off, offline, not exactly SM 10.0)
+    message = "FlashInfer backend currently does not support attention sinks"
+    for case in (dict(env={"VLLM_USE_TRTLLM_ATTENTION": "0"}), dict(artifactory=False)):
+        failed = run_checks(_oss(tmp_path, "0.11.0", (10, 0), **case))
+        assert message in finding(failed, "SP-ATTN-001").detail
+    forced_on_hopper = run_checks(_oss(tmp_path, "0.11.0", (9, 0), env={"VLLM_ATTENTION_BACKEND": "FLASHINFER"}))
+    assert message in finding(forced_on_hopper, "SP-ATTN-001").detail
+    # the network unknown: a note that says what happens offline, not a failure
+    unknown = run_checks(_oss(tmp_path, "0.11.0", (10, 0)))
+    assert unknown.verdict == "pass" and message in finding(unknown, "SP-ATTN-005").detail
+    # from 0.12 validation falls back to TRITON_ATTN offline instead
+    offline = run_checks(_oss(tmp_path, "0.13.0", (10, 0), artifactory=False))
+    assert offline.resolved["attention_backend"] == "TRITON_ATTN" and "SP-ATTN-001" not in codes(offline)

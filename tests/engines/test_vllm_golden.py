@@ -132,10 +132,11 @@ def test_sinks_on_sm100_say_the_host_decides_and_the_offline_answer(root, capsys
 
 
 @pytest.mark.parametrize("version, host_decides",
-                         [("0.11.0", False), ("0.13.0", True), ("0.18.0", True)])
+                         [("0.10.1", False), ("0.11.0", True), ("0.13.0", True), ("0.18.0", True)])
 def test_sinks_on_sm100_leave_the_cubins_unchecked_from_012(version, host_decides, root, capsys):
     # 0.12-0.15 already ask supports_trtllm_attention() (SM100 and the artifactory) in
-    # FlashInfer's supports_sink; 0.10-0.11 select FlashInfer on SM100 without asking
+    # FlashInfer's supports_sink; 0.10-0.11 select FlashInfer on SM100 without asking, and from
+    # 0.10.2 its metadata builder then raises for sinks without the cubins (0.10.1 has no raise)
     from servepilot.cli.main import main
 
     model = str(root / "gptoss-sinks")

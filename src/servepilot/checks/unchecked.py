@@ -44,6 +44,8 @@ def unchecked_of(dep, resolution=None) -> list[Unknown]:
     if decides:
         # SP-ATTN-005 names both outcomes; the one that happens is settled by the host's network
         instead = decides.get("without_cubins") or "no valid backend"
+        if decides.get("error_without_cubins"):  # 0.10.2-0.11: no fallback
+            instead = f"no other backend and stops ('{decides['error_without_cubins']}')"
         out.append(Unknown(
             "attention kernels on this host",
             f"{decides['backend']} runs the model's attention sinks only with FlashInfer's "

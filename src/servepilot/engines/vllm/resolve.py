@@ -335,12 +335,14 @@ def _select_backend(dep, version: str, cc: tuple[int, int], res: Resolution) -> 
         "use_mla": res.use_mla, "sink": res.has_sink, "sparse": res.use_sparse, "cc": cc,
         "qk_nope_head_dim": qk_nope, "trtllm_cubins": trtllm_cubins(dep, version),
         "sliding_window": _sliding_window(dep.spec),
+        "env": dict(dep.launch.shell.env or {}),
     }
     out = {"selection_mode": mode_row.mode, "block_size": block_size, "forced_backend": forced, "forced_by": forced_by,
            "facts": facts}
 
     if mode_row.mode == "legacy":
-        return out | _legacy_select(backends, order, ctx, version, forced)
+        return _note_legacy_sinks_host(out | _legacy_select(backends, order, ctx, version, forced),
+                                       backends, ctx, version)
     if block_size is None:
         out = _with_backend_block_size(_validated_select(out, backends, order, ctx, version, forced,
                                                          res), block_row, backends, version)
@@ -514,6 +516,7 @@ def _priority_list(prio_row, res: Resolution, cc) -> list[str]:
 
 def _legacy_select(backends, order, ctx, version, forced) -> dict:
     """vLLM 0.10/0.11: an if/else chain; the Impl then rejects what the chain did not check."""
+    ctx = dict(ctx, legacy=True)
     cc = ctx["cc"]
     family = cc[0] * 10
     out: dict = {}
@@ -553,6 +556,10 @@ def _impl_error(row, ctx) -> str | None:
     """Errors raised after selection, by the backend's Impl constructor or kernels."""
     if row is None:
         return None
+    if ctx.get("sink"):
+        refused = _sinks_refused(row, ctx)
+        if refused:
+            return refused
     kv = str(ctx["kv"])
     if kv.startswith("fp8") and row.impl_rejects_fp8:
         return row.impl_rejects_fp8
@@ -565,6 +572,52 @@ def _impl_error(row, ctx) -> str | None:
         return (f"triton.CompilationError: type fp8e4nv not supported in this architecture "
                 f"(the KV cache write kernel needs SM{row['fp8_e4m3_min_cc']}+; this GPU is SM{cc_int})")
     return None
+
+
+def _env_on(env: dict, name: str) -> bool | None:
+    """An engine boolean environment variable: True, False, or None when unset."""
+    value = str(env.get(name, "")).strip().lower()
+    return None if value == "" else value in ("1", "true")
+
+
+def _sinks_refused(row, ctx) -> str | None:
+    """0.10/0.11 check attention sinks only once the backend is built: FlashAttention's Impl
+    wants FA3, FlashInfer's metadata builder wants TRTLLM attention (exactly SM 10.0, cubins,
+    not switched off), and 0.11.0's TRTLLM refuses sinks with the FP8 query of an fp8 KV cache."""
+    env = ctx.get("env") or {}
+    cc = ctx["cc"]
+    # from 0.12 validation (supports_sink) has refused FLASH_ATTN before its Impl is built
+    if row.impl_rejects_sinks_off_fa3 and ctx.get("legacy"):
+        fa_version = str(env.get("VLLM_FLASH_ATTN_VERSION", "")).strip()
+        if cc[0] != 9 or fa_version == "2":
+            return row.impl_rejects_sinks_off_fa3
+    if row.sinks_need_trtllm:
+        trtllm = (tuple(cc) == (10, 0) and ctx.get("trtllm_cubins") is not False
+                  and _env_on(env, "VLLM_USE_TRTLLM_ATTENTION") is not False)
+        if not trtllm:
+            return row.sinks_need_trtllm
+        if (row.trtllm_fp8_query_rejects_sinks and str(ctx["kv"]).startswith("fp8")
+                and not _env_on(env, "VLLM_FLASHINFER_DISABLE_Q_QUANTIZATION")):
+            return row.trtllm_fp8_query_rejects_sinks
+    return None
+
+
+def _note_legacy_sinks_host(out: dict, backends, ctx, version: str) -> dict:
+    """0.10.2-0.11: FlashInfer with sinks runs only if the TRTLLM cubins can be had; with the
+    host's network unknown, say what happens without them (no fallback in these releases)."""
+    chosen = out.get("attention_backend")
+    row = kb.row_for(backends.get(chosen, []), version) if chosen else None
+    if not (row and ctx["sink"] and row.sinks_need_trtllm and ctx["trtllm_cubins"] is None
+            and not out.get("selection_error")):
+        return out
+    note = (f"the environment decides: {chosen} takes the model's attention sinks only through TRTLLM "
+            f"attention, whose cubins vLLM {version} downloads from NVIDIA's artifactory at start-up; "
+            f"on a host without them it stops with \"{row.sinks_need_trtllm}\"")
+    out["facts"].append(Evidence(note, row.source))
+    out["environment_decides"] = {"backend": chosen, "without_cubins": None,
+                                  "error_without_cubins": row.sinks_need_trtllm, "fact": note,
+                                  "source": row.source}
+    return out
 
 
 def validate(row, ctx) -> list[str]:
