@@ -96,3 +96,24 @@ def test_flashinfer_without_trtllm_has_no_fallback_for_sinks_on_0_11(tmp_path):
     # from 0.12 validation falls back to TRITON_ATTN offline instead
     offline = run_checks(_oss(tmp_path, "0.13.0", (10, 0), artifactory=False))
     assert offline.resolved["attention_backend"] == "TRITON_ATTN" and "SP-ATTN-001" not in codes(offline)
+
+
+def test_kv_budget_only_the_native_sampler_exhausts_is_a_warning_with_both_figures(tmp_path):
+    # a 32k context fits beside FlashInfer's sampler but not beside the native sort: the install
+    # decides (flashinfer is only the vllm[flashinfer] extra of the 0.10.1 wheel)
+    path = gpt_oss_120b(tmp_path / "oss")
+    result = run_checks(_h100(path, "0.10.1", options={"max_model_len": 32768}))
+    kv = finding(result, "SP-MEM-003")
+    assert (kv.severity, result.verdict) == ("warning", "warn")
+    assert "with it:" in kv.title and "FlashInfer installed" in kv.detail
+    remedies = [r.change for r in kv.remedies]
+    assert remedies[0] == "--max-num-seqs 512" and "pip install 'vllm[flashinfer]==0.10.1'" in remedies
+    # the install said: the image ships FlashInfer (no finding); VLLM_USE_FLASHINFER_SAMPLER=0 sorts
+    from dataclasses import replace
+
+    image = replace(_h100(path, "0.10.1", options={"max_model_len": 32768}),
+                    extra={"container": {"image": "vllm/vllm-openai:v0.10.1"}})
+    assert "SP-MEM-003" not in codes(run_checks(image))
+    native = run_checks(_h100(path, "0.10.1", options={"max_model_len": 32768},
+                              env={"VLLM_USE_FLASHINFER_SAMPLER": "0"}))
+    assert finding(native, "SP-MEM-003").severity == "error"

@@ -101,6 +101,10 @@ class MemoryPlan:
     load_over_stage: int | None = None
     load_over_stage_peak_bytes: int | None = None
     load_over_stage_cuda_bytes: int | None = None
+    # Where the sampler warm-up depends on whether FlashInfer is installed and the deployment
+    # does not say (vLLM 0.8 - 0.11 wheels): the KV budget had FlashInfer's sampler run
+    # instead of the native sort the plan assumes; None when the install does not matter.
+    available_kv_bytes_with_flashinfer_sampler: int | None = None
 
     @property
     def ok(self) -> bool:

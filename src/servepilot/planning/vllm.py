@@ -127,6 +127,10 @@ def plan_vllm(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list[
     available_per_stage = [req - w - subtract
                            for req, w in zip(requested_per_stage, per_stage, strict=True)]
     available_exact = False
+    flashinfer_available = None
+    if rt.peak_with_flashinfer_sampler is not None:
+        other = rt.peak_with_flashinfer_sampler + non_torch + (graphs if graphs_subtracted else 0)
+        flashinfer_available = min(req - w - other for req, w in zip(requested_per_stage, per_stage, strict=True))
     if kv_bytes_opt:
         available_per_stage = [kv_bytes_opt] * len(per_stage)
         available_exact = True
@@ -225,6 +229,8 @@ def plan_vllm(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list[
         load_over_stage=over,
         load_over_stage_peak_bytes=load_peaks[over] if over is not None else None,
         load_over_stage_cuda_bytes=stage_totals[over] if over is not None else None,
+        available_kv_bytes_with_flashinfer_sampler=(
+            flashinfer_available if not (kv_bytes_opt or available_override is not None) else None),
     )
 
 
@@ -366,24 +372,26 @@ class _Runtime:
     non_torch: int
     graphs: int
     graphs_subtracted: bool
+    peak_with_flashinfer_sampler: int | None = None  # set when the install decides the sampler
 
 
-def _sampler_bytes(launch, row, image: str | None, notes: list[str]) -> float:
-    """Bytes per logit of the sampler warm-up. Where FlashInfer is optional (the row's
+def _sampler_bytes(launch, row, image: str | None, notes: list[str]) -> tuple[float, float | None]:
+    """Bytes per logit of the sampler warm-up, and FlashInfer's figure when the install decides
+    and the deployment does not say. Where FlashInfer is optional (the row's
     without_flashinfer), a plain `pip install vllm` sorts natively; the vllm/vllm-openai image
     ships FlashInfer; VLLM_USE_FLASHINFER_SAMPLER=0 sorts natively everywhere."""
     native = row.get("without_flashinfer")
     if native is None:
-        return float(row.value)
+        return float(row.value), None
     env = str(launch.shell.env.get("VLLM_USE_FLASHINFER_SAMPLER", "")).strip()
     if env == "0":
-        return float(native)
+        return float(native), None
     if env or (image and "vllm-openai" in image):
-        return float(row.value)
+        return float(row.value), None
     notes.append(f"sampler warm-up sorts natively ({native:g} B per logit): flashinfer is not a "
                  f"dependency of this vLLM wheel; with it installed (pip install 'vllm[flashinfer]', "
                  f"or the vllm/vllm-openai image) {row.value:g} B")
-    return float(native)
+    return float(native), float(row.value)
 
 
 def _runtime(launch, spec: ModelSpec, f, *, generation: str, tp: int, pp: int, ep: bool, mnbt: int, mns: int,
@@ -392,13 +400,16 @@ def _runtime(launch, spec: ModelSpec, f, *, generation: str, tp: int, pp: int, e
     """The profile run's activation peak (with the attention backend's workspace), non-torch
     memory and CUDA graphs."""
     sampler = f("sampler_bytes_per_logit")
-    per_logit = _sampler_bytes(launch, sampler, image, notes if notes is not None else [])
-    peak, basis = activation_peak(
-        spec, tp=tp, expert_parallel=ep, batched_tokens=mnbt, num_seqs=mns,
-        sampler_bytes_per_logit=per_logit, moe_chunk_tokens=int(f("fused_moe_chunk_tokens").value),
+    per_logit, flashinfer_per_logit = _sampler_bytes(launch, sampler, image, notes if notes is not None else [])
+    peak_args = dict(
+        tp=tp, expert_parallel=ep, batched_tokens=mnbt, num_seqs=mns,
+        moe_chunk_tokens=int(f("fused_moe_chunk_tokens").value),
         moe_cache13_shared=bool(f("fused_moe_shared_cache13").value) if spec.moe else True,
         act_bytes=4 if mdtype in ("float32", "float") else 2,
     )
+    peak, basis = activation_peak(spec, sampler_bytes_per_logit=per_logit, **peak_args)
+    peak_flashinfer = (activation_peak(spec, sampler_bytes_per_logit=flashinfer_per_logit, **peak_args)[0]
+                       if flashinfer_per_logit is not None else None)
     workspace, ws_basis = 0, ""
     if backend and generation == "v1":
         ws = f("attention_workspace_bytes")
@@ -407,6 +418,8 @@ def _runtime(launch, spec: ModelSpec, f, *, generation: str, tp: int, pp: int, e
             workspace = int(ws.get(key))
             ws_basis = f" + {backend} workspace {workspace / GiB:.2f} GiB ({ws.source})"
     peak += workspace
+    if peak_flashinfer is not None:
+        peak_flashinfer += workspace
     nt = f("non_torch_bytes")
     vals = nt.get(generation) or nt.data  # a row may say how the other engine generation measures
     after_init = generation == "v1" and f("snapshot_after_distributed_init").value
@@ -424,7 +437,7 @@ def _runtime(launch, spec: ModelSpec, f, *, generation: str, tp: int, pp: int, e
         Term("non_torch", non_torch, False, int(nt.get("uncertainty")), nt.source),
         Term("cuda_graphs", graphs, eager, 0 if eager else int(cg.get("uncertainty")), how, subtracted=subtracted),
     )
-    return _Runtime(terms, peak, non_torch, graphs, subtracted)
+    return _Runtime(terms, peak, non_torch, graphs, subtracted, peak_flashinfer)
 
 
 def usage_context(launch) -> str:

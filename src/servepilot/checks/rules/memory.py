@@ -222,13 +222,71 @@ def no_kv_budget(dep, ctx) -> list[Finding]:
     # enough for one max_model_len request on top of making the budget positive
     short = -plan.available_kv_bytes + plan.max_model_len * plan.bytes_per_token
     remedies = _tp_remedies(dep, plan, "weights") + _util_remedy(plan, short) + [_hardware(plan)]
-    return [Finding(
-        "SP-MEM-003", "oom_kv_cache", "error",
-        f"no KV cache memory: the budget is {_g(plan.available_kv_bytes)} per GPU",
-        f"{plan.engine} will stop after profiling: weights ({_g(_weights_per_gpu(plan))}) and runtime leave nothing of "
-        f"{_g(plan.requested_bytes)} (gpu_memory_utilization {plan.gpu_memory_utilization}) for the KV cache.",
-        _evidence(plan), tuple(remedies),
-    )]
+    detail = (f"{plan.engine} will stop after profiling: weights ({_g(_weights_per_gpu(plan))}) and runtime leave "
+              f"nothing of {_g(plan.requested_bytes)} (gpu_memory_utilization {plan.gpu_memory_utilization}) for "
+              "the KV cache.")
+    severity, title = "error", f"no KV cache memory: the budget is {_g(plan.available_kv_bytes)} per GPU"
+    flashinfer = _with_flashinfer_sampler(dep, plan)
+    if flashinfer is not None:
+        # the install decides: a plain `pip install vllm` (0.8 - 0.11) sorts in the sampler warm-up
+        with_fi = flashinfer.available_kv_bytes
+        outcome = ("the launch fits" if with_fi > 0 and flashinfer.fits and flashinfer.weights_fit
+                   else f"a {plan.max_model_len:,}-token request still does not fit" if with_fi > 0
+                   else "there is still none")
+        detail += (f" That assumes the sampler warm-up's native sort (flashinfer is not a dependency of this "
+                   f"vLLM wheel): {plan.max_num_seqs:,} dummy requests over the whole vocabulary. With "
+                   f"FlashInfer installed (pip install 'vllm[flashinfer]', or the vllm/vllm-openai image) the "
+                   f"budget is {_g(with_fi)} and {outcome}.")
+        if with_fi > 0 and flashinfer.fits and flashinfer.weights_fit:
+            severity = "warning"
+            title = (f"no KV cache memory without FlashInfer's sampler: {_g(plan.available_kv_bytes)} per GPU "
+                     f"(with it: {_g(with_fi)})")
+        remedies = _seqs_remedies(dep, plan) + [Remedy(
+            "upgrade", f"pip install 'vllm[flashinfer]=={plan.engine_version}'",
+            f"FlashInfer's top-k/top-p sampler: KV budget {_g(plan.available_kv_bytes)} -> {_g(with_fi)} per GPU",
+            {"upgrade": {"package": "vllm[flashinfer]", "specifier": f"=={plan.engine_version}"}})] + remedies
+    return [Finding("SP-MEM-003", "oom_kv_cache", severity, title, detail, _evidence(plan), tuple(remedies))]
+
+
+def _replanned(dep, plan, *, env: dict | None = None, options: dict | None = None):
+    """The plan of `dep` with launch environment variables or options changed (None on error)."""
+    import dataclasses
+
+    from servepilot.errors import ServepilotError
+    from servepilot.planning import plan_deployment
+
+    launch = dep.launch
+    if env:
+        launch = dataclasses.replace(launch, shell=dataclasses.replace(launch.shell, env={**launch.shell.env, **env}))
+    if options:
+        launch = dataclasses.replace(launch, options={**launch.options, **options})
+    try:
+        return plan_deployment(dataclasses.replace(dep, launch=launch), kv_cache_dtype=plan.kv_cache_dtype,
+                               block_size=plan.block_size)
+    except ServepilotError:
+        return None
+
+
+def _with_flashinfer_sampler(dep, plan):
+    """The plan with FlashInfer's sampler, where the install decides it and the plan sorted."""
+    if plan.engine != "vllm" or plan.available_kv_bytes_with_flashinfer_sampler is None:
+        return None
+    return _replanned(dep, plan, env={"VLLM_USE_FLASHINFER_SAMPLER": "1"})
+
+
+def _seqs_remedies(dep, plan) -> list[Remedy]:
+    """Fewer dummy requests in the sampler warm-up: the largest --max-num-seqs that fits."""
+    for seqs in (512, 256, 128, 64):
+        if plan.max_num_seqs is None or seqs >= plan.max_num_seqs:
+            continue
+        fewer = _replanned(dep, plan, options={"max_num_seqs": seqs})
+        if fewer is not None and fewer.available_kv_bytes > 0 and fewer.fits:
+            return [Remedy("flag", f"--max-num-seqs {seqs}",
+                           f"the sampler warm-up over {seqs} requests instead of {plan.max_num_seqs:,}: KV budget "
+                           f"{_g(plan.available_kv_bytes)} -> {_g(fewer.available_kv_bytes)} per GPU; at most "
+                           f"{seqs} requests run at once",
+                           {"set": {"max_num_seqs": seqs}, "unset": []})]
+    return []
 
 
 def _llamacpp_kv(plan) -> list[Finding]:
