@@ -71,3 +71,12 @@ def pdmux_majors(version: str):
 def fp8_block_moe(version: str):
     """The whole-FP8-blocks-per-rank check of the MoE layers in `version`, as a row, or None."""
     return kb.row_for(kb.load_file("sglang", "quantization").fp8_block_moe, version)
+
+
+def architecture_backends(version: str, arch: str | None):
+    """The model-specific backend assert for `arch` in `version` (attention.yaml
+    architecture_backends), or None."""
+    if not arch:
+        return None
+    rows = kb.rows_for(kb.load_file("sglang", "attention").architecture_backends, version)
+    return next((row for row in rows if arch in row.archs), None)

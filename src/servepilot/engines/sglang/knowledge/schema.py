@@ -17,6 +17,7 @@ SCHEMA = {
         "forced_refusals": Rows(("backend", "reads", "cc_major_not_in", "fa3_rule", "error")),
         "hybrid_gdn_blackwell": Rows(("model_types", "blackwell_majors", "allowed", "allowed_sm120",
                                       "checks", "error")),
+        "architecture_backends": Rows(("archs", "supported", "reads", "error")),
     },
     "architectures": {
         "read": VALUE,
