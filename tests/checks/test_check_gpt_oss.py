@@ -119,3 +119,21 @@ def test_kv_budget_only_the_native_sampler_exhausts_is_a_warning_with_both_figur
     native = run_checks(_h100(path, "0.10.1", options={"max_model_len": 32768},
                               env={"VLLM_USE_FLASHINFER_SAMPLER": "0"}))
     assert finding(native, "SP-MEM-003").severity == "error"
+
+
+def test_flashinfer_sinks_need_trtllm_every_batch_from_0_12(tmp_path):
+    # FlashInferMetadataBuilder@v0.14.1 and @v0.19.0: FlashInfer stays valid for sinks on SM100
+    # (supports_sink asks the platform and the cubins only), then raises when TRTLLM attention is
+    # switched off or decode context parallelism keeps it from running
+    message = "FlashInfer backend currently does not support attention sinks"
+    off = {"attention_config": {"use_trtllm_attention": False}}
+    for version, case in (("0.14.1", dict(options=off)), ("0.19.0", dict(options=off)),
+                          ("0.12.0", dict(env={"VLLM_USE_TRTLLM_ATTENTION": "0"})),
+                          ("0.14.1", dict(options={"decode_context_parallel_size": 2}))):
+        failed = run_checks(_oss(tmp_path, version, (10, 0), artifactory=True, **case))
+        assert message in finding(failed, "SP-ATTN-001").detail, (version, case)
+    # neighbours: TRTLLM left on; and from 0.15 the environment variable is no longer read
+    assert "SP-ATTN-001" not in codes(run_checks(_oss(tmp_path, "0.14.1", (10, 0), artifactory=True)))
+    ignored = run_checks(_oss(tmp_path, "0.19.0", (10, 0), artifactory=True,
+                              env={"VLLM_USE_TRTLLM_ATTENTION": "0"}))
+    assert "SP-ATTN-001" not in codes(ignored)

@@ -45,7 +45,8 @@ def _evidence(facts) -> tuple[Evidence, ...]:
         "cache.",
         "Attention sinks (gpt-oss) in 0.10/0.11: a forced FLASH_ATTN asserts FA3 (compute capability 9.x only); "
         "FlashInfer needs TRTLLM attention (SM 10.0, cubins, VLLM_USE_TRTLLM_ATTENTION not 0), and 0.11.0's TRTLLM "
-        "refuses sinks with the FP8 query an fp8 KV cache brings.",
+        "refuses sinks with the FP8 query an fp8 KV cache brings. From 0.12 FlashInfer is valid for sinks on SM100 "
+        "but its metadata builder raises when TRTLLM attention is switched off or -dcp > 1 keeps it from running.",
     ),
     sources=(KNOWLEDGE, "vllm/platforms/cuda.py@v0.16.0", "vllm/v1/attention/backend.py@v0.16.0",
              "https://github.com/vllm-project/vllm/pull/34597"),

@@ -336,6 +336,8 @@ def _select_backend(dep, version: str, cc: tuple[int, int], res: Resolution) -> 
         "qk_nope_head_dim": qk_nope, "trtllm_cubins": trtllm_cubins(dep, version),
         "sliding_window": _sliding_window(dep.spec),
         "env": dict(dep.launch.shell.env or {}),
+        "trtllm_off": _trtllm_switched_off(dep, version),
+        "dcp": _int_option(dep.launch.options.get("decode_context_parallel_size")) or 1,
     }
     out = {"selection_mode": mode_row.mode, "block_size": block_size, "forced_backend": forced, "forced_by": forced_by,
            "facts": facts}
@@ -591,15 +593,42 @@ def _sinks_refused(row, ctx) -> str | None:
         fa_version = str(env.get("VLLM_FLASH_ATTN_VERSION", "")).strip()
         if cc[0] != 9 or fa_version == "2":
             return row.impl_rejects_sinks_off_fa3
+    if row.sinks_refused_without_trtllm_run and (ctx.get("trtllm_off") or ctx.get("dcp", 1) > 1):
+        return row.sinks_refused_without_trtllm_run
     if row.sinks_need_trtllm:
-        trtllm = (tuple(cc) == (10, 0) and ctx.get("trtllm_cubins") is not False
-                  and _env_on(env, "VLLM_USE_TRTLLM_ATTENTION") is not False)
+        trtllm = tuple(cc) == (10, 0) and ctx.get("trtllm_cubins") is not False and not ctx.get("trtllm_off")
         if not trtllm:
             return row.sinks_need_trtllm
         if (row.trtllm_fp8_query_rejects_sinks and str(ctx["kv"]).startswith("fp8")
                 and not _env_on(env, "VLLM_FLASHINFER_DISABLE_Q_QUANTIZATION")):
             return row.trtllm_fp8_query_rejects_sinks
     return None
+
+
+def _trtllm_switched_off(dep, version: str) -> bool:
+    """TRTLLM attention switched off: --attention-config's use_trtllm_attention false (0.13+),
+    or VLLM_USE_TRTLLM_ATTENTION=0 where vLLM reads its environment (the forcing rows'
+    env_honoured: up to 0.14, PR #32812)."""
+    ac = dep.launch.options.get("attention_config")
+    if isinstance(ac, str):
+        import json
+
+        try:
+            ac = json.loads(ac)
+        except (ValueError, RecursionError):
+            ac = None
+    if isinstance(ac, dict) and ac.get("use_trtllm_attention") is not None:
+        return str(ac["use_trtllm_attention"]).strip().lower() in ("false", "0")
+    row = kb.row_for(kb.load_file(ENGINE, "attention").forcing, version)
+    env = dep.launch.shell.env or {}
+    return bool(row is not None and row.env_honoured and _env_on(env, "VLLM_USE_TRTLLM_ATTENTION") is False)
+
+
+def _int_option(value) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
 
 
 def _note_legacy_sinks_host(out: dict, backends, ctx, version: str) -> dict:
