@@ -137,3 +137,15 @@ def test_flashinfer_sinks_need_trtllm_every_batch_from_0_12(tmp_path):
     ignored = run_checks(_oss(tmp_path, "0.19.0", (10, 0), artifactory=True,
                               env={"VLLM_USE_TRTLLM_ATTENTION": "0"}))
     assert "SP-ATTN-001" not in codes(ignored)
+
+
+def test_marlin_mxfp4_on_hopper_names_the_release_that_leaves_it(tmp_path):
+    # quantization.yaml: mxfp4 native on Hopper from the 0.12 row (triton_kernels shipped)
+    old = finding(run_checks(_h100(gpt_oss_120b(tmp_path / "oss"), "0.11.0",
+                                   options={"max_model_len": 8192, "max_num_seqs": 64})), "SP-QUANT-002")
+    assert old.remedies[0].change == "pip install 'vllm>=0.12.0'"
+    assert "padding" in old.detail
+    # an Ada card stays on Marlin in every release read: no upgrade to offer
+    ada = run_checks(deployment(gpt_oss_120b(tmp_path / "oss"), cc=(8, 9), n=4, version="0.11.0",
+                                memory=48 * 2**30, options={"max_model_len": 8192}))
+    assert [r.kind for r in finding(ada, "SP-QUANT-002").remedies] == ["hardware"]

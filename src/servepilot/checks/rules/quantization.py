@@ -51,14 +51,30 @@ def quant_fallback(dep, ctx) -> list[Finding]:
     speed = res.release.quant_speed  # hardware ratios, not engine facts
     ratio = speed.fp4_over_bf16 if "fp4" in q.method or "mxfp4" in q.method else speed.fp8_over_bf16
     parts = [f"linear: {q.linear}"] + ([f"MoE experts: {q.moe}"] if q.moe else [])
+    # MXFP4 experts are re-laid for Marlin with their sizes padded (mxfp4_moe_padding: x1.09
+    # for gpt-oss); the other methods keep the checkpoint's size
+    memory = ("memory grows by the experts' Marlin padding (the plan counts it)" if q.method == "mxfp4"
+              else "memory is unchanged")
+    remedies = [Remedy(
+        "hardware",
+        f"GPUs with native {q.method} kernels (compute capability >= {(q.native_min_cc or 0) / 10:.1f})",
+        f"up to {ratio}x faster matmuls",
+        {"hardware": {"min_compute_capability": f"{(q.native_min_cc or 0) / 10:.1f}"}},
+    )]
+    later = _first_native_release(q.method, res.gpu_cc, res.engine_version)
+    if later:
+        remedies.insert(0, Remedy(
+            "upgrade", f"pip install 'vllm>={later}'",
+            f"vLLM {later} runs {q.method} on compute capability {res.gpu_cc[0]}.{res.gpu_cc[1]} "
+            "without the weight-only Marlin fallback; a new engine release to install and validate",
+            {"upgrade": {"package": "vllm", "specifier": f">={later}"}}))
     findings = [
         Finding(
             "SP-QUANT-002",
             "quantization_support",
             "warning",
             f"{q.method} runs weight-only (Marlin) on compute capability {res.gpu_cc[0]}.{res.gpu_cc[1]}",
-            f"No native {q.method} kernel for this GPU ({'; '.join(parts)}). The launch works and memory "
-            "is unchanged, "
+            f"No native {q.method} kernel for this GPU ({'; '.join(parts)}). The launch works and {memory}, "
             f"but activations stay 16-bit: up to {ratio}x less peak tensor-core throughput than the native "
             "path, "
             "mostly felt in prefill and large batches (decode is bandwidth-bound).",
@@ -66,17 +82,33 @@ def quant_fallback(dep, ctx) -> list[Finding]:
                 Evidence(f"{q.method}: native from capability {q.native_min_cc}", q.source),
                 Evidence(f"low-precision peak is {ratio}x BF16", speed.source),
             ),
-            (
-                Remedy(
-                    "hardware",
-                    f"GPUs with native {q.method} kernels (compute capability >= {(q.native_min_cc or 0) / 10:.1f})",
-                    f"up to {ratio}x faster matmuls",
-                    {"hardware": {"min_compute_capability": f"{(q.native_min_cc or 0) / 10:.1f}"}},
-                ),
-            ),
+            tuple(remedies),
         )
     ]
     return findings
+
+
+def _first_native_release(method: str, cc, version: str | None) -> str | None:
+    """The first later vLLM release (a row's lower bound in quantization.yaml) whose kernels for
+    `method` are native on this GPU, e.g. mxfp4 on Hopper from 0.12 (triton_kernels shipped)."""
+    from packaging.version import Version
+
+    from servepilot.engines import knowledge as kb
+
+    if not version or cc is None:
+        return None
+    value, family = cc[0] * 10 + cc[1], cc[0] * 10
+    for row in kb.load_file("vllm", "quantization").methods.get(method, []):
+        low = next((part[2:] for part in str(row.versions).split(",") if part.startswith(">=")), None)
+        if low is None or Version(low) <= Version(version):
+            continue
+        native_min = row.native_min_cc
+        families = row.native_families
+        moe_families = row.moe_native_families
+        if ((native_min is None or value >= native_min) and (not families or family in families)
+                and (moe_families is None or family in moe_families)):
+            return low
+    return None
 
 
 def _marlin_tiles(dep, res, q) -> list[Finding]:
