@@ -149,3 +149,18 @@ def test_marlin_mxfp4_on_hopper_names_the_release_that_leaves_it(tmp_path):
     ada = run_checks(deployment(gpt_oss_120b(tmp_path / "oss"), cc=(8, 9), n=4, version="0.11.0",
                                 memory=48 * 2**30, options={"max_model_len": 8192}))
     assert [r.kind for r in finding(ada, "SP-QUANT-002").remedies] == ["hardware"]
+
+
+def test_the_planners_mxfp4_kernel_and_the_resolvers_agree_on_marlin(tmp_path):
+    # two views of one fact (vllm_memory.yaml pads for the kernel; quantization.yaml says
+    # whether it is the Marlin fallback): they must name the same kernel family everywhere
+    from servepilot.engines.vllm.resolve import resolve
+    from servepilot.planning.facts import fact
+    from servepilot.planning.vllm import mxfp4_moe_kernel
+
+    path = gpt_oss_120b(tmp_path / "oss")
+    for version in ("0.10.1", "0.10.2", "0.11.0", "0.12.0", "0.13.0", "0.19.0"):
+        for cc in ((8, 0), (8, 6), (8, 9), (9, 0), (10, 0), (10, 3), (12, 0)):
+            res = resolve(deployment(path, cc=cc, n=8, version=version, memory=96 * 2**30))
+            kernel = mxfp4_moe_kernel(fact("vllm", "mxfp4_moe_padding", version), cc, {})
+            assert (kernel == "marlin") == (res.quant.moe != "native"), (version, cc, kernel, res.quant.moe)

@@ -806,12 +806,15 @@ def resolve_quant(dep, version: str, cc: tuple[int, int] | None, *, given: str |
         scheme = (dep.spec.quant.quant_algo or "").lower() if dep.spec and dep.spec.quant else ""
         native_min = next((v for k, v in row.scheme_native_min_cc.items() if k in scheme), None)
     families = row.native_families
-    native = (native_min is None or value >= native_min) and (not families or cc[0] * 10 in families)
+    # native_max_cc: a kernel gated on one exact capability (mxfp4's FlashInfer on 10.0 only
+    # up to 0.12: is_device_capability(100))
+    below_max = row.native_max_cc is None or value <= row.native_max_cc
+    native = (native_min is None or value >= native_min) and (not families or cc[0] * 10 in families) and below_max
     linear = "native" if native else row.fallback
     moe = None
     if dep.spec is not None and dep.spec.is_moe:
         moe_families = row.moe_native_families
-        moe_native = native if moe_families is None else cc[0] * 10 in moe_families
+        moe_native = native if moe_families is None else cc[0] * 10 in moe_families and below_max
         moe = "native" if moe_native else (row.fallback or "unsupported")
         native = native and moe_native
     return QuantKernels(method=method, min_cc=row.min_cc, native_min_cc=native_min, linear=linear, moe=moe,

@@ -83,7 +83,7 @@ SCHEMA = {
     },
     "quantization": {
         "methods": KeyedRows(("fallback", "min_cc", "fallback_constraints", "moe_native_families",
-                              "native_families", "native_min_cc", "scheme_native_min_cc")),
+                              "native_families", "native_min_cc", "scheme_native_min_cc", "native_max_cc")),
         "marlin_overrides": Rows(("map",)),
         "speed": Rows(("fp4_over_bf16", "fp8_over_bf16")),
         "fp8_block_moe": Rows(("message",)),
