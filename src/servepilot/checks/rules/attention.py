@@ -43,10 +43,12 @@ def _evidence(facts) -> tuple[Evidence, ...]:
         "from vLLM 0.18.0 (PR #34597).",
         "vLLM 0.10/0.11 choose without validating; TRITON_MLA's Impl then raises NotImplementedError for an fp8 KV "
         "cache.",
-        "Attention sinks (gpt-oss) in 0.10/0.11: a forced FLASH_ATTN asserts FA3 (compute capability 9.x only); "
-        "FlashInfer needs TRTLLM attention (SM 10.0, cubins, VLLM_USE_TRTLLM_ATTENTION not 0), and 0.11.0's TRTLLM "
-        "refuses sinks with the FP8 query an fp8 KV cache brings. From 0.12 FlashInfer is valid for sinks on SM100 "
-        "but its metadata builder raises when TRTLLM attention is switched off or -dcp > 1 keeps it from running.",
+        "Attention sinks (gpt-oss) in 0.10/0.11: a forced FLASH_ATTN asserts FA3 (compute "
+        "capability 9.x only); FlashInfer needs TRTLLM attention (SM 10.0, cubins, "
+        "VLLM_USE_TRTLLM_ATTENTION not 0), and 0.11.0's TRTLLM refuses sinks with the FP8 query "
+        "an fp8 KV cache brings. From 0.12 FlashInfer is valid for sinks on SM100 but its "
+        "metadata builder raises when TRTLLM attention is switched off or -dcp > 1 keeps it from "
+        "running.",
     ),
     sources=(KNOWLEDGE, "vllm/platforms/cuda.py@v0.16.0", "vllm/v1/attention/backend.py@v0.16.0",
              "https://github.com/vllm-project/vllm/pull/34597"),
@@ -402,12 +404,14 @@ def v1_fp8_kv_cache(dep, ctx) -> list[Finding]:
         "(flashinfer-cubin, VLLM_HAS_FLASHINFER_CUBIN=1) or downloads from NVIDIA's artifactory at start-up; "
         "has_nvidia_artifactory() makes an HTTP request then.",
         "Without them FlashInfer reports 'sink setting not supported' and vLLM takes the next backend (TRITON_ATTN).",
-        "vLLM 0.10.2 - 0.11 choose FlashInfer on SM 10.0 without validating it: without the cubins its metadata "
-        "builder raises 'FlashInfer backend currently does not support attention sinks' (no fallback).",
+        "vLLM 0.10.2 - 0.11 choose FlashInfer on SM 10.0 without validating it: without the "
+        "cubins its metadata builder raises 'FlashInfer backend currently does not support "
+        "attention sinks' (no fallback).",
     ),
     sources=(KNOWLEDGE, "vllm/utils/flashinfer.py@v0.18.0 (has_nvidia_artifactory, supports_trtllm_attention)",
              "vllm/v1/attention/backends/flashinfer.py@v0.18.0 (supports_sink)",
-             "vllm/v1/attention/backends/flashinfer.py@v0.10.2 and @v0.11.0 (FlashInferMetadataBuilder: has_sinks)"),
+             "vllm/v1/attention/backends/flashinfer.py@v0.10.2 and @v0.11.0 "
+             "(FlashInferMetadataBuilder: has_sinks)"),
     engines=("vllm",),
 )
 def sinks_backend_depends_on_host(dep, ctx) -> list[Finding]:

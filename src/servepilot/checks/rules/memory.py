@@ -222,30 +222,35 @@ def no_kv_budget(dep, ctx) -> list[Finding]:
     # enough for one max_model_len request on top of making the budget positive
     short = -plan.available_kv_bytes + plan.max_model_len * plan.bytes_per_token
     remedies = _tp_remedies(dep, plan, "weights") + _util_remedy(plan, short) + [_hardware(plan)]
-    detail = (f"{plan.engine} will stop after profiling: weights ({_g(_weights_per_gpu(plan))}) and runtime leave "
-              f"nothing of {_g(plan.requested_bytes)} (gpu_memory_utilization {plan.gpu_memory_utilization}) for "
-              "the KV cache.")
-    severity, title = "error", f"no KV cache memory: the budget is {_g(plan.available_kv_bytes)} per GPU"
+    detail = (f"{plan.engine} will stop after profiling: weights ({_g(_weights_per_gpu(plan))}) "
+              f"and runtime leave nothing of {_g(plan.requested_bytes)} (gpu_memory_utilization "
+              f"{plan.gpu_memory_utilization}) for the KV cache.")
+    budget = _g(plan.available_kv_bytes)
+    severity, title = "error", f"no KV cache memory: the budget is {budget} per GPU"
     flashinfer = _with_flashinfer_sampler(dep, plan)
     if flashinfer is not None:
-        # the install decides: a plain `pip install vllm` (0.8 - 0.11) sorts in the sampler warm-up
+        # the install decides: a plain `pip install vllm` (0.8 - 0.11) sorts in the sampler
+        # warm-up, FlashInfer's sampler does not
         with_fi = flashinfer.available_kv_bytes
-        outcome = ("the launch fits" if with_fi > 0 and flashinfer.fits and flashinfer.weights_fit
+        fits = with_fi > 0 and flashinfer.fits and flashinfer.weights_fit
+        outcome = ("the launch fits" if fits
                    else f"a {plan.max_model_len:,}-token request still does not fit" if with_fi > 0
                    else "there is still none")
-        detail += (f" That assumes the sampler warm-up's native sort (flashinfer is not a dependency of this "
-                   f"vLLM wheel): {plan.max_num_seqs:,} dummy requests over the whole vocabulary. With "
-                   f"FlashInfer installed (pip install 'vllm[flashinfer]', or the vllm/vllm-openai image) the "
-                   f"budget is {_g(with_fi)} and {outcome}.")
-        if with_fi > 0 and flashinfer.fits and flashinfer.weights_fit:
+        detail += (" That assumes the sampler warm-up's native sort (flashinfer is not a "
+                   f"dependency of this vLLM wheel): {plan.max_num_seqs:,} dummy requests over the "
+                   "whole vocabulary. With FlashInfer installed (pip install 'vllm[flashinfer]', or "
+                   f"the vllm/vllm-openai image) the budget is {_g(with_fi)} and {outcome}.")
+        if fits:
             severity = "warning"
-            title = (f"no KV cache memory without FlashInfer's sampler: {_g(plan.available_kv_bytes)} per GPU "
+            title = (f"no KV cache memory without FlashInfer's sampler: {budget} per GPU "
                      f"(with it: {_g(with_fi)})")
+        version = plan.engine_version
         remedies = _seqs_remedies(dep, plan) + [Remedy(
-            "upgrade", f"pip install 'vllm[flashinfer]=={plan.engine_version}'",
-            f"FlashInfer's top-k/top-p sampler: KV budget {_g(plan.available_kv_bytes)} -> {_g(with_fi)} per GPU",
-            {"upgrade": {"package": "vllm[flashinfer]", "specifier": f"=={plan.engine_version}"}})] + remedies
-    return [Finding("SP-MEM-003", "oom_kv_cache", severity, title, detail, _evidence(plan), tuple(remedies))]
+            "upgrade", f"pip install 'vllm[flashinfer]=={version}'",
+            f"FlashInfer's top-k/top-p sampler: KV budget {budget} -> {_g(with_fi)} per GPU",
+            {"upgrade": {"package": "vllm[flashinfer]", "specifier": f"=={version}"}})] + remedies
+    return [Finding("SP-MEM-003", "oom_kv_cache", severity, title, detail, _evidence(plan),
+                    tuple(remedies))]
 
 
 def _replanned(dep, plan, *, env: dict | None = None, options: dict | None = None):
@@ -257,12 +262,13 @@ def _replanned(dep, plan, *, env: dict | None = None, options: dict | None = Non
 
     launch = dep.launch
     if env:
-        launch = dataclasses.replace(launch, shell=dataclasses.replace(launch.shell, env={**launch.shell.env, **env}))
+        shell = dataclasses.replace(launch.shell, env={**launch.shell.env, **env})
+        launch = dataclasses.replace(launch, shell=shell)
     if options:
         launch = dataclasses.replace(launch, options={**launch.options, **options})
     try:
-        return plan_deployment(dataclasses.replace(dep, launch=launch), kv_cache_dtype=plan.kv_cache_dtype,
-                               block_size=plan.block_size)
+        return plan_deployment(dataclasses.replace(dep, launch=launch),
+                               kv_cache_dtype=plan.kv_cache_dtype, block_size=plan.block_size)
     except ServepilotError:
         return None
 
@@ -282,9 +288,10 @@ def _seqs_remedies(dep, plan) -> list[Remedy]:
         fewer = _replanned(dep, plan, options={"max_num_seqs": seqs})
         if fewer is not None and fewer.available_kv_bytes > 0 and fewer.fits:
             return [Remedy("flag", f"--max-num-seqs {seqs}",
-                           f"the sampler warm-up over {seqs} requests instead of {plan.max_num_seqs:,}: KV budget "
-                           f"{_g(plan.available_kv_bytes)} -> {_g(fewer.available_kv_bytes)} per GPU; at most "
-                           f"{seqs} requests run at once",
+                           f"the sampler warm-up over {seqs} requests instead of "
+                           f"{plan.max_num_seqs:,}: KV budget {_g(plan.available_kv_bytes)} -> "
+                           f"{_g(fewer.available_kv_bytes)} per GPU; at most {seqs} requests run "
+                           "at once",
                            {"set": {"max_num_seqs": seqs}, "unset": []})]
     return []
 

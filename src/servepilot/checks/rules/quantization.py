@@ -53,13 +53,14 @@ def quant_fallback(dep, ctx) -> list[Finding]:
     parts = [f"linear: {q.linear}"] + ([f"MoE experts: {q.moe}"] if q.moe else [])
     # MXFP4 experts are re-laid for Marlin with their sizes padded (mxfp4_moe_padding: x1.09
     # for gpt-oss); the other methods keep the checkpoint's size
-    memory = ("memory grows by the experts' Marlin padding (the plan counts it)" if q.method == "mxfp4"
-              else "memory is unchanged")
+    memory = ("memory grows by the experts' Marlin padding (the plan counts it)"
+              if q.method == "mxfp4" else "memory is unchanged")
+    native_cc = f"{(q.native_min_cc or 0) / 10:.1f}"
     remedies = [Remedy(
         "hardware",
-        f"GPUs with native {q.method} kernels (compute capability >= {(q.native_min_cc or 0) / 10:.1f})",
+        f"GPUs with native {q.method} kernels (compute capability >= {native_cc})",
         f"up to {ratio}x faster matmuls",
-        {"hardware": {"min_compute_capability": f"{(q.native_min_cc or 0) / 10:.1f}"}},
+        {"hardware": {"min_compute_capability": native_cc}},
     )]
     later = _first_native_release(q.method, res.gpu_cc, res.engine_version)
     if later:
@@ -74,9 +75,9 @@ def quant_fallback(dep, ctx) -> list[Finding]:
             "quantization_support",
             "warning",
             f"{q.method} runs weight-only (Marlin) on compute capability {res.gpu_cc[0]}.{res.gpu_cc[1]}",
-            f"No native {q.method} kernel for this GPU ({'; '.join(parts)}). The launch works and {memory}, "
-            f"but activations stay 16-bit: up to {ratio}x less peak tensor-core throughput than the native "
-            "path, "
+            f"No native {q.method} kernel for this GPU ({'; '.join(parts)}). The launch works and "
+            f"{memory}, but activations stay 16-bit: up to {ratio}x less peak tensor-core "
+            "throughput than the native path, "
             "mostly felt in prefill and large batches (decode is bandwidth-bound).",
             (
                 Evidence(f"{q.method}: native from capability {q.native_min_cc}", q.source),
@@ -99,7 +100,8 @@ def _first_native_release(method: str, cc, version: str | None) -> str | None:
         return None
     value, family = cc[0] * 10 + cc[1], cc[0] * 10
     for row in kb.load_file("vllm", "quantization").methods.get(method, []):
-        low = next((part[2:] for part in str(row.versions).split(",") if part.startswith(">=")), None)
+        bounds = str(row.versions).split(",")
+        low = next((part[2:] for part in bounds if part.startswith(">=")), None)
         if low is None or Version(low) <= Version(version):
             continue
         native_min = row.native_min_cc

@@ -66,20 +66,31 @@ def sglang_architecture_backend(dep, ctx) -> list[Finding]:
             "SP-ATTN-010",
             "attention_backend",
             "error",
-            f"SGLang {version} runs {archs[0]} only on {', '.join(row.supported)}: {named} is refused",
-            f"SGLang {version}'s model-specific adjustments stop the server before it starts:\n  {error}",
+            f"SGLang {version} runs {archs[0]} only on {', '.join(row.supported)}: "
+            f"{named} is refused",
+            f"SGLang {version}'s model-specific adjustments stop the server before it starts:"
+            f"\n  {error}",
             (
                 Evidence(named, "command line"),
                 Evidence(f"{archs[0]} accepts {row.supported}", row.source),
             ),
             (
-                Remedy("flag", "drop the attention backend flags",
-                       "SGLang picks trtllm_mha on SM100, fa3 on SM90, triton elsewhere for this model",
-                       {"set": {}, "unset": [k for k in _NAMED if opts.get(k)]}),
-                Remedy("flag", "--attention-backend triton",
-                       "Triton kernels run on every CUDA GPU; usually slower than fa3 / trtllm_mha",
-                       {"set": {"attention_backend": "triton"},
-                        "unset": [k for k in _NAMED[1:] if opts.get(k)]}),
+                Remedy(
+                    "flag",
+                    "drop the attention backend flags",
+                    "SGLang picks trtllm_mha on SM100, fa3 on SM90, triton elsewhere for this "
+                    "model",
+                    {"set": {}, "unset": [k for k in _NAMED if opts.get(k)]},
+                ),
+                Remedy(
+                    "flag",
+                    "--attention-backend triton",
+                    "Triton kernels run on every CUDA GPU; usually slower than fa3 / trtllm_mha",
+                    {
+                        "set": {"attention_backend": "triton"},
+                        "unset": [k for k in _NAMED[1:] if opts.get(k)],
+                    },
+                ),
             ),
         )
     ]

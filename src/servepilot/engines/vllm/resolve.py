@@ -809,7 +809,8 @@ def resolve_quant(dep, version: str, cc: tuple[int, int] | None, *, given: str |
     # native_max_cc: a kernel gated on one exact capability (mxfp4's FlashInfer on 10.0 only
     # up to 0.12: is_device_capability(100))
     below_max = row.native_max_cc is None or value <= row.native_max_cc
-    native = (native_min is None or value >= native_min) and (not families or cc[0] * 10 in families) and below_max
+    native = ((native_min is None or value >= native_min)
+              and (not families or cc[0] * 10 in families) and below_max)
     linear = "native" if native else row.fallback
     moe = None
     if dep.spec is not None and dep.spec.is_moe:
