@@ -171,7 +171,8 @@ def gpt_oss_120b(root: Path) -> Path:
               "max_position_embeddings": 131072, "sliding_window": 128,
               "layer_types": ["sliding_attention", "full_attention"] * 18,
               "quantization_config": {"quant_method": "mxfp4", "modules_to_not_convert": [
-                  "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]},
+                  "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens",
+                  "lm_head"]},
               "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
     _write(root, "config.json", config)
     return root

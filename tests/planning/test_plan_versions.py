@@ -182,12 +182,14 @@ B300 = dict(name="NVIDIA B300", key="b300", mib=275040, cc=(10, 3))
 
 
 @pytest.mark.parametrize(("gpu", "tp", "version", "inter", "hidden"), [
-    (A100, 4, "0.10.1", 768, 3072),   # Marlin: 2,880 / 4 = 720 -> 768 (x128), hidden 2,880 -> 3,072 (x256)
+    # Marlin: 2,880 / 4 = 720 -> 768 (x128), hidden 2,880 -> 3,072 (x256)
+    (A100, 4, "0.10.1", 768, 3072),
     (A100, 1, "0.12.0", 2944, 3072),  # Marlin below 9.0 in every release
     # 0.10.1 - 0.11.x ship no triton_kernels: Hopper runs Marlin (issue #23278's H100 log)
     (H100, 1, "0.10.1", 2944, 3072),
     (H100, 4, "0.11.0", 768, 3072),
-    (H100, 4, "0.12.0", 768, 2880),   # Triton (vendored from 0.12): 720 -> 768 (x64), hidden unpadded
+    # Triton (vendored from 0.12): 720 -> 768 (x64), hidden unpadded
+    (H100, 4, "0.12.0", 768, 2880),
     (H100, 2, "0.13.0", 1472, 2880),  # Triton: 1,440 -> 1,472
     (B200, 4, "0.10.1", 768, 3072),   # FlashInfer: x256
     (B300, 4, "0.12.0", 768, 2880),   # 10.3 is not is_device_capability(100): Triton
@@ -302,7 +304,8 @@ def test_sampler_sorts_natively_where_flashinfer_is_only_an_extra():
     from servepilot.checkpoint.spec import QuantSpec
     from servepilot.engines.command import ShellContext
 
-    dep = deployment(gpt_oss(quant=QuantSpec(method="mxfp4")), {}, gpu=gpus(1, **H100), version="0.10.1")
+    spec = gpt_oss(quant=QuantSpec(method="mxfp4"))
+    dep = deployment(spec, {}, gpu=gpus(1, **H100), version="0.10.1")
     image = {"container": {"image": "vllm/vllm-openai:v0.10.1"}}
     pip = plan_deployment(dep)
     docker = plan_deployment(replace(dep, extra=image))
@@ -320,8 +323,10 @@ def test_sampler_choice_is_not_split_where_the_release_samples_one_way():
 
     from servepilot.checkpoint.spec import QuantSpec
 
-    dep = deployment(gpt_oss(quant=QuantSpec(method="mxfp4")), {}, gpu=gpus(1, **H100), version="0.12.0")
+    spec = gpt_oss(quant=QuantSpec(method="mxfp4"))
+    dep = deployment(spec, {}, gpu=gpus(1, **H100), version="0.12.0")
     pip = plan_deployment(dep)
-    docker = plan_deployment(replace(dep, extra={"container": {"image": "vllm/vllm-openai:v0.12.0"}}))
+    image = {"container": {"image": "vllm/vllm-openai:v0.12.0"}}
+    docker = plan_deployment(replace(dep, extra=image))
     assert pip.available_kv_bytes == docker.available_kv_bytes
     assert not any("sorts natively" in n for n in pip.notes)

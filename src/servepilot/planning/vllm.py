@@ -91,7 +91,8 @@ def plan_vllm(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list[
     online = _online_quantization(launch, spec, version, f, notes)
     partition = _pp_partition(launch, spec, pp, f, notes)
     split = _split_once(spec, tp=tp, pp=pp, dp=dp, expert_parallel=ep, vocab_padding=int(f("vocab_padding").value),
-                        run_dtype=mdtype, expert_padding=_mxfp4_padding(spec, gpu, f, notes, launch.shell.env),
+                        run_dtype=mdtype,
+                        expert_padding=_mxfp4_padding(spec, gpu, f, notes, launch.shell.env),
                         online=online[0] if online else None, pp_partition=partition)
     notes.extend(split.notes)
     per_stage = list(split.per_stage)
@@ -130,7 +131,8 @@ def plan_vllm(dep, spec: ModelSpec, gpu: Gpu, *, dtype: str, block, notes: list[
     flashinfer_available = None
     if rt.peak_with_flashinfer_sampler is not None:
         other = rt.peak_with_flashinfer_sampler + non_torch + (graphs if graphs_subtracted else 0)
-        flashinfer_available = min(req - w - other for req, w in zip(requested_per_stage, per_stage, strict=True))
+        flashinfer_available = min(req - w - other
+                                   for req, w in zip(requested_per_stage, per_stage, strict=True))
     if kv_bytes_opt:
         available_per_stage = [kv_bytes_opt] * len(per_stage)
         available_exact = True
@@ -389,8 +391,8 @@ def _sampler_bytes(launch, row, image: str | None, notes: list[str]) -> tuple[fl
     if env or (image and "vllm-openai" in image):
         return float(row.value), None
     notes.append(f"sampler warm-up sorts natively ({native:g} B per logit): flashinfer is not a "
-                 f"dependency of this vLLM wheel; with it installed (pip install 'vllm[flashinfer]', "
-                 f"or the vllm/vllm-openai image) {row.value:g} B")
+                 "dependency of this vLLM wheel; with it installed (pip install "
+                 f"'vllm[flashinfer]', or the vllm/vllm-openai image) {row.value:g} B")
     return float(native), float(row.value)
 
 
@@ -400,7 +402,8 @@ def _runtime(launch, spec: ModelSpec, f, *, generation: str, tp: int, pp: int, e
     """The profile run's activation peak (with the attention backend's workspace), non-torch
     memory and CUDA graphs."""
     sampler = f("sampler_bytes_per_logit")
-    per_logit, flashinfer_per_logit = _sampler_bytes(launch, sampler, image, notes if notes is not None else [])
+    per_logit, flashinfer_per_logit = _sampler_bytes(launch, sampler, image,
+                                                     notes if notes is not None else [])
     peak_args = dict(
         tp=tp, expert_parallel=ep, batched_tokens=mnbt, num_seqs=mns,
         moe_chunk_tokens=int(f("fused_moe_chunk_tokens").value),
@@ -408,8 +411,10 @@ def _runtime(launch, spec: ModelSpec, f, *, generation: str, tp: int, pp: int, e
         act_bytes=4 if mdtype in ("float32", "float") else 2,
     )
     peak, basis = activation_peak(spec, sampler_bytes_per_logit=per_logit, **peak_args)
-    peak_flashinfer = (activation_peak(spec, sampler_bytes_per_logit=flashinfer_per_logit, **peak_args)[0]
-                       if flashinfer_per_logit is not None else None)
+    peak_flashinfer = None
+    if flashinfer_per_logit is not None:
+        peak_flashinfer = activation_peak(spec, sampler_bytes_per_logit=flashinfer_per_logit,
+                                          **peak_args)[0]
     workspace, ws_basis = 0, ""
     if backend and generation == "v1":
         ws = f("attention_workspace_bytes")
@@ -537,7 +542,8 @@ def mxfp4_moe_kernel(row, cc: tuple[int, int], env: dict) -> str:
         return "marlin"
     sm100 = cc == (10, 0) if row.get("flashinfer_sm100") == "exact" else cc[0] == 10
     if sm100:
-        return "flashinfer_cutlass" if on("VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8_CUTLASS") else "flashinfer"
+        cutlass = on("VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8_CUTLASS")
+        return "flashinfer_cutlass" if cutlass else "flashinfer"
     if cc == (9, 0) and on("VLLM_USE_FLASHINFER_MOE_MXFP4_BF16"):
         return "flashinfer_cutlass"
     below = row.get("triton_cc_below")

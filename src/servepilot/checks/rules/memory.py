@@ -238,8 +238,9 @@ def no_kv_budget(dep, ctx) -> list[Finding]:
                    else "there is still none")
         detail += (" That assumes the sampler warm-up's native sort (flashinfer is not a "
                    f"dependency of this vLLM wheel): {plan.max_num_seqs:,} dummy requests over the "
-                   "whole vocabulary. With FlashInfer installed (pip install 'vllm[flashinfer]', or "
-                   f"the vllm/vllm-openai image) the budget is {_g(with_fi)} and {outcome}.")
+                   "whole vocabulary. With FlashInfer installed (pip install "
+                   "'vllm[flashinfer]', or the vllm/vllm-openai image) the budget is "
+                   f"{_g(with_fi)} and {outcome}.")
         if fits:
             severity = "warning"
             title = (f"no KV cache memory without FlashInfer's sampler: {budget} per GPU "

@@ -596,7 +596,8 @@ def _sinks_refused(row, ctx) -> str | None:
     if row.sinks_refused_without_trtllm_run and (ctx.get("trtllm_off") or ctx.get("dcp", 1) > 1):
         return row.sinks_refused_without_trtllm_run
     if row.sinks_need_trtllm:
-        trtllm = tuple(cc) == (10, 0) and ctx.get("trtllm_cubins") is not False and not ctx.get("trtllm_off")
+        trtllm = (tuple(cc) == (10, 0) and ctx.get("trtllm_cubins") is not False
+                  and not ctx.get("trtllm_off"))
         if not trtllm:
             return row.sinks_need_trtllm
         if (row.trtllm_fp8_query_rejects_sinks and str(ctx["kv"]).startswith("fp8")
@@ -621,7 +622,8 @@ def _trtllm_switched_off(dep, version: str) -> bool:
         return str(ac["use_trtllm_attention"]).strip().lower() in ("false", "0")
     row = kb.row_for(kb.load_file(ENGINE, "attention").forcing, version)
     env = dep.launch.shell.env or {}
-    return bool(row is not None and row.env_honoured and _env_on(env, "VLLM_USE_TRTLLM_ATTENTION") is False)
+    honoured = row is not None and row.env_honoured
+    return bool(honoured and _env_on(env, "VLLM_USE_TRTLLM_ATTENTION") is False)
 
 
 def _int_option(value) -> int | None:
@@ -639,9 +641,9 @@ def _note_legacy_sinks_host(out: dict, backends, ctx, version: str) -> dict:
     if not (row and ctx["sink"] and row.sinks_need_trtllm and ctx["trtllm_cubins"] is None
             and not out.get("selection_error")):
         return out
-    note = (f"the environment decides: {chosen} takes the model's attention sinks only through TRTLLM "
-            f"attention, whose cubins vLLM {version} downloads from NVIDIA's artifactory at start-up; "
-            f"on a host without them it stops with \"{row.sinks_need_trtllm}\"")
+    note = (f"the environment decides: {chosen} takes the model's attention sinks only through "
+            f"TRTLLM attention, whose cubins vLLM {version} downloads from NVIDIA's artifactory at "
+            f"start-up; on a host without them it stops with \"{row.sinks_need_trtllm}\"")
     out["facts"].append(Evidence(note, row.source))
     out["environment_decides"] = {"backend": chosen, "without_cubins": None,
                                   "error_without_cubins": row.sinks_need_trtllm, "fact": note,
