@@ -48,6 +48,9 @@ class QuantKernels:
     supported: bool = True
     error: str | None = None  # the engine's message when not supported
     source: str = ""
+    # with a fallback: the first later release whose kernels for the method are native on
+    # this GPU (mxfp4 on Hopper: 0.12.0), None when no release read has them
+    native_from: str | None = None
 
 
 @dataclass(frozen=True)

@@ -62,7 +62,7 @@ def quant_fallback(dep, ctx) -> list[Finding]:
         f"up to {ratio}x faster matmuls",
         {"hardware": {"min_compute_capability": native_cc}},
     )]
-    later = _first_native_release(q.method, res.gpu_cc, res.engine_version)
+    later = q.native_from
     if later:
         remedies.insert(0, Remedy(
             "upgrade", f"pip install 'vllm>={later}'",
@@ -87,30 +87,6 @@ def quant_fallback(dep, ctx) -> list[Finding]:
         )
     ]
     return findings
-
-
-def _first_native_release(method: str, cc, version: str | None) -> str | None:
-    """The first later vLLM release (a row's lower bound in quantization.yaml) whose kernels for
-    `method` are native on this GPU, e.g. mxfp4 on Hopper from 0.12 (triton_kernels shipped)."""
-    from packaging.version import Version
-
-    from servepilot.engines import knowledge as kb
-
-    if not version or cc is None:
-        return None
-    value, family = cc[0] * 10 + cc[1], cc[0] * 10
-    for row in kb.load_file("vllm", "quantization").methods.get(method, []):
-        bounds = str(row.versions).split(",")
-        low = next((part[2:] for part in bounds if part.startswith(">=")), None)
-        if low is None or Version(low) <= Version(version):
-            continue
-        native_min = row.native_min_cc
-        families = row.native_families
-        moe_families = row.moe_native_families
-        if ((native_min is None or value >= native_min) and (not families or family in families)
-                and (moe_families is None or family in moe_families)):
-            return low
-    return None
 
 
 def _marlin_tiles(dep, res, q) -> list[Finding]:

@@ -820,8 +820,32 @@ def resolve_quant(dep, version: str, cc: tuple[int, int] | None, *, given: str |
         moe_native = native if moe_families is None else cc[0] * 10 in moe_families and below_max
         moe = "native" if moe_native else (row.fallback or "unsupported")
         native = native and moe_native
-    return QuantKernels(method=method, min_cc=row.min_cc, native_min_cc=native_min, linear=linear, moe=moe,
-                        fallback=not native and bool(row.fallback), supported=True, source=row.source)
+    fallback = not native and bool(row.fallback)
+    return QuantKernels(method=method, min_cc=row.min_cc, native_min_cc=native_min, linear=linear,
+                        moe=moe, fallback=fallback, supported=True, source=row.source,
+                        native_from=_native_from(method, cc, given or version) if fallback else None)
+
+
+def _native_from(method: str, cc, version: str | None) -> str | None:
+    """The first later vLLM release (a row's lower bound in quantization.yaml) whose kernels for
+    `method` are native on this GPU, e.g. mxfp4 on Hopper from 0.12 (triton_kernels shipped)."""
+    from packaging.version import Version
+
+    if not version or cc is None:
+        return None
+    value, family = cc[0] * 10 + cc[1], cc[0] * 10
+    for row in kb.load_file(ENGINE, "quantization").methods.get(method, []):
+        bounds = str(row.versions).split(",")
+        low = next((part[2:] for part in bounds if part.startswith(">=")), None)
+        if low is None or Version(low) <= Version(version):
+            continue
+        native_min = row.native_min_cc
+        families = row.native_families
+        moe_families = row.moe_native_families
+        if ((native_min is None or value >= native_min) and (not families or family in families)
+                and (moe_families is None or family in moe_families)):
+            return low
+    return None
 
 
 # --- model facts ----------------------------------------------------------------------------
