@@ -821,9 +821,10 @@ def resolve_quant(dep, version: str, cc: tuple[int, int] | None, *, given: str |
         moe = "native" if moe_native else (row.fallback or "unsupported")
         native = native and moe_native
     fallback = not native and bool(row.fallback)
+    later = _native_from(method, cc, given or version) if fallback else None
     return QuantKernels(method=method, min_cc=row.min_cc, native_min_cc=native_min, linear=linear,
                         moe=moe, fallback=fallback, supported=True, source=row.source,
-                        native_from=_native_from(method, cc, given or version) if fallback else None)
+                        native_from=later)
 
 
 def _native_from(method: str, cc, version: str | None) -> str | None:
