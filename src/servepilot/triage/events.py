@@ -34,6 +34,7 @@ _EXCEPTION = re.compile(
     r"(?::\s?(?P<msg>.*)|\((?P<repr>.*)\))?$"
 )
 _TRACEBACK_HEAD = "Traceback (most recent call last)"
+_CLASS_NAME = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*")
 # After a traceback's frames, Python prints the exception as "module.Class: message".
 _TRACEBACK_END = re.compile(r"^(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z][A-Za-z0-9_]*)(?::\s?(?P<msg>.*))?$")
 _CHAIN = re.compile(
@@ -115,6 +116,18 @@ _VALIDATION_DETAIL = re.compile(r" \[type=\w+(?:,|\])")
 # (`kv_cache_dtype='fp4_e2m1'` in ServerArgs, `'kv_cache_dtype': 'fp8'` in vLLM's non-default
 # args, `kv_cache_dtype=fp8` in its engine config line); "auto" names none.
 _KV_DTYPE_SETTING = re.compile(r"\bkv_cache_dtype'?\s*[=:]\s*'?(?P<dtype>[\w.]+)")
+# SGLang's scheduler line once its KV pool is made: the pool's tokens and the model's context
+# (sglang/srt/managers/scheduler.py@v0.4.5.post3, @v0.5.23: "max_total_num_tokens=%d,
+# chunked_prefill_size=..., context_len=%d"); an input limit is the smaller of the two
+# (signatures.sglang_input_limit reads them as launch settings).
+_POOL_LINE = re.compile(r"\bmax_total_num_tokens=(?P<pool>\d+),.*\bcontext_len=(?P<ctx>\d+)")
+# A traceback's quoted source is no progress line, whatever words it holds: IPython numbers
+# its context lines ("    255     logger.info(\"Loading model weights took %.4f GB\",", "--> 24
+# self.driver_worker.load_model()", IPython/core/ultratb.py), and a logging call is the source
+# of a message, not the message (a notebook's traceback through vLLM's load_model quotes the
+# line that would have ended the weights' phase).
+_QUOTED_SOURCE = re.compile(r"\b(?:(?:logger|logging)\.\w+|(?:LLAMA|GGML)_LOG_\w+)\(\s*f?[\"']")
+_IPYTHON_CONTEXT = re.compile(r"^(?:-+>\s*|\s{2,})\d+\s")
 _LAUNCH_HINTS = (
     ("fp8-kv-cache", re.compile(r"kv_cache_dtype'?[=:]\s*'?fp8|FP8 KV cache|fp8 data type to store kv cache", re.I)),
 )
@@ -409,13 +422,19 @@ class Assembler:
         elif is_aborted(ll.message):
             self.healthy_launches.pop(self.launch, None)
         if ll.level not in ("ERROR", "CRITICAL"):
-            phase = phase_of(ll.message)
+            quoted = _QUOTED_SOURCE.search(ll.message) or _IPYTHON_CONTEXT.match(ll.text)
+            phase = None if quoted else phase_of(ll.message)
             if phase is not None:
                 self._enter_phase(line_no, ll, phase)
             if "fp8" in ll.message or "FP8" in ll.message:  # cheap gate before the regexes
                 for hint, pattern in _LAUNCH_HINTS:
                     if pattern.search(ll.message):
                         self.hints.add(hint)
+            if "max_total_num_tokens=" in ll.message:
+                m = _POOL_LINE.search(ll.message)
+                if m:
+                    self.hints.add(f"sglang-pool-tokens={m.group('pool')}")
+                    self.hints.add(f"sglang-context-len={m.group('ctx')}")
             if "kv_cache_dtype" in ll.message:
                 m = _KV_DTYPE_SETTING.search(ll.message)
                 if m and m.group("dtype") != "auto":
@@ -475,8 +494,13 @@ class Assembler:
         opened = self._open.get(key)
         inline = msg.find(_TRACEBACK_HEAD)
         if inline > 0:
-            # "<what happened>: Traceback (most recent call last):" in one message
-            self._add(ErrorEvent(line_no, ll.process, ll.pid, self.launch, None, msg[:inline].strip(), [], ll.text), ll)
+            # "<what happened>: Traceback (most recent call last):" in one message; IPython heads
+            # its traceback with the bare exception class ("OutOfMemoryError      Traceback (most
+            # recent call last)", IPython/core/ultratb.py), which its exception line repeats
+            # with the message at the end: that header is no error of its own
+            said = msg[:inline].strip()
+            if not _CLASS_NAME.fullmatch(said):
+                self._add(ErrorEvent(line_no, ll.process, ll.pid, self.launch, None, said, [], ll.text), ll)
             msg = msg[inline:]
             self._inline_key = key
         if msg.startswith(_TRACEBACK_HEAD):
