@@ -1,0 +1,244 @@
+"""Issue 13: what a memory failure means is decided by the phase the engine was in, read from
+the engines' own progress lines (each release's words) and from a traceback's frames. Every
+test pairs an engine's line (its source named) with a neighbour that must decide the other way.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from servepilot.triage import triage_text
+
+OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 74.00 MiB."
+
+
+def _after(progress: str, error: str = OOM) -> str:
+    return f"{progress}\n{error}\n"
+
+
+# vLLM before 0.7 ends load_model with "Loading model weights took %.4f GB"
+# (vllm/worker/model_runner.py@v0.5.5, @v0.6.6); profile_run comes next.
+def test_an_oom_after_old_vllm_says_the_weights_took_their_share_is_the_kv_profile():
+    line = "INFO 07-24 21:22:31 model_runner.py:255] Loading model weights took 14.2487 GB"
+    rc = triage_text(_after(line)).root_cause
+    assert (rc.category, rc.basis) == ("oom_kv_cache", "signature")
+
+
+def test_an_oom_while_old_vllm_still_loads_the_shards_is_the_weights():
+    line = "Loading safetensors checkpoint shards:  50% Completed | 2/4 [00:05<00:05,  2.6s/it]"
+    assert triage_text(_after(line)).root_cause.category == "oom_weights"
+
+
+# V0's executor logs the blocks it sized, then allocates them (vllm/executor/gpu_executor.py
+# @v0.5.5, @v0.6.6 "# GPU blocks: %d, # CPU blocks: %d"); capture follows.
+@pytest.mark.parametrize(
+    ("progress", "category"),
+    [
+        ("INFO 02-03 03:43:48 llm_engine.py:316] # GPU blocks: 7754, # CPU blocks: 2048", "oom_kv_cache"),
+        ("INFO 02-03 03:43:49 model_runner.py:625] Capturing the model for CUDA graphs. This may lead "
+         "to unexpected consequences if the model is not static.", "cuda_graph"),
+    ],
+)
+def test_old_vllm_kv_sizing_and_capture_lines_place_an_oom(progress, category):
+    assert triage_text(_after(progress)).root_cause.category == category
+
+
+# SGLang names every capture "Capture <what> begin/end" (eagle_worker.py@v0.5.9 "Capture draft
+# extend cuda graph begin", multi_layer_eagle_draft_extend_cuda_graph_runner.py@v0.5.23
+# "Capture single-CG draft extend begin").
+@pytest.mark.parametrize(
+    "begin",
+    [
+        "Capture draft extend cuda graph begin (step 1). This can take up to several minutes. avail mem=9.10 GB",
+        "Capture single-CG draft extend begin. This can take several minutes.",
+        "Capture npu graph begin. This can take up to several minutes. avail mem=20.01 GB",
+    ],
+)
+def test_an_oom_inside_any_sglang_capture_is_cuda_graph(begin):
+    text = _after(f"[2025-09-01 10:00:00 TP0] {begin}")
+    assert triage_text(text, engine="sglang").root_cause.category == "cuda_graph"
+
+
+def test_an_oom_after_an_sglang_capture_ended_is_not_cuda_graph():
+    text = _after("[2025-09-01 10:00:00 TP0] Capture draft cuda graph end. Time elapsed: 3.10 s. "
+                  "mem usage=0.40 GB. avail mem=1.10 GB.")
+    assert triage_text(text, engine="sglang").root_cause.category == "oom_kv_cache"
+
+
+def test_a_log_that_stops_inside_a_single_cg_capture_is_a_capture_stall_and_its_end_is_not():
+    begin = "[2025-09-01 10:00:00 TP0] Capture single-CG draft extend begin. This can take several minutes.\n"
+    rc = triage_text(begin, engine="sglang").root_cause
+    assert (rc.category, rc.basis) == ("cuda_graph", "stall")
+    ended = begin + "[2025-09-01 10:00:05 TP0] Capture single-CG draft extend end. Time elapsed: 5.00 s.\n"
+    assert triage_text(ended, engine="sglang").root_cause is None
+
+
+# llama.cpp's KV cache logs under its constructor's name ("llama_kv_cache_unified:",
+# "llama_kv_cache:" in src/llama-kv-cache.cpp of llama-cpp-python 0.3.36's vendored llama.cpp);
+# the Vulkan backend's failed allocation (ggml-vulkan.cpp "ggml_vulkan: Device memory allocation
+# of size %zu failed.") is the context's, not the weights'.
+VULKAN_FAIL = "ggml_vulkan: Device memory allocation of size 1059303232 failed."
+
+
+@pytest.mark.parametrize(
+    "context_line",
+    [
+        "llama_kv_cache_unified:    Vulkan0 KV buffer size =  6144.00 MiB",
+        "llama_kv_cache: layer   0: dev = Vulkan0",
+        "sched_reserve: reserving ...",
+    ],
+)
+def test_a_vulkan_allocation_failing_while_the_context_is_built_is_the_kv_cache(context_line):
+    text = "load_tensors: offloading 48 repeating layers to GPU\n" + _after(context_line, VULKAN_FAIL)
+    assert triage_text(text).root_cause.category == "oom_kv_cache"
+
+
+def test_a_vulkan_allocation_failing_while_the_tensors_load_is_the_weights():
+    text = _after("load_tensors: offloading 48 repeating layers to GPU", VULKAN_FAIL)
+    assert triage_text(text).root_cause.category == "oom_weights"
+
+
+# PyTorch's OOM message accounts for graph pools in words ("with 22.00 MiB allocated in private
+# pools (e.g., CUDA Graphs)", c10/cuda/CUDACachingAllocator.cpp@v2.5.0): no capture frame.
+POOLS_OOM = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 42.00 MiB. GPU 0 has a total "
+    "capacity of 23.49 GiB of which 55.38 MiB is free. Of the allocated memory 21.51 GiB is "
+    "allocated by PyTorch, with 22.00 MiB allocated in private pools (e.g., CUDA Graphs), and "
+    "303.36 MiB is reserved by PyTorch but unallocated."
+)
+
+
+def test_the_oom_messages_own_cuda_graphs_words_are_no_capture():
+    text = _after("[2025-09-07 06:09:00 TP0] Load weight begin. avail mem=23.10 GB", POOLS_OOM)
+    assert triage_text(text, engine="sglang").root_cause.category == "oom_weights"
+
+
+def test_a_capture_frame_still_makes_that_oom_cuda_graph():
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "/py/sglang/srt/model_executor/cuda_graph_runner.py", line 310, in capture\n'
+        "    out = run_once()\n"
+        f"{POOLS_OOM}\n"
+    )
+    assert triage_text(text, engine="sglang").root_cause.category == "cuda_graph"
+
+
+# Frames of the weights' loading outrank the phase another rank's progress line set: SGLang's
+# model_runner.py load_model -> model_loader/loader.py (@v0.4.5.post3, @v0.5.9).
+def _lagging_rank(frames: str) -> str:
+    return (
+        "[2025-05-01 10:00:00 TP0] Load weight end. type=Qwen2ForCausalLM, dtype=torch.bfloat16, "
+        "avail mem=10.00 GB, mem usage=60.00 GB.\n"
+        "[2025-05-01 10:00:01 TP1] Scheduler hit an exception: Traceback (most recent call last):\n"
+        f"{frames}"
+        f"{OOM}\n"
+    )
+
+
+def test_an_oom_in_a_rank_still_loading_its_weights_is_the_weights():
+    frames = (
+        '  File "/py/sglang/srt/model_executor/model_runner.py", line 410, in load_model\n'
+        "    self.model = get_model(\n"
+        '  File "/py/sglang/srt/model_loader/loader.py", line 380, in load_model\n'
+        "    model.load_weights(self._get_all_weights(model_config, model))\n"
+    )
+    assert triage_text(_lagging_rank(frames), engine="sglang").root_cause.category == "oom_weights"
+
+
+def test_the_same_oom_in_the_memory_pool_after_the_weights_is_the_kv_cache():
+    frames = (
+        '  File "/py/sglang/srt/model_executor/model_runner.py", line 900, in init_memory_pool\n'
+        "    self.token_to_kv_pool = MHATokenToKVPool(\n"
+        '  File "/py/sglang/srt/mem_cache/memory_pool.py", line 230, in _create_buffers\n'
+        "    torch.zeros(\n"
+    )
+    assert triage_text(_lagging_rank(frames), engine="sglang").root_cause.category == "oom_kv_cache"
+
+
+# vLLM's sleep-mode allocator (csrc/cumem_allocator.cpp@v0.8.5, @v0.19.0 CUDA_CHECK "CUDA Error:
+# %s at %s:%d") allocates the weights and the KV cache under tags and re-creates both on wake_up.
+CUMEM = "CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62"
+
+
+def test_a_bare_sleep_mode_allocator_oom_is_the_share_and_names_the_other_phases():
+    d = triage_text(CUMEM + "\n")
+    rc = d.root_cause
+    assert (rc.category, rc.signature, rc.basis) == ("oom_kv_cache", "vllm-cumem-allocator-oom", "signature-bare")
+    assert "oom_weights" in {a.category for a in d.alternatives}
+
+
+def test_a_sleep_mode_allocator_oom_while_the_weights_load_is_the_weights():
+    text = _after("INFO 05-01 10:00:00 [default_loader.py:1] Loading safetensors checkpoint shards:  25%", CUMEM)
+    rc = triage_text(text).root_cause
+    assert (rc.category, rc.signature) == ("oom_weights", "vllm-cumem-allocator-oom")
+
+
+def test_a_sleep_mode_allocator_oom_on_wake_up_is_the_share_whatever_the_phase_line_says():
+    text = (
+        "INFO 05-01 10:00:00 [default_loader.py:1] Loading safetensors checkpoint shards:  25%\n"
+        "Traceback (most recent call last):\n"
+        '  File "/py/vllm/device_allocator/cumem.py", line 241, in wake_up\n'
+        "    create_and_map(handle)\n"
+        f"RuntimeError: {CUMEM}\n"
+    )
+    assert triage_text(text).root_cause.category == "oom_kv_cache"
+
+
+# SGLang's input limit is min(context_len - 1, max_total_num_tokens - 1) - 5
+# (sglang/srt/managers/tp_worker.py@v0.3.6, @v0.5.23; the message: managers/utils.py@v0.5.23).
+def _refusal(asked: int, limit: int) -> str:
+    return (f"[2025-03-03 06:49:28 TP0] Input length ({asked} tokens) exceeds the maximum allowed "
+            f"length ({limit} tokens). Use a shorter input or enable --allow-auto-truncate.\n")
+
+
+def _pool_line(pool: int, context: int) -> str:
+    return (f"[2025-03-03 06:40:00 TP0] max_total_num_tokens={pool}, chunked_prefill_size=8192, "
+            f"max_prefill_tokens=16384, max_running_requests=2048, context_len={context}\n")
+
+
+def test_a_limit_set_by_a_pool_smaller_than_the_context_is_the_kv_cache():
+    d = triage_text(_pool_line(59868, 163840) + _refusal(160062, 59862), engine="sglang")
+    assert d.root_cause.category == "oom_kv_cache"
+    assert "max_model_len" not in {a.category for a in d.alternatives}  # the log decided it
+
+
+def test_a_limit_set_by_the_context_with_a_larger_pool_is_the_context():
+    d = triage_text(_pool_line(500000, 32768) + _refusal(40000, 32762), engine="sglang")
+    assert d.root_cause.category == "max_model_len"
+
+
+def test_without_the_pool_line_a_measured_looking_limit_is_the_pool_with_the_context_as_rival():
+    d = triage_text(_refusal(160062, 59862), engine="sglang")
+    assert d.root_cause.category == "oom_kv_cache"
+    assert "max_model_len" in {a.category for a in d.alternatives}
+
+
+def test_without_the_pool_line_a_designed_limit_is_the_context_with_the_pool_as_rival():
+    d = triage_text(_refusal(40000, 32762), engine="sglang")  # 32768, a config's length
+    assert d.root_cause.category == "max_model_len"
+    assert "oom_kv_cache" in {a.category for a in d.alternatives}
+
+
+# A notebook's traceback (IPython/core/ultratb.py) quotes source with line numbers and heads
+# itself with the bare exception class; neither is a line of the run.
+NOTEBOOK_TRACEBACK = (
+    "OutOfMemoryError                          Traceback (most recent call last)\n"
+    "File ~/env/lib/python3.10/site-packages/vllm/worker/model_runner.py:243, in "
+    "GPUModelRunnerBase.load_model(self)\n"
+    "    242     with CudaMemoryProfiler() as m:\n"
+    "--> 243         self.model = get_model(model_config=self.model_config)\n"
+    '    255     logger.info("Loading model weights took %.4f GB",\n'
+    "OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB.\n"
+)
+
+
+def test_a_notebook_tracebacks_quoted_source_sets_no_phase_and_its_header_is_no_error():
+    rc = triage_text(NOTEBOOK_TRACEBACK).root_cause
+    assert rc.category == "oom_weights"
+    assert rc.line == 6
+
+
+def test_the_same_words_logged_by_the_run_before_the_traceback_do_set_the_phase():
+    logged = "INFO 07-24 21:22:31 model_runner.py:255] Loading model weights took 14.2487 GB\n"
+    rc = triage_text(logged + NOTEBOOK_TRACEBACK).root_cause
+    assert (rc.category, rc.line) == ("oom_kv_cache", 7)
