@@ -242,3 +242,36 @@ def test_the_same_words_logged_by_the_run_before_the_traceback_do_set_the_phase(
     logged = "INFO 07-24 21:22:31 model_runner.py:255] Loading model weights took 14.2487 GB\n"
     rc = triage_text(logged + NOTEBOOK_TRACEBACK).root_cause
     assert (rc.category, rc.line) == ("oom_kv_cache", 7)
+
+
+# ggml's CUDA backend names the function that failed (ggml_cuda_error in ggml-cuda.cu, vendored
+# llama.cpp of llama-cpp-python 0.3.2 and 0.3.36) and itself by its build (GGML_CUDA_NAME "ROCm").
+def _ggml_cuda_error(function: str) -> str:
+    return (
+        "ROCm error: out of memory\n"
+        f"  current device: 0, in function {function} at /llama.cpp/ggml/src/ggml-cuda/ggml-cuda.cu:502\n"
+        "  ggml_cuda_device_malloc(&ptr, look_ahead_size, device)\n"
+    )
+
+
+def test_ggmls_memory_pool_running_out_is_the_batch_memory_not_the_weights():
+    rc = triage_text(_ggml_cuda_error("alloc")).root_cause
+    assert (rc.category, rc.signature, rc.line) == ("oom_kv_cache", "cuda-oom", 1)
+
+
+def test_ggmls_row_split_weight_allocation_running_out_is_the_weights():
+    rc = triage_text(_ggml_cuda_error("ggml_backend_cuda_split_buffer_init_tensor")).root_cause
+    assert (rc.category, rc.signature) == ("oom_weights", "cuda-oom")
+
+
+# PyTorch's allocator on ROCm says HIP (as printed by vLLM on MI300X in corpus/full-logs).
+@pytest.mark.parametrize(
+    ("progress", "category"),
+    [
+        ("INFO 05-01 10:00:00 [default_loader.py:1] Loading safetensors checkpoint shards:  25%", "oom_weights"),
+        ("INFO 05-01 10:00:00 [gpu_model_runner.py:1] Capturing CUDA graphs (decode, FULL)", "cuda_graph"),
+    ],
+)
+def test_a_hip_oom_is_placed_by_its_phase_as_a_cuda_one(progress, category):
+    rc = triage_text(_after(progress, "HIP out of memory. Tried to allocate 80.00 MiB.")).root_cause
+    assert (rc.category, rc.signature) == (category, "cuda-oom")

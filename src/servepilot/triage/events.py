@@ -165,6 +165,10 @@ _PLAIN_ERROR = re.compile(
     # an exception a wrapper quotes in code marks (GPUStack's "Deployment failure due to ...:
     # `AssertionError: 151552 is not divisible by 6`"): the line reports that exception
     r"|`[\w.]*(?:Error|Exception): "
+    # ggml's CUDA error goes on with where it failed ("  current device: 0, in function alloc
+    # at .../ggml-cuda.cu:502", ggml_cuda_error in ggml-cuda.cu of llama-cpp-python 0.3.2's and
+    # 0.3.36's vendored llama.cpp): the same report, kept in its run of error lines
+    r"|^current device: -?\d+, in function \w"
     # a C function's message that opens with a refusal ("gguf_init_from_file: invalid magic
     # number 67676a74")
     r"|^(?:[a-z_][a-z0-9_]*: +)?(?:invalid|unknown|unsupported|missing|cannot|can't|unable to)\b",
