@@ -275,3 +275,30 @@ def test_ggmls_row_split_weight_allocation_running_out_is_the_weights():
 def test_a_hip_oom_is_placed_by_its_phase_as_a_cuda_one(progress, category):
     rc = triage_text(_after(progress, "HIP out of memory. Tried to allocate 80.00 MiB.")).root_cause
     assert (rc.category, rc.signature) == (category, "cuda-oom")
+
+
+# vLLM V1's engine core echoes a worker's OOM from where it waited: after allocating the KV cache
+# it runs the workers' warm-up (v1/executor/abstract.py@v0.10.2 initialize_from_config:
+# collective_rpc("compile_or_warm_up_model")), which captures CUDA graphs unless enforce_eager.
+def _engine_core_echo(enforce_eager: bool) -> str:
+    prefix = "(EngineCore_DP0 pid=7291) ERROR 10-23 08:05:13 [core.py:708] "
+    return (
+        "(EngineCore_DP0 pid=7291) INFO 10-23 07:59:20 [core.py:1] Initializing a V1 LLM engine "
+        f"(v0.11.0) with config: model='m', enforce_eager={enforce_eager}, kv_cache_dtype=auto\n"
+        + "".join(prefix + line + "\n" for line in (
+            "Traceback (most recent call last):",
+            '  File "/py/vllm/v1/engine/core.py", line 150, in _initialize_kv_caches',
+            "    self.model_executor.initialize_from_config(kv_cache_configs)",
+            '  File "/py/vllm/v1/executor/abstract.py", line 74, in initialize_from_config',
+            '    self.collective_rpc("compile_or_warm_up_model")',
+            "RuntimeError: Worker failed with error 'CUDA error: out of memory",
+        ))
+    )
+
+
+def test_the_engine_cores_echo_from_the_warm_up_is_the_capture_when_graphs_are_on():
+    assert triage_text(_engine_core_echo(False)).root_cause.category == "cuda_graph"
+
+
+def test_the_same_echo_of_an_eager_launch_is_the_memory_beside_the_kv_cache():
+    assert triage_text(_engine_core_echo(True)).root_cause.category == "oom_kv_cache"

@@ -131,6 +131,12 @@ _IPYTHON_CONTEXT = re.compile(r"^(?:-+>\s*|\s{2,})\d+\s")
 _LAUNCH_HINTS = (
     ("fp8-kv-cache", re.compile(r"kv_cache_dtype'?[=:]\s*'?fp8|FP8 KV cache|fp8 data type to store kv cache", re.I)),
 )
+# A launch that captures no CUDA graphs: vLLM's engine config line ("enforce_eager=True",
+# engine/llm_engine.py@v0.5.5, config VllmConfig.__str__@v0.10.2, @v0.19.0) or its non-default
+# args ("'enforce_eager': True"), SGLang's ServerArgs dump ("disable_cuda_graph=True",
+# server_args.py@v0.4.5.post3). Its warm-up OOM is then no capture's (cuda-oom's refine rules);
+# the hint's name holds no graph word, which the capture rules would read.
+_NO_GRAPHS = re.compile(r"\benforce_eager'?\s*[=:]\s*True\b|\bdisable_cuda_graph=True\b")
 # A line with no level that still says something failed (C++ engines, shells, NCCL). ggml's
 # assertion printed "GGML_ASSERT: %s:%d: %s" (ggml.h before 2024, no "failed" in it); a shell
 # reports a crashed job as "zsh: abort  python" / "bash: line 1: 42 Killed". The C++ runtime
@@ -439,6 +445,10 @@ class Assembler:
                 if m:
                     self.hints.add(f"sglang-pool-tokens={m.group('pool')}")
                     self.hints.add(f"sglang-context-len={m.group('ctx')}")
+            if ("enforce_eager" in ll.message or "disable_cuda_graph" in ll.message) and _NO_GRAPHS.search(
+                ll.message
+            ):
+                self.hints.add("eager-mode")
             if "kv_cache_dtype" in ll.message:
                 m = _KV_DTYPE_SETTING.search(ll.message)
                 if m and m.group("dtype") != "auto":
