@@ -302,3 +302,39 @@ def test_the_engine_cores_echo_from_the_warm_up_is_the_capture_when_graphs_are_o
 
 def test_the_same_echo_of_an_eager_launch_is_the_memory_beside_the_kv_cache():
     assert triage_text(_engine_core_echo(True)).root_cause.category == "oom_kv_cache"
+
+
+# Serving replays CUDA graphs through the capture's own module (sglang/srt/model_executor/
+# cuda_graph_runner.py replay, called from scheduler.py run_batch -> tp_worker.py
+# forward_batch_generation, @v0.4.5.post3..@v0.5.23): only the capturing calls mean capture.
+def _sglang_stack(*frames: str) -> str:
+    lines = "".join(f'  File "/py/sglang/srt/{path}", line 10, in {func}\n    x()\n' for path, func in frames)
+    return f"[2025-05-01 10:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):\n{lines}{OOM}\n"
+
+
+def test_an_oom_while_a_server_replays_its_graphs_is_the_batch_not_the_capture():
+    text = _sglang_stack(
+        ("managers/scheduler.py", "event_loop_overlap"), ("managers/scheduler.py", "run_batch"),
+        ("managers/tp_worker.py", "forward_batch_generation"), ("model_executor/cuda_graph_runner.py", "replay"),
+    )
+    assert triage_text(text, engine="sglang").root_cause.category == "oom_kv_cache"
+
+
+def test_an_oom_in_the_same_module_while_it_captures_is_cuda_graph():
+    text = _sglang_stack(
+        ("model_executor/model_runner.py", "init_cuda_graphs"), ("model_executor/cuda_graph_runner.py", "capture"),
+        ("model_executor/cuda_graph_runner.py", "capture_one_batch_size"),
+    )
+    assert triage_text(text, engine="sglang").root_cause.category == "cuda_graph"
+
+
+def test_a_bare_oom_under_vllms_serving_step_is_the_batch_and_without_frames_stays_unsure():
+    step = (
+        "Traceback (most recent call last):\n"
+        '  File "/py/vllm/v1/engine/core.py", line 701, in run_busy_loop\n    self._process_engine_step()\n'
+        '  File "/py/vllm/v1/engine/core.py", line 280, in step\n    model_output = self.execute_model(s)\n'
+        '  File "/py/vllm/v1/engine/core.py", line 266, in execute_model\n    raise err\n'
+        f"{OOM}\n"
+    )
+    assert triage_text(step).root_cause.category == "oom_kv_cache"
+    assert triage_text(OOM + "\n").root_cause.basis == "signature-bare"
