@@ -338,3 +338,24 @@ def test_a_bare_oom_under_vllms_serving_step_is_the_batch_and_without_frames_sta
     )
     assert triage_text(step).root_cause.category == "oom_kv_cache"
     assert triage_text(OOM + "\n").root_cause.basis == "signature-bare"
+
+
+# llama.cpp throws "unable to allocate %s buffer" only where it places the weights (src/llama.cpp
+# llm_load_tensors in llama-cpp-python 0.3.2's vendored llama.cpp, src/llama-model.cpp
+# load_tensors in 0.3.36's): the message names its phase; the host buffer's own failure
+# (ggml-backend.cpp ggml_backend_cpu_buffer_type_alloc_buffer) before it is the first line.
+def test_the_weights_own_refusal_is_sure_without_a_phase_line():
+    rc = triage_text("llama_model_load: error loading model: unable to allocate CUDA0 buffer\n").root_cause
+    assert (rc.category, rc.basis) == ("oom_weights", "signature")
+
+
+def test_the_host_buffers_failure_is_the_line_and_its_phase_decides():
+    host = "ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size 437944320\n"
+    loading = (
+        "load_tensors: loading model tensors, this can take a while... (mmap = false)\n" + host
+        + "llama_model_load: error loading model: unable to allocate CPU buffer\n"
+    )
+    rc = triage_text(loading).root_cause
+    assert (rc.category, rc.line) == ("oom_weights", 2)
+    rc = triage_text("llama_kv_cache: CPU KV buffer size = 8192.00 MiB\n" + host).root_cause
+    assert (rc.category, rc.line) == ("oom_kv_cache", 2)
