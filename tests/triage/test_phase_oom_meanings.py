@@ -359,3 +359,23 @@ def test_the_host_buffers_failure_is_the_line_and_its_phase_decides():
     assert (rc.category, rc.line) == ("oom_weights", 2)
     rc = triage_text("llama_kv_cache: CPU KV buffer size = 8192.00 MiB\n" + host).root_cause
     assert (rc.category, rc.line) == ("oom_kv_cache", 2)
+
+
+# PyTorch's OOM message counts private pools only when they hold memory (the CUDA graphs' pools,
+# c10/cuda/CUDACachingAllocator.cpp@v2.5.0): a process holding some had begun capturing.
+def test_an_oom_whose_process_holds_graph_pools_is_past_the_weights_when_no_line_says_more():
+    d = triage_text(POOLS_OOM + "\n")
+    assert (d.root_cause.category, d.root_cause.basis) == ("oom_kv_cache", "signature-bare")
+    assert "cuda_graph" in {a.category for a in d.alternatives}
+
+
+def test_a_capture_line_still_outranks_the_accounting():
+    text = _after("[2025-09-07 06:09:00 TP0] Capture cuda graph begin. This can take up to several minutes.",
+                  POOLS_OOM)
+    assert triage_text(text, engine="sglang").root_cause.category == "cuda_graph"
+
+
+def test_an_oom_without_pools_in_its_accounting_stays_the_unsure_weights_reading():
+    plain = POOLS_OOM.replace("with 22.00 MiB allocated in private pools (e.g., CUDA Graphs), ", "")
+    d = triage_text(plain + "\n")
+    assert (d.root_cause.category, d.root_cause.basis) == ("oom_weights", "signature-bare")

@@ -94,7 +94,7 @@ class Match:
     explanation: str
     remedies: tuple[TriageRemedy, ...]
     groups: dict
-    evidence: str = "message"  # what decided the category: message | frames | phase
+    evidence: str = "message"  # what decided the category: message | frames | phase | accounting
     # competing readings the message itself gives (category, explanation): an analyzer's
     # second reading, shown as an alternative with its own confidence
     rivals: tuple[tuple[str, str], ...] = ()
@@ -301,9 +301,16 @@ class Matcher:
                     explanation = _render(rule.explanation, groups)
                 break
         else:
+            evidence_of_phase = "phase"
+            if phase is None and sig.by_phase and _graphs_captured(context):
+                # no progress line, but PyTorch's accounting says this process already holds
+                # captured graphs: the weights and the KV cache came before them
+                phase, evidence_of_phase = "after_cuda_graph_capture", "accounting"
             for when, phase_category, phase_explanation in sig.by_phase:
                 if when == phase:
-                    category, explanation, evidence = phase_category, _render(phase_explanation, groups), "phase"
+                    category, explanation, evidence = (
+                        phase_category, _render(phase_explanation, groups), evidence_of_phase
+                    )
                     break
         remedies = tuple(
             TriageRemedy(r.kind, _render(r.change, groups), _render(r.tradeoff, groups), r.check) for r in remedies
@@ -314,6 +321,20 @@ class Matcher:
                 groups, category, explanation, remedies, context=context
             )
         return Match(sig, category, explanation, remedies, groups, evidence, rivals)
+
+
+# PyTorch's OOM message counts the memory of private pools ("with 22.00 MiB allocated in private
+# pools (e.g., CUDA Graphs), ", printed only when that amount is not zero:
+# c10/cuda/CUDACachingAllocator.cpp@v2.5.0, the same words in libc10_cuda.so of torch 2.14.1).
+# CUDA graphs allocate from such pools while they are captured and keep them, so a process that
+# holds some has begun capturing: its weights and KV cache were made before. (vLLM's sleep mode
+# allocates from a pool too; its own allocator's line, vllm-cumem-allocator-oom, comes first.)
+_PRIVATE_POOLS = re.compile(r"with (?P<amount>[\d.]+) (?:[KMGTP]i?B|bytes) allocated in private pools")
+
+
+def _graphs_captured(context: str) -> bool:
+    found = _PRIVATE_POOLS.search(context)
+    return found is not None and float(found.group("amount")) > 0
 
 
 # --- analyzers ------------------------------------------------------------------------------
