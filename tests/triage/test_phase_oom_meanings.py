@@ -379,3 +379,24 @@ def test_an_oom_without_pools_in_its_accounting_stays_the_unsure_weights_reading
     plain = POOLS_OOM.replace("with 22.00 MiB allocated in private pools (e.g., CUDA Graphs), ", "")
     d = triage_text(plain + "\n")
     assert (d.root_cause.category, d.root_cause.basis) == ("oom_weights", "signature-bare")
+
+
+# The engines' own words for a KV pool that came out too small: SGLang's scheduler assert
+# (managers/tp_worker.py@v0.3.6..@v0.5.23), its hybrid models' state pool (mem_cache/
+# memory_pool.py@v0.5.9), vLLM's pooling-model warm-up (v1/worker/gpu_model_runner.py@v0.19.0).
+@pytest.mark.parametrize(
+    "message",
+    [
+        "AssertionError: Memory pool size is too small",
+        "AssertionError: Not enough space for mamba cache, try to increase --mamba-full-memory-ratio or "
+        "--max-mamba-cache-size. mid=1, self.mamba_pool.size=8",
+        "RuntimeError: CUDA out of memory occurred when warming up pooler with 256 dummy requests.",
+    ],
+)
+def test_the_engines_words_for_a_pool_too_small_are_the_kv_cache(message):
+    assert triage_text(message + "\n").root_cause.category == "oom_kv_cache"
+
+
+def test_another_assert_of_the_same_pool_module_is_not_a_memory_failure():
+    rc = triage_text("AssertionError: request has req_pool_idx but is not chunked\n").root_cause
+    assert rc.category not in ("oom_kv_cache", "oom_weights")
