@@ -400,3 +400,21 @@ def test_the_engines_words_for_a_pool_too_small_are_the_kv_cache(message):
 def test_another_assert_of_the_same_pool_module_is_not_a_memory_failure():
     rc = triage_text("AssertionError: request has req_pool_idx but is not chunked\n").root_cause
     assert rc.category not in ("oom_kv_cache", "oom_weights")
+
+
+# TPU: the Pallas kernel's block table lives in SMEM and grows with max_model_len
+# (vllm/attention/backends/pallas.py@v0.6.6); HBM programs load after the KV cache took its share
+# (vllm/v1/worker/tpu_worker.py@v0.8.5 initialize_from_config, then compile_or_warm_up_model).
+XLA = "RuntimeError: Bad StatusOr access: RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. "
+
+
+def test_a_tpu_compile_out_of_scalar_memory_is_the_context_length():
+    rc = triage_text(XLA + "Ran out of memory in memory space smem. Used 1.00M of 1.00M smem.\n").root_cause
+    assert rc.category == "max_model_len"
+
+
+def test_a_tpu_compile_out_of_hbm_is_the_kv_share_and_while_loading_the_weights():
+    hbm = XLA + "Ran out of memory in memory space hbm. Used 16.5G of 15.75G hbm."
+    assert triage_text(hbm + "\n").root_cause.category == "oom_kv_cache"
+    loading = "INFO 05-01 10:00:00 [tpu.py:1] Loading safetensors checkpoint shards:  25%"
+    assert triage_text(_after(loading, hbm)).root_cause.category == "oom_weights"
