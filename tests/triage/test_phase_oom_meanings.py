@@ -34,9 +34,16 @@ def test_an_oom_while_old_vllm_still_loads_the_shards_is_the_weights():
 @pytest.mark.parametrize(
     ("progress", "category"),
     [
-        ("INFO 02-03 03:43:48 llm_engine.py:316] # GPU blocks: 7754, # CPU blocks: 2048", "oom_kv_cache"),
-        ("INFO 02-03 03:43:49 model_runner.py:625] Capturing the model for CUDA graphs. This may lead "
-         "to unexpected consequences if the model is not static.", "cuda_graph"),
+        (
+            "INFO 02-03 03:43:48 llm_engine.py:316] # GPU blocks: 7754, # CPU blocks: 2048",
+            "oom_kv_cache",
+        ),
+        (
+            "INFO 02-03 03:43:49 model_runner.py:625] Capturing the model for CUDA graphs. "
+            "This may lead "
+            "to unexpected consequences if the model is not static.",
+            "cuda_graph",
+        ),
     ],
 )
 def test_old_vllm_kv_sizing_and_capture_lines_place_an_oom(progress, category):
@@ -49,7 +56,8 @@ def test_old_vllm_kv_sizing_and_capture_lines_place_an_oom(progress, category):
 @pytest.mark.parametrize(
     "begin",
     [
-        "Capture draft extend cuda graph begin (step 1). This can take up to several minutes. avail mem=9.10 GB",
+        "Capture draft extend cuda graph begin (step 1). This can take up to several minutes. "
+        "avail mem=9.10 GB",
         "Capture single-CG draft extend begin. This can take several minutes.",
         "Capture npu graph begin. This can take up to several minutes. avail mem=20.01 GB",
     ],
@@ -60,16 +68,24 @@ def test_an_oom_inside_any_sglang_capture_is_cuda_graph(begin):
 
 
 def test_an_oom_after_an_sglang_capture_ended_is_not_cuda_graph():
-    text = _after("[2025-09-01 10:00:00 TP0] Capture draft cuda graph end. Time elapsed: 3.10 s. "
-                  "mem usage=0.40 GB. avail mem=1.10 GB.")
+    text = _after(
+        "[2025-09-01 10:00:00 TP0] Capture draft cuda graph end. Time elapsed: 3.10 s. "
+        "mem usage=0.40 GB. avail mem=1.10 GB."
+    )
     assert triage_text(text, engine="sglang").root_cause.category == "oom_kv_cache"
 
 
 def test_a_log_that_stops_inside_a_single_cg_capture_is_a_capture_stall_and_its_end_is_not():
-    begin = "[2025-09-01 10:00:00 TP0] Capture single-CG draft extend begin. This can take several minutes.\n"
+    begin = (
+        "[2025-09-01 10:00:00 TP0] Capture single-CG draft extend begin. "
+        "This can take several minutes.\n"
+    )
     rc = triage_text(begin, engine="sglang").root_cause
     assert (rc.category, rc.basis) == ("cuda_graph", "stall")
-    ended = begin + "[2025-09-01 10:00:05 TP0] Capture single-CG draft extend end. Time elapsed: 5.00 s.\n"
+    ended = (
+        begin
+        + "[2025-09-01 10:00:05 TP0] Capture single-CG draft extend end. Time elapsed: 5.00 s.\n"
+    )
     assert triage_text(ended, engine="sglang").root_cause is None
 
 
@@ -89,7 +105,9 @@ VULKAN_FAIL = "ggml_vulkan: Device memory allocation of size 1059303232 failed."
     ],
 )
 def test_a_vulkan_allocation_failing_while_the_context_is_built_is_the_kv_cache(context_line):
-    text = "load_tensors: offloading 48 repeating layers to GPU\n" + _after(context_line, VULKAN_FAIL)
+    text = "load_tensors: offloading 48 repeating layers to GPU\n" + _after(
+        context_line, VULKAN_FAIL
+    )
     assert triage_text(text).root_cause.category == "oom_kv_cache"
 
 
@@ -163,12 +181,19 @@ CUMEM = "CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62"
 def test_a_bare_sleep_mode_allocator_oom_is_the_share_and_names_the_other_phases():
     d = triage_text(CUMEM + "\n")
     rc = d.root_cause
-    assert (rc.category, rc.signature, rc.basis) == ("oom_kv_cache", "vllm-cumem-allocator-oom", "signature-bare")
+    assert (rc.category, rc.signature, rc.basis) == (
+        "oom_kv_cache",
+        "vllm-cumem-allocator-oom",
+        "signature-bare",
+    )
     assert "oom_weights" in {a.category for a in d.alternatives}
 
 
 def test_a_sleep_mode_allocator_oom_while_the_weights_load_is_the_weights():
-    text = _after("INFO 05-01 10:00:00 [default_loader.py:1] Loading safetensors checkpoint shards:  25%", CUMEM)
+    text = _after(
+        "INFO 05-01 10:00:00 [default_loader.py:1] Loading safetensors checkpoint shards:  25%",
+        CUMEM,
+    )
     rc = triage_text(text).root_cause
     assert (rc.category, rc.signature) == ("oom_weights", "vllm-cumem-allocator-oom")
 
@@ -187,13 +212,17 @@ def test_a_sleep_mode_allocator_oom_on_wake_up_is_the_share_whatever_the_phase_l
 # SGLang's input limit is min(context_len - 1, max_total_num_tokens - 1) - 5
 # (sglang/srt/managers/tp_worker.py@v0.3.6, @v0.5.23; the message: managers/utils.py@v0.5.23).
 def _refusal(asked: int, limit: int) -> str:
-    return (f"[2025-03-03 06:49:28 TP0] Input length ({asked} tokens) exceeds the maximum allowed "
-            f"length ({limit} tokens). Use a shorter input or enable --allow-auto-truncate.\n")
+    return (
+        f"[2025-03-03 06:49:28 TP0] Input length ({asked} tokens) exceeds the maximum allowed "
+        f"length ({limit} tokens). Use a shorter input or enable --allow-auto-truncate.\n"
+    )
 
 
 def _pool_line(pool: int, context: int) -> str:
-    return (f"[2025-03-03 06:40:00 TP0] max_total_num_tokens={pool}, chunked_prefill_size=8192, "
-            f"max_prefill_tokens=16384, max_running_requests=2048, context_len={context}\n")
+    return (
+        f"[2025-03-03 06:40:00 TP0] max_total_num_tokens={pool}, chunked_prefill_size=8192, "
+        f"max_prefill_tokens=16384, max_running_requests=2048, context_len={context}\n"
+    )
 
 
 def test_a_limit_set_by_a_pool_smaller_than_the_context_is_the_kv_cache():
@@ -249,7 +278,8 @@ def test_the_same_words_logged_by_the_run_before_the_traceback_do_set_the_phase(
 def _ggml_cuda_error(function: str) -> str:
     return (
         "ROCm error: out of memory\n"
-        f"  current device: 0, in function {function} at /llama.cpp/ggml/src/ggml-cuda/ggml-cuda.cu:502\n"
+        f"  current device: 0, in function {function} at "
+        "/llama.cpp/ggml/src/ggml-cuda/ggml-cuda.cu:502\n"
         "  ggml_cuda_device_malloc(&ptr, look_ahead_size, device)\n"
     )
 
@@ -268,8 +298,14 @@ def test_ggmls_row_split_weight_allocation_running_out_is_the_weights():
 @pytest.mark.parametrize(
     ("progress", "category"),
     [
-        ("INFO 05-01 10:00:00 [default_loader.py:1] Loading safetensors checkpoint shards:  25%", "oom_weights"),
-        ("INFO 05-01 10:00:00 [gpu_model_runner.py:1] Capturing CUDA graphs (decode, FULL)", "cuda_graph"),
+        (
+            "INFO 05-01 10:00:00 [default_loader.py:1] Loading safetensors checkpoint shards:  25%",
+            "oom_weights",
+        ),
+        (
+            "INFO 05-01 10:00:00 [gpu_model_runner.py:1] Capturing CUDA graphs (decode, FULL)",
+            "cuda_graph",
+        ),
     ],
 )
 def test_a_hip_oom_is_placed_by_its_phase_as_a_cuda_one(progress, category):
@@ -285,14 +321,17 @@ def _engine_core_echo(enforce_eager: bool) -> str:
     return (
         "(EngineCore_DP0 pid=7291) INFO 10-23 07:59:20 [core.py:1] Initializing a V1 LLM engine "
         f"(v0.11.0) with config: model='m', enforce_eager={enforce_eager}, kv_cache_dtype=auto\n"
-        + "".join(prefix + line + "\n" for line in (
-            "Traceback (most recent call last):",
-            '  File "/py/vllm/v1/engine/core.py", line 150, in _initialize_kv_caches',
-            "    self.model_executor.initialize_from_config(kv_cache_configs)",
-            '  File "/py/vllm/v1/executor/abstract.py", line 74, in initialize_from_config',
-            '    self.collective_rpc("compile_or_warm_up_model")',
-            "RuntimeError: Worker failed with error 'CUDA error: out of memory",
-        ))
+        + "".join(
+            prefix + line + "\n"
+            for line in (
+                "Traceback (most recent call last):",
+                '  File "/py/vllm/v1/engine/core.py", line 150, in _initialize_kv_caches',
+                "    self.model_executor.initialize_from_config(kv_cache_configs)",
+                '  File "/py/vllm/v1/executor/abstract.py", line 74, in initialize_from_config',
+                '    self.collective_rpc("compile_or_warm_up_model")',
+                "RuntimeError: Worker failed with error 'CUDA error: out of memory",
+            )
+        )
     )
 
 
@@ -308,21 +347,28 @@ def test_the_same_echo_of_an_eager_launch_is_the_memory_beside_the_kv_cache():
 # cuda_graph_runner.py replay, called from scheduler.py run_batch -> tp_worker.py
 # forward_batch_generation, @v0.4.5.post3..@v0.5.23): only the capturing calls mean capture.
 def _sglang_stack(*frames: str) -> str:
-    lines = "".join(f'  File "/py/sglang/srt/{path}", line 10, in {func}\n    x()\n' for path, func in frames)
-    return f"[2025-05-01 10:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):\n{lines}{OOM}\n"
+    lines = "".join(
+        f'  File "/py/sglang/srt/{path}", line 10, in {func}\n    x()\n' for path, func in frames
+    )
+    head = "[2025-05-01 10:00:00 TP0] Scheduler hit an exception: "
+    head += "Traceback (most recent call last):"
+    return f"{head}\n{lines}{OOM}\n"
 
 
 def test_an_oom_while_a_server_replays_its_graphs_is_the_batch_not_the_capture():
     text = _sglang_stack(
-        ("managers/scheduler.py", "event_loop_overlap"), ("managers/scheduler.py", "run_batch"),
-        ("managers/tp_worker.py", "forward_batch_generation"), ("model_executor/cuda_graph_runner.py", "replay"),
+        ("managers/scheduler.py", "event_loop_overlap"),
+        ("managers/scheduler.py", "run_batch"),
+        ("managers/tp_worker.py", "forward_batch_generation"),
+        ("model_executor/cuda_graph_runner.py", "replay"),
     )
     assert triage_text(text, engine="sglang").root_cause.category == "oom_kv_cache"
 
 
 def test_an_oom_in_the_same_module_while_it_captures_is_cuda_graph():
     text = _sglang_stack(
-        ("model_executor/model_runner.py", "init_cuda_graphs"), ("model_executor/cuda_graph_runner.py", "capture"),
+        ("model_executor/model_runner.py", "init_cuda_graphs"),
+        ("model_executor/cuda_graph_runner.py", "capture"),
         ("model_executor/cuda_graph_runner.py", "capture_one_batch_size"),
     )
     assert triage_text(text, engine="sglang").root_cause.category == "cuda_graph"
@@ -331,8 +377,10 @@ def test_an_oom_in_the_same_module_while_it_captures_is_cuda_graph():
 def test_a_bare_oom_under_vllms_serving_step_is_the_batch_and_without_frames_stays_unsure():
     step = (
         "Traceback (most recent call last):\n"
-        '  File "/py/vllm/v1/engine/core.py", line 701, in run_busy_loop\n    self._process_engine_step()\n'
-        '  File "/py/vllm/v1/engine/core.py", line 280, in step\n    model_output = self.execute_model(s)\n'
+        '  File "/py/vllm/v1/engine/core.py", line 701, in run_busy_loop\n'
+        "    self._process_engine_step()\n"
+        '  File "/py/vllm/v1/engine/core.py", line 280, in step\n'
+        "    model_output = self.execute_model(s)\n"
         '  File "/py/vllm/v1/engine/core.py", line 266, in execute_model\n    raise err\n'
         f"{OOM}\n"
     )
@@ -345,14 +393,19 @@ def test_a_bare_oom_under_vllms_serving_step_is_the_batch_and_without_frames_sta
 # load_tensors in 0.3.36's): the message names its phase; the host buffer's own failure
 # (ggml-backend.cpp ggml_backend_cpu_buffer_type_alloc_buffer) before it is the first line.
 def test_the_weights_own_refusal_is_sure_without_a_phase_line():
-    rc = triage_text("llama_model_load: error loading model: unable to allocate CUDA0 buffer\n").root_cause
+    rc = triage_text(
+        "llama_model_load: error loading model: unable to allocate CUDA0 buffer\n"
+    ).root_cause
     assert (rc.category, rc.basis) == ("oom_weights", "signature")
 
 
 def test_the_host_buffers_failure_is_the_line_and_its_phase_decides():
-    host = "ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size 437944320\n"
+    host = (
+        "ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size 437944320\n"
+    )
     loading = (
-        "load_tensors: loading model tensors, this can take a while... (mmap = false)\n" + host
+        "load_tensors: loading model tensors, this can take a while... (mmap = false)\n"
+        + host
         + "llama_model_load: error loading model: unable to allocate CPU buffer\n"
     )
     rc = triage_text(loading).root_cause
@@ -370,8 +423,10 @@ def test_an_oom_whose_process_holds_graph_pools_is_past_the_weights_when_no_line
 
 
 def test_a_capture_line_still_outranks_the_accounting():
-    text = _after("[2025-09-07 06:09:00 TP0] Capture cuda graph begin. This can take up to several minutes.",
-                  POOLS_OOM)
+    text = _after(
+        "[2025-09-07 06:09:00 TP0] Capture cuda graph begin. This can take up to several minutes.",
+        POOLS_OOM,
+    )
     assert triage_text(text, engine="sglang").root_cause.category == "cuda_graph"
 
 
@@ -388,7 +443,8 @@ def test_an_oom_without_pools_in_its_accounting_stays_the_unsure_weights_reading
     "message",
     [
         "AssertionError: Memory pool size is too small",
-        "AssertionError: Not enough space for mamba cache, try to increase --mamba-full-memory-ratio or "
+        "AssertionError: Not enough space for mamba cache, try to increase "
+        "--mamba-full-memory-ratio or "
         "--max-mamba-cache-size. mid=1, self.mamba_pool.size=8",
         "RuntimeError: CUDA out of memory occurred when warming up pooler with 256 dummy requests.",
     ],
@@ -409,7 +465,9 @@ XLA = "RuntimeError: Bad StatusOr access: RESOURCE_EXHAUSTED: XLA:TPU compile pe
 
 
 def test_a_tpu_compile_out_of_scalar_memory_is_the_context_length():
-    rc = triage_text(XLA + "Ran out of memory in memory space smem. Used 1.00M of 1.00M smem.\n").root_cause
+    rc = triage_text(
+        XLA + "Ran out of memory in memory space smem. Used 1.00M of 1.00M smem.\n"
+    ).root_cause
     assert rc.category == "max_model_len"
 
 
@@ -418,3 +476,32 @@ def test_a_tpu_compile_out_of_hbm_is_the_kv_share_and_while_loading_the_weights(
     assert triage_text(hbm + "\n").root_cause.category == "oom_kv_cache"
     loading = "INFO 05-01 10:00:00 [tpu.py:1] Loading safetensors checkpoint shards:  25%"
     assert triage_text(_after(loading, hbm)).root_cause.category == "oom_weights"
+
+
+# The report that closes a failed context in the same run of error lines (llama-context.cpp
+# "failed to initialize the context: %s" in llama-cpp-python 0.3.36's vendored llama.cpp;
+# common.cpp "failed to create context with model '%s'") places the device's failed allocation.
+VULKAN_RUN = (
+    "ggml_vulkan: Device memory allocation of size 4294967296 failed.\n"
+    "ggml_vulkan: vk::Device::allocateMemory: ErrorOutOfDeviceMemory\n"
+)
+
+
+@pytest.mark.parametrize(
+    "report",
+    [
+        "llama_init_from_model: failed to initialize the context: "
+        "failed to allocate compute pp buffers",
+        "common_init_from_params: failed to create context with model 'm.gguf'",
+    ],
+)
+def test_a_device_allocation_closed_by_a_failed_context_is_the_kv_cache(report):
+    rc = triage_text(VULKAN_RUN + report + "\n").root_cause
+    assert (rc.category, rc.line) == ("oom_kv_cache", 1)
+
+
+def test_the_same_allocation_closed_by_the_weights_refusal_is_the_weights():
+    rc = triage_text(
+        VULKAN_RUN + "llama_model_load: error loading model: unable to allocate Vulkan0 buffer\n"
+    ).root_cause
+    assert rc.category == "oom_weights"

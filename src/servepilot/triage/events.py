@@ -445,9 +445,8 @@ class Assembler:
                 if m:
                     self.hints.add(f"sglang-pool-tokens={m.group('pool')}")
                     self.hints.add(f"sglang-context-len={m.group('ctx')}")
-            if ("enforce_eager" in ll.message or "disable_cuda_graph" in ll.message) and _NO_GRAPHS.search(
-                ll.message
-            ):
+            eager_words = "enforce_eager" in ll.message or "disable_cuda_graph" in ll.message
+            if eager_words and _NO_GRAPHS.search(ll.message):
                 self.hints.add("eager-mode")
             if "kv_cache_dtype" in ll.message:
                 m = _KV_DTYPE_SETTING.search(ll.message)
@@ -514,7 +513,10 @@ class Assembler:
             # with the message at the end: that header is no error of its own
             said = msg[:inline].strip()
             if not _CLASS_NAME.fullmatch(said):
-                self._add(ErrorEvent(line_no, ll.process, ll.pid, self.launch, None, said, [], ll.text), ll)
+                said_event = ErrorEvent(
+                    line_no, ll.process, ll.pid, self.launch, None, said, [], ll.text
+                )
+                self._add(said_event, ll)
             msg = msg[inline:]
             self._inline_key = key
         if msg.startswith(_TRACEBACK_HEAD):

@@ -329,7 +329,9 @@ class Matcher:
 # CUDA graphs allocate from such pools while they are captured and keep them, so a process that
 # holds some has begun capturing: its weights and KV cache were made before. (vLLM's sleep mode
 # allocates from a pool too; its own allocator's line, vllm-cumem-allocator-oom, comes first.)
-_PRIVATE_POOLS = re.compile(r"with (?P<amount>[\d.]+) (?:[KMGTP]i?B|bytes) allocated in private pools")
+_PRIVATE_POOLS = re.compile(
+    r"with (?P<amount>[\d.]+) (?:[KMGTP]i?B|bytes) allocated in private pools"
+)
 
 
 def _graphs_captured(context: str) -> bool:
@@ -456,7 +458,8 @@ def sglang_input_limit(groups, category, explanation, remedies, context=""):
         "for the context the server advertises."
     )
     pool_remedies = (
-        TriageRemedy("flag", "raise --mem-fraction-static, add GPUs (--tp), or --kv-cache-dtype fp8_e5m2",
+        TriageRemedy("flag",
+                     "raise --mem-fraction-static, add GPUs (--tp), or --kv-cache-dtype fp8_e5m2",
                      "less room for activations / more hardware / KV precision", "SP-MEM-003"),
         TriageRemedy("flag", f"--context-length {bound} (or smaller), what the pool holds",
                      "longer requests are rejected at once instead", None),

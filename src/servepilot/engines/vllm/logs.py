@@ -155,10 +155,12 @@ STAGES = (
     # (worker.py initialize_cache); V1 "GPU KV cache size: %s tokens" (v1/core/kv_cache_utils.py
     # @v0.8.5, @v0.19.0) before it allocates it.
     ("kv_cache_profiling", r"Model loading took|Memory profiling takes|Available KV cache memory"
-     r"|determine_available_memory|Loading model weights took|# GPU blocks: \d+|GPU KV cache size: ",
-     "vllm/v1/worker/gpu_worker.py@v0.10.0; vllm/v1/worker/gpu_model_runner.py@v0.12.0 (Model loading took);"
-     " vllm/worker/model_runner.py@v0.5.5, @v0.6.6 (Loading model weights took);"
-     " vllm/executor/gpu_executor.py@v0.5.5, @v0.6.6 (# GPU blocks); vllm/v1/core/kv_cache_utils.py@v0.8.5"),
+     r"|determine_available_memory|Loading model weights took|# GPU blocks: \d+"
+     r"|GPU KV cache size: ",
+     "vllm/v1/worker/gpu_worker.py@v0.10.0; vllm/v1/worker/gpu_model_runner.py@v0.12.0"
+     " (Model loading took); vllm/worker/model_runner.py@v0.5.5, @v0.6.6 (Loading model"
+     " weights took); vllm/executor/gpu_executor.py@v0.5.5, @v0.6.6 (# GPU blocks);"
+     " vllm/v1/core/kv_cache_utils.py@v0.8.5"),
     ("weights_loading", r"Loading (?:weights|model weights|safetensors checkpoint shards)|Starting to load model",
      "vllm model_loader@v0.10.0"),
 )
