@@ -303,8 +303,10 @@ def _basis(group: _Group) -> str:
         return "generic"
     if group.first.is_warning:
         return "warning"
-    if m.evidence == "message" and m.signature.by_phase:
-        return "signature-bare"  # e.g. a CUDA OOM with neither telling frames nor a known phase
+    if m.evidence in ("message", "accounting") and m.signature.by_phase:
+        # a CUDA OOM with neither telling frames nor a known phase; or one placed only by its
+        # own memory accounting (signatures._graphs_captured), which a log line would outrank
+        return "signature-bare"
     return "signature"
 
 

@@ -34,6 +34,7 @@ _EXCEPTION = re.compile(
     r"(?::\s?(?P<msg>.*)|\((?P<repr>.*)\))?$"
 )
 _TRACEBACK_HEAD = "Traceback (most recent call last)"
+_CLASS_NAME = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*")
 # After a traceback's frames, Python prints the exception as "module.Class: message".
 _TRACEBACK_END = re.compile(r"^(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z][A-Za-z0-9_]*)(?::\s?(?P<msg>.*))?$")
 _CHAIN = re.compile(
@@ -115,9 +116,27 @@ _VALIDATION_DETAIL = re.compile(r" \[type=\w+(?:,|\])")
 # (`kv_cache_dtype='fp4_e2m1'` in ServerArgs, `'kv_cache_dtype': 'fp8'` in vLLM's non-default
 # args, `kv_cache_dtype=fp8` in its engine config line); "auto" names none.
 _KV_DTYPE_SETTING = re.compile(r"\bkv_cache_dtype'?\s*[=:]\s*'?(?P<dtype>[\w.]+)")
+# SGLang's scheduler line once its KV pool is made: the pool's tokens and the model's context
+# (sglang/srt/managers/scheduler.py@v0.4.5.post3, @v0.5.23: "max_total_num_tokens=%d,
+# chunked_prefill_size=..., context_len=%d"); an input limit is the smaller of the two
+# (signatures.sglang_input_limit reads them as launch settings).
+_POOL_LINE = re.compile(r"\bmax_total_num_tokens=(?P<pool>\d+),.*\bcontext_len=(?P<ctx>\d+)")
+# A traceback's quoted source is no progress line, whatever words it holds: IPython numbers
+# its context lines ("    255     logger.info(\"Loading model weights took %.4f GB\",", "--> 24
+# self.driver_worker.load_model()", IPython/core/ultratb.py), and a logging call is the source
+# of a message, not the message (a notebook's traceback through vLLM's load_model quotes the
+# line that would have ended the weights' phase).
+_QUOTED_SOURCE = re.compile(r"\b(?:(?:logger|logging)\.\w+|(?:LLAMA|GGML)_LOG_\w+)\(\s*f?[\"']")
+_IPYTHON_CONTEXT = re.compile(r"^(?:-+>\s*|\s{2,})\d+\s")
 _LAUNCH_HINTS = (
     ("fp8-kv-cache", re.compile(r"kv_cache_dtype'?[=:]\s*'?fp8|FP8 KV cache|fp8 data type to store kv cache", re.I)),
 )
+# A launch that captures no CUDA graphs: vLLM's engine config line ("enforce_eager=True",
+# engine/llm_engine.py@v0.5.5, config VllmConfig.__str__@v0.10.2, @v0.19.0) or its non-default
+# args ("'enforce_eager': True"), SGLang's ServerArgs dump ("disable_cuda_graph=True",
+# server_args.py@v0.4.5.post3). Its warm-up OOM is then no capture's (cuda-oom's refine rules);
+# the hint's name holds no graph word, which the capture rules would read.
+_NO_GRAPHS = re.compile(r"\benforce_eager'?\s*[=:]\s*True\b|\bdisable_cuda_graph=True\b")
 # A line with no level that still says something failed (C++ engines, shells, NCCL). ggml's
 # assertion printed "GGML_ASSERT: %s:%d: %s" (ggml.h before 2024, no "failed" in it); a shell
 # reports a crashed job as "zsh: abort  python" / "bash: line 1: 42 Killed". The C++ runtime
@@ -152,6 +171,10 @@ _PLAIN_ERROR = re.compile(
     # an exception a wrapper quotes in code marks (GPUStack's "Deployment failure due to ...:
     # `AssertionError: 151552 is not divisible by 6`"): the line reports that exception
     r"|`[\w.]*(?:Error|Exception): "
+    # ggml's CUDA error goes on with where it failed ("  current device: 0, in function alloc
+    # at .../ggml-cuda.cu:502", ggml_cuda_error in ggml-cuda.cu of llama-cpp-python 0.3.2's and
+    # 0.3.36's vendored llama.cpp): the same report, kept in its run of error lines
+    r"|^current device: -?\d+, in function \w"
     # a C function's message that opens with a refusal ("gguf_init_from_file: invalid magic
     # number 67676a74")
     r"|^(?:[a-z_][a-z0-9_]*: +)?(?:invalid|unknown|unsupported|missing|cannot|can't|unable to)\b",
@@ -409,13 +432,22 @@ class Assembler:
         elif is_aborted(ll.message):
             self.healthy_launches.pop(self.launch, None)
         if ll.level not in ("ERROR", "CRITICAL"):
-            phase = phase_of(ll.message)
+            quoted = _QUOTED_SOURCE.search(ll.message) or _IPYTHON_CONTEXT.match(ll.text)
+            phase = None if quoted else phase_of(ll.message)
             if phase is not None:
                 self._enter_phase(line_no, ll, phase)
             if "fp8" in ll.message or "FP8" in ll.message:  # cheap gate before the regexes
                 for hint, pattern in _LAUNCH_HINTS:
                     if pattern.search(ll.message):
                         self.hints.add(hint)
+            if "max_total_num_tokens=" in ll.message:
+                m = _POOL_LINE.search(ll.message)
+                if m:
+                    self.hints.add(f"sglang-pool-tokens={m.group('pool')}")
+                    self.hints.add(f"sglang-context-len={m.group('ctx')}")
+            eager_words = "enforce_eager" in ll.message or "disable_cuda_graph" in ll.message
+            if eager_words and _NO_GRAPHS.search(ll.message):
+                self.hints.add("eager-mode")
             if "kv_cache_dtype" in ll.message:
                 m = _KV_DTYPE_SETTING.search(ll.message)
                 if m and m.group("dtype") != "auto":
@@ -475,8 +507,16 @@ class Assembler:
         opened = self._open.get(key)
         inline = msg.find(_TRACEBACK_HEAD)
         if inline > 0:
-            # "<what happened>: Traceback (most recent call last):" in one message
-            self._add(ErrorEvent(line_no, ll.process, ll.pid, self.launch, None, msg[:inline].strip(), [], ll.text), ll)
+            # "<what happened>: Traceback (most recent call last):" in one message; IPython heads
+            # its traceback with the bare exception class ("OutOfMemoryError      Traceback (most
+            # recent call last)", IPython/core/ultratb.py), which its exception line repeats
+            # with the message at the end: that header is no error of its own
+            said = msg[:inline].strip()
+            if not _CLASS_NAME.fullmatch(said):
+                said_event = ErrorEvent(
+                    line_no, ll.process, ll.pid, self.launch, None, said, [], ll.text
+                )
+                self._add(said_event, ll)
             msg = msg[inline:]
             self._inline_key = key
         if msg.startswith(_TRACEBACK_HEAD):

@@ -110,8 +110,10 @@ STALL_PHASES: tuple[tuple, ...] = (
         # SGLang since 2025: "Capture target prefill CUDA graph begin", "Capturing batches (bs=...)",
         # "Capturing num tokens (num_tokens=...)" (https://github.com/sostrowsk/dgx-spark-local-llm
         # sglang-versuch1.log; https://github.com/sgl-project/sglang/pull/11275)
-        re.compile(r"Capturing (?:CUDA graph|cudagraphs?)|Capture cuda graph begin|CUDA graph capture"
-                   r"|Capture \w+(?: \w+)? CUDA graph begin|Capturing (?:batches|num tokens) \("),
+        # SGLang's "Capture <what> begin", whatever names the capture (engines/sglang/logs.py)
+        re.compile(r"Capturing (?:CUDA graph|cudagraphs?)|CUDA graph capture"
+                   r"|Capture [\w -]{0,60}?(?:[Gg]raph|CG)\b[\w -]{0,40}?\bbegin\b"
+                   r"|Capturing (?:batches|num tokens) \("),
         "The log ends while CUDA graphs are being captured, with no error: if the engine is "
         "still running it hangs in capture. --enforce-eager (vLLM) or --disable-cuda-graph "
         "(SGLang) confirms it.",
@@ -145,7 +147,11 @@ _PROGRESS_DONE = re.compile(r"(?<![\d.])100%\|")
 # elapsed: ..." (and "Capture piecewise CUDA graph end", sglang/srt/model_executor/
 # model_runner.py@v0.4.5.post3, @v0.5.9), vLLM's "Graph capturing finished in %.0f secs"
 # (vllm/worker/model_runner.py@v0.6.6, vllm/v1/worker/gpu_model_runner.py@v0.10.2).
-_PHASE_ENDED = re.compile(r"Capture (?:\w+ )?(?:cuda|CUDA) graph end\b|Graph capturing finished in")
+# SGLang's ends read as its begins do ("Capture single-CG draft extend end.",
+# speculative/multi_layer_eagle_draft_extend_cuda_graph_runner.py@v0.5.23).
+_PHASE_ENDED = re.compile(
+    r"Capture [\w -]{0,60}?(?:[Gg]raph|CG)\b[\w -]{0,40}?\bend\b|Graph capturing finished in"
+)
 
 
 # Start-up stages, from the engines' own progress lines (each engine's logs.STAGES), so that an

@@ -57,8 +57,11 @@ ENGINE_NEEDLES: dict[str, tuple[bytes, ...]] = {
     # only through its workers' new pids on error lines.
     "vllm": (b"vLLM API server",),
     # SGLang: "Capture cuda graph failed"; llama.cpp: "failed to load model", "cudaMalloc failed";
-    # "NOT connected": Gloo's report of a rank it could not reach, the only line of that stall
-    "sglang": (b"ailed", b"server_args", b"startup complete", b"fired up", b"NOT connected"),
+    # "NOT connected": Gloo's report of a rank it could not reach, the only line of that stall;
+    # "allowed length": an over-long input's refusal (logged with no level), read against the
+    # scheduler's "max_total_num_tokens=..., context_len=..." line (signatures.sglang_input_limit)
+    "sglang": (b"ailed", b"server_args", b"startup complete", b"fired up", b"NOT connected",
+               b"allowed length", b"max_total_num_tokens="),
     "llama.cpp": (b"ailed", b"build", b"listening", b"startup complete"),
 }
 

@@ -94,7 +94,7 @@ class Match:
     explanation: str
     remedies: tuple[TriageRemedy, ...]
     groups: dict
-    evidence: str = "message"  # what decided the category: message | frames | phase
+    evidence: str = "message"  # what decided the category: message | frames | phase | accounting
     # competing readings the message itself gives (category, explanation): an analyzer's
     # second reading, shown as an alternative with its own confidence
     rivals: tuple[tuple[str, str], ...] = ()
@@ -301,9 +301,16 @@ class Matcher:
                     explanation = _render(rule.explanation, groups)
                 break
         else:
+            evidence_of_phase = "phase"
+            if phase is None and sig.by_phase and _graphs_captured(context):
+                # no progress line, but PyTorch's accounting says this process already holds
+                # captured graphs: the weights and the KV cache came before them
+                phase, evidence_of_phase = "after_cuda_graph_capture", "accounting"
             for when, phase_category, phase_explanation in sig.by_phase:
                 if when == phase:
-                    category, explanation, evidence = phase_category, _render(phase_explanation, groups), "phase"
+                    category, explanation, evidence = (
+                        phase_category, _render(phase_explanation, groups), evidence_of_phase
+                    )
                     break
         remedies = tuple(
             TriageRemedy(r.kind, _render(r.change, groups), _render(r.tradeoff, groups), r.check) for r in remedies
@@ -311,9 +318,25 @@ class Matcher:
         rivals: tuple[tuple[str, str], ...] = ()
         if sig.analyzer:
             category, explanation, remedies, rivals = ANALYZERS[sig.analyzer](
-                groups, category, explanation, remedies
+                groups, category, explanation, remedies, context=context
             )
         return Match(sig, category, explanation, remedies, groups, evidence, rivals)
+
+
+# PyTorch's OOM message counts the memory of private pools ("with 22.00 MiB allocated in private
+# pools (e.g., CUDA Graphs), ", printed only when that amount is not zero:
+# c10/cuda/CUDACachingAllocator.cpp@v2.5.0, the same words in libc10_cuda.so of torch 2.14.1).
+# CUDA graphs allocate from such pools while they are captured and keep them, so a process that
+# holds some has begun capturing: its weights and KV cache were made before. (vLLM's sleep mode
+# allocates from a pool too; its own allocator's line, vllm-cumem-allocator-oom, comes first.)
+_PRIVATE_POOLS = re.compile(
+    r"with (?P<amount>[\d.]+) (?:[KMGTP]i?B|bytes) allocated in private pools"
+)
+
+
+def _graphs_captured(context: str) -> bool:
+    found = _PRIVATE_POOLS.search(context)
+    return found is not None and float(found.group("amount")) > 0
 
 
 # --- analyzers ------------------------------------------------------------------------------
@@ -321,7 +344,7 @@ class Matcher:
 _REASON_ENTRY = re.compile(r"(?P<backend>[A-Z][A-Z0-9_]+):\s*\[(?P<reasons>[^\]]*)\]")
 
 
-def attention_reasons(groups, category, explanation, remedies):
+def attention_reasons(groups, category, explanation, remedies, context=""):
     """Judge vLLM's attention selector failure by its per-backend reasons.
 
     The rule: the selector failing is `attention_backend`, unless the KV cache dtype is all
@@ -391,4 +414,65 @@ def attention_reasons(groups, category, explanation, remedies):
     return "kv_cache_dtype", explanation, kv_remedies + tuple(remedies), rivals
 
 
-ANALYZERS = {"attention_reasons": attention_reasons}
+# SGLang's scheduler line, printed once the pool is made ("max_total_num_tokens=%d, ...,
+# context_len=%d", sglang/srt/managers/scheduler.py@v0.4.5.post3, @v0.5.23), as the Assembler
+# carries it into an event's launch settings (events._POOL_LINE).
+_POOL_SETTING = re.compile(r"\[launch setting: sglang-pool-tokens=(?P<pool>\d+)\]")
+_CONTEXT_SETTING = re.compile(r"\[launch setting: sglang-context-len=(?P<ctx>\d+)\]")
+# What SGLang subtracts from the smaller of the two: max_req_len = min(context_len - 1,
+# max_total_num_tokens - 1), max_req_input_len = max_req_len - 5 (sglang/srt/managers/
+# tp_worker.py@v0.3.6, @v0.4.5.post3, @v0.5.23).
+_INPUT_LIMIT_MARGIN = 6
+
+
+def _is_designed_length(tokens: int) -> bool:
+    """Whether a token count looks set by a person (a model config's or --context-length's
+    2^k or round thousands), not measured out of free memory (the KV pool's size)."""
+    return tokens % 1024 == 0 or tokens % 1000 == 0
+
+
+def sglang_input_limit(groups, category, explanation, remedies, context=""):
+    """Judge SGLang's "Input length (N tokens) exceeds the maximum allowed length (M tokens)".
+
+    M + 6 is the smaller of the model's context length and the KV pool's token count
+    (_INPUT_LIMIT_MARGIN). When the pool is the smaller, the request fits the advertised
+    context but not the pool: the pool was sized too small (`oom_kv_cache`); when it is the
+    context, the request is longer than the model serves (`max_model_len`). The scheduler's
+    line, when the log holds it, names both; without it a designed-looking bound is read as
+    the context, any other as the pool, and the other reading is given as a rival.
+
+    Returns (category, explanation, remedies, rivals).
+    """
+    bound = int(groups.get("max") or 0) + _INPUT_LIMIT_MARGIN
+    pool = _POOL_SETTING.search(context)
+    ctx = _CONTEXT_SETTING.search(context)
+    decided = pool is not None and ctx is not None
+    if decided:
+        pool_bound = int(pool.group("pool")) < int(ctx.group("ctx"))
+    else:
+        pool_bound = not _is_designed_length(bound)
+    pool_reading = (
+        f"The longest input SGLang accepts here ({groups.get('max')} tokens) is set by its KV "
+        f"pool, about {bound} tokens, not by the model's context: the pool "
+        "(--mem-fraction-static of what the GPUs leave after the weights) was sized too small "
+        "for the context the server advertises."
+    )
+    pool_remedies = (
+        TriageRemedy("flag",
+                     "raise --mem-fraction-static, add GPUs (--tp), or --kv-cache-dtype fp8_e5m2",
+                     "less room for activations / more hardware / KV precision", "SP-MEM-003"),
+        TriageRemedy("flag", f"--context-length {bound} (or smaller), what the pool holds",
+                     "longer requests are rejected at once instead", None),
+    )
+    context_reading = (
+        f"The request ({groups.get('asked')} tokens) is longer than the model's context, "
+        f"{bound} tokens, which bounds what SGLang accepts ({groups.get('max')})."
+    )
+    if pool_bound:
+        rivals = () if decided else (("max_model_len", context_reading),)
+        return "oom_kv_cache", pool_reading, pool_remedies + tuple(remedies), rivals
+    rivals = () if decided else (("oom_kv_cache", pool_reading),)
+    return "max_model_len", explanation, remedies, rivals
+
+
+ANALYZERS = {"attention_reasons": attention_reasons, "sglang_input_limit": sglang_input_limit}

@@ -93,10 +93,18 @@ BANNERS = (
 READY = (r"server is listening on",)  # tools/server/server.cpp "main: server is listening on %s"
 # llama.cpp's own phase prefixes: "load_tensors:" while the weights load ("llm_load_tensors:"
 # before 2025), "llama_context:" / "llama_new_context_with_model:" / "llama_kv_cache_init:"
-# while the context (KV cache, compute buffers) is built.
+# while the context (KV cache, compute buffers) is built. The KV cache classes log under their
+# constructors' names, which grew with the cache kinds: "llama_kv_cache_init:" (src/llama.cpp in
+# llama-cpp-python 0.3.2's vendored llama.cpp), "llama_kv_cache_unified:", "llama_kv_cache:",
+# "llama_kv_cache_iswa:", "llama_memory_recurrent:" (src/llama-kv-cache*.cpp,
+# llama-memory-recurrent.cpp in 0.3.36's); the compute buffers are reserved by
+# llama_context::sched_reserve and graph_reserve (src/llama-context.cpp in 0.3.36's).
 STAGES = (
-    ("kv_cache_profiling", r"^llama_(?:new_context_with_model|context|init_from_model|kv_cache_init):",
-     "src/llama-context.cpp@b5000"),
+    ("kv_cache_profiling",
+     r"^llama_(?:new_context_with_model|context|init_from_model|kv_cache\w*|memory_\w+):"
+     r"|^(?:sched_reserve|graph_reserve):",
+     "src/llama-context.cpp@b5000; llama-cpp-python vendor/llama.cpp/src/llama.cpp@v0.3.2,"
+     " src/llama-kv-cache.cpp, src/llama-context.cpp@v0.3.36"),
     # the old Metal backend named each buffer it created: 'kv' and 'alloc' (compute) come with
     # the context, after the weights' 'data' buffer (ggml-metal.m; h2oai/h2ogpt#1311's log)
     ("kv_cache_profiling", r"^ggml_metal_add_buffer: allocated '(?:kv|alloc)\s*'", "ggml-metal.m@b1500"),

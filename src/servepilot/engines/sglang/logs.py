@@ -101,13 +101,25 @@ BANNERS = (
     ("sglang_server_args", r"server_args=ServerArgs\(", "sglang/srt/server_args.py (logged at launch)"),
 )
 READY = (r"The server is fired up",)  # sglang/srt/entrypoints/http_server.py
+# SGLang names every capture "Capture <what> begin" / "... end": "Capture cuda graph begin"
+# (model_runner.py@v0.3.6, @v0.4.5.post3), "Capture {cuda,npu,cpu} graph begin" and "Capture
+# piecewise CUDA graph begin" (@v0.5.9), the drafts' "Capture draft [extend] cuda graph begin
+# (step N)" (speculative/eagle_worker.py@v0.4.5.post3, @v0.5.9), "Capture UNO tree draft CUDA graph
+# begin" and "Capture single-CG draft extend begin" (speculative/*@v0.5.23): one pattern takes
+# any words between "Capture" and a graph word ("graph", "CG"), then "begin" or "end". With
+# delayed weights (startup_weight_load.py@v0.5.23) the real weights are committed after capture.
+_CAPTURE = r"Capture [\w -]{0,60}?(?:[Gg]raph|CG)\b[\w -]{0,40}?\b"
 STAGES = (
-    ("after_cuda_graph_capture", r"Capture cuda graph end", "sglang/srt/model_executor/cuda_graph_runner.py@v0.4.3"),
-    ("cuda_graph_capture", r"Capture cuda graph begin|Capture \w+(?: \w+)? CUDA graph begin"
-     r"|Capturing (?:batches|num tokens) \(",
-     "sglang/srt/model_executor/cuda_graph_runner.py@v0.4.3; newer lines ('Capture target prefill CUDA"
-     " graph begin', 'Capturing num tokens (') https://github.com/sostrowsk/dgx-spark-local-llm"
-     " sglang-versuch1.log, https://github.com/sgl-project/sglang/pull/11275"),
+    ("after_cuda_graph_capture",
+     _CAPTURE + r"end\b|Committed real weights after CUDA graph capture",
+     "sglang/srt/model_executor/cuda_graph_runner.py@v0.4.3; model_runner.py@v0.5.9;"
+     " speculative/eagle_worker_v2.py@v0.5.23; startup_weight_load.py@v0.5.23"),
+    ("cuda_graph_capture", _CAPTURE + r"begin\b|Capturing (?:batches|num tokens) \(",
+     "sglang/srt/model_executor/cuda_graph_runner.py@v0.4.3; model_runner.py@v0.5.9;"
+     " speculative/eagle_worker.py@v0.5.9; speculative/uno_worker_v2.py@v0.5.23; newer"
+     " lines ('Capture target prefill CUDA graph begin', 'Capturing num tokens (')"
+     " https://github.com/sostrowsk/dgx-spark-local-llm sglang-versuch1.log,"
+     " https://github.com/sgl-project/sglang/pull/11275"),
     # "Load weight end": the weights are in, the memory pool comes next
     ("kv_cache_profiling", r"Load weight end|KV Cache is allocated|Memory pool (?:end|begin)|Init memory pool",
      "sglang/srt/model_executor/model_runner.py@v0.4.3"),

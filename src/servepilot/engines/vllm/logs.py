@@ -147,10 +147,20 @@ STAGES = (
     ("cuda_graph_capture", r"Capturing (?:the model for )?(?:CUDA graphs?|cudagraphs?)",
      "vllm/worker/model_runner.py@v0.6.3; vllm/v1/worker/gpu_model_runner.py@v0.10.0"),
     # The end of the weights starts profiling: torch.compile and the dummy run come next, so
-    # an OOM after "Model loading took" is no longer the weights'.
+    # an OOM after "Model loading took" is no longer the weights'. Before 0.7 load_model ended
+    # with "Loading model weights took %.4f GB" (V0 worker/model_runner.py@v0.5.5, @v0.6.6, V1
+    # v1/worker/gpu_model_runner.py@v0.6.6): the same end in older words, tested before the
+    # weights' "Loading model weights" below. V0 then logs "# GPU blocks: %d, # CPU blocks: %d"
+    # (executor/gpu_executor.py@v0.5.5, @v0.6.6) and allocates that KV cache
+    # (worker.py initialize_cache); V1 "GPU KV cache size: %s tokens" (v1/core/kv_cache_utils.py
+    # @v0.8.5, @v0.19.0) before it allocates it.
     ("kv_cache_profiling", r"Model loading took|Memory profiling takes|Available KV cache memory"
-     r"|determine_available_memory",
-     "vllm/v1/worker/gpu_worker.py@v0.10.0; vllm/v1/worker/gpu_model_runner.py@v0.12.0 (Model loading took)"),
+     r"|determine_available_memory|Loading model weights took|# GPU blocks: \d+"
+     r"|GPU KV cache size: ",
+     "vllm/v1/worker/gpu_worker.py@v0.10.0; vllm/v1/worker/gpu_model_runner.py@v0.12.0"
+     " (Model loading took); vllm/worker/model_runner.py@v0.5.5, @v0.6.6 (Loading model"
+     " weights took); vllm/executor/gpu_executor.py@v0.5.5, @v0.6.6 (# GPU blocks);"
+     " vllm/v1/core/kv_cache_utils.py@v0.8.5"),
     ("weights_loading", r"Loading (?:weights|model weights|safetensors checkpoint shards)|Starting to load model",
      "vllm model_loader@v0.10.0"),
 )
