@@ -227,7 +227,15 @@ def _clip(text: str, limit: int) -> str:
 def _expand(ev: ErrorEvent, matcher: Matcher) -> list[tuple[ErrorEvent, Match | None]]:
     """An event with its match; a run of error lines gives one event per known line in it."""
     if not ev.block:
-        return [(ev, matcher.match(ev.message, ev.context, ev.phase))]
+        m = matcher.match(ev.message, ev.context, ev.phase)
+        if m is None and _BARE_ASSERT.search(ev.message):
+            # a bare AssertionError says nothing; the assert it failed may be a wrapper's check
+            # that an earlier step worked (llama-cpp-python's "assert self.model is not None"
+            # after llama.cpp's own load error): an echo of that step's error
+            words = _words_of(ev)
+            if words != ev.message:
+                m = matcher.match(words, ev.context, ev.phase)
+        return [(ev, m)]
     context = "\n".join([text for _, text in ev.block] + ev.situation)
     out = []
     for line_no, text in ev.block:
