@@ -35,7 +35,7 @@ NEEDLELESS = {
     "cann-op-kernel-missing": "a line of an ERROR-logged CANN error block after the aclnn call's error",
     "triton-compiler-assertion": "a C assert's abort text, followed by 'RuntimeError: PassManager::run failed'",
     "minja-template-error": "the what() line under 'terminate called ... std::runtime_error'",
-    "llama-cpp-python-model-none-echo": "a traceback's source line, after 'Traceback (most recent call last)'",
+    "llama-cpp-python-model-none-echo": "a traceback's source line, after its Traceback line",
     # written by triage from two start-up lines (cuda_archs.py): logs under 4 MB are parsed
     # whole; in bigger ones the start-up lines carry no needle
     "llamacpp-cuda-archs-leave-out-device": "derived from the device and system_info lines",
