@@ -34,7 +34,9 @@ def test_ollamas_bare_exit_status_stays_unknown():
 # llama.cpp src/llama.cpp@llama-cpp-python-0.3.2: llm_load_hparams and the per-architecture graph
 # builders assert the model's hyper-parameters (GGML_ASSERT(%s) failed, ggml.h)
 def test_a_hyper_parameter_assert_retold_by_ollama_is_an_unknown_model_variant():
-    rc = _cause("Error: llama runner process has terminated: GGML_ASSERT(hparams.n_swa > 0) failed\n")
+    rc = _cause(
+        "Error: llama runner process has terminated: GGML_ASSERT(hparams.n_swa > 0) failed\n"
+    )
     assert rc.category == "unsupported_arch"
     assert rc.signature == "llamacpp-hparams-assert"
 
