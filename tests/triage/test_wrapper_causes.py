@@ -177,3 +177,52 @@ def test_the_later_soft_cap_warning_is_no_failure():
         "INFO:     Application startup complete.\n"
     )
     assert d.root_cause is None
+
+
+# Wrappers nobody has shown us: any program loading a model through llama.cpp says it failed in
+# its own words and often quotes the reason after a colon (node-llama-cpp's "Failed to load
+# model", LocalAI's "failed to load model with internal loader: ...", llama.cpp's own
+# common_init_from_params "failed to load model '%s'")
+def test_a_reason_quoted_by_an_unknown_wrapper_is_matched_again():
+    rc = _cause(
+        "ERR [some-frontend] Failed loading model, trying with fallback 'cpu', error: failed to "
+        "load model with internal loader: could not load model: error loading model: error "
+        "loading model vocabulary: unknown pre-tokenizer type: 'kimi-k2'\n"
+    )
+    assert rc.category == "tokenizer_template"
+    assert rc.signature == "llamacpp-vocab-refused"
+
+
+def test_a_wrapper_quoting_only_a_path_says_nothing():
+    rc = _cause("Failed to load model: /models/x.gguf\n")
+    assert rc.category == "other"
+
+
+def test_a_json_record_naming_the_model_is_not_a_quoted_reason():
+    # llama.cpp's old server logged {"message":"unable to load model","model":"..."}: the
+    # model's file name after the key is no reason, so the line stays a plain echo
+    from servepilot.triage.signatures import Matcher, load_signatures
+
+    line = '{"level":"ERROR","message":"unable to load model","model":"models/7B/m.gguf"}'
+    m = Matcher(load_signatures()).match(line)
+    assert m is None or m.signature.id != "model-load-wrapper-echo"
+
+
+def test_an_echo_with_unknown_words_is_categorised_by_them():
+    # vllm/v1/executor/multiproc_executor.py@v0.10.0: "Worker failed with error '%s', please
+    # check the stack trace above for the root cause"; no signature knows the quoted words
+    rc = _cause(
+        "RuntimeError: Worker failed with error 'the tokenizer could not be read', please check "
+        "the stack trace above for the root cause\n"
+    )
+    assert rc.category == "tokenizer_template"
+
+
+def test_an_echo_never_outranks_a_cause_printed_before_it():
+    rc = _cause(
+        "RuntimeError: CUDA error: no kernel image is available for execution on the device\n"
+        "RuntimeError: Worker failed with error 'the tokenizer could not be read', please check "
+        "the stack trace above for the root cause\n"
+    )
+    assert rc.category == "cuda_driver_arch"
+    assert rc.line == 1
