@@ -208,21 +208,11 @@ def test_a_json_record_naming_the_model_is_not_a_quoted_reason():
     assert m is None or m.signature.id != "model-load-wrapper-echo"
 
 
-def test_an_echo_with_unknown_words_is_categorised_by_them():
-    # vllm/v1/executor/multiproc_executor.py@v0.10.0: "Worker failed with error '%s', please
-    # check the stack trace above for the root cause"; no signature knows the quoted words
+def test_a_wrappers_unknown_reason_never_outranks_the_engines_line_before_it():
     rc = _cause(
-        "RuntimeError: Worker failed with error 'the tokenizer could not be read', please check "
-        "the stack trace above for the root cause\n"
+        "llama_model_load: error loading model: error loading model architecture: unknown "
+        "model architecture: 'qwen3moe'\n"
+        "Failed to load model: the runner stopped while reading the file\n"
     )
-    assert rc.category == "tokenizer_template"
-
-
-def test_an_echo_never_outranks_a_cause_printed_before_it():
-    rc = _cause(
-        "RuntimeError: CUDA error: no kernel image is available for execution on the device\n"
-        "RuntimeError: Worker failed with error 'the tokenizer could not be read', please check "
-        "the stack trace above for the root cause\n"
-    )
-    assert rc.category == "cuda_driver_arch"
+    assert rc.category == "unsupported_arch"
     assert rc.line == 1

@@ -268,14 +268,11 @@ class Matcher:
             # cuda graph failed: <gloo: Connection closed by peer>" is a capture failure first.
             if inner is not None and not inner[0].benign and TIERS.index(inner[0].tier) <= TIERS.index(sig.tier):
                 return self._finish(inner[0], inner[1], message + "\n" + context, phase)
-            if inner is None:
+            if inner is None and sig.tier != "echo":
                 # The wrapper says where the start-up was ("Capture cuda graph failed: ..."); a
                 # wrapped message no signature knows may still say what broke there, and that is
                 # the cause: a gloo connection closed by a peer during capture is a failure of
-                # the ranks' communication, not of graph capture. An echo's retold words say the
-                # same where the log lacks the line it retells ("Failed to load model: A context
-                # size of 4096 is too large for the available VRAM"); the echo keeps its tier,
-                # so a cause printed elsewhere in the log still wins.
+                # the ranks' communication, not of graph capture.
                 return self._words_of_inner(sig, groups, context + "\n" + message, phase)
         return self._finish(sig, groups, context + "\n" + message, phase)
 
