@@ -216,3 +216,28 @@ def test_a_wrappers_unknown_reason_never_outranks_the_engines_line_before_it():
     )
     assert rc.category == "unsupported_arch"
     assert rc.line == 1
+
+
+# vllm/attention/backends/flashinfer.py@v0.5.5 and pallas.py@v0.5.5 refuse sliding window by
+# their own words; neuron_model_runner.py@v0.5.5 only warns; qwen2.py@v0.5.5 refuses a config
+def test_a_backend_refusing_sliding_window_is_the_attention_backend():
+    rc = _cause("ValueError: Sliding window is not supported in FlashInfer.\n")
+    assert rc.category == "attention_backend"
+    assert rc.signature == "attention-sliding-window-refused"
+
+
+def test_neurons_sliding_window_warning_is_no_failure():
+    d = triage_text(
+        "WARNING 01-02 10:00:00 neuron_model_runner.py:64] Sliding window is not supported on "
+        "Neuron. The model will run without sliding window.\n"
+        "INFO:     Application startup complete.\n"
+    )
+    assert d.root_cause is None
+
+
+def test_a_models_partial_sliding_window_is_not_a_backend_refusal():
+    rc = _cause(
+        "ValueError: Sliding window for some but all layers is not supported. This model uses "
+        "sliding window but `max_window_layers` = 28 is less than `num_hidden_layers` = 28.\n"
+    )
+    assert rc.category != "attention_backend"
