@@ -475,4 +475,23 @@ def sglang_input_limit(groups, category, explanation, remedies, context=""):
     return "max_model_len", explanation, remedies, rivals
 
 
-ANALYZERS = {"attention_reasons": attention_reasons, "sglang_input_limit": sglang_input_limit}
+
+def ggml_tensor_role(groups, category, explanation, remedies, context=""):
+    """Judge a ggml backend's refusal of an op by what the refused tensor is (triage/ggml_ops.py).
+
+    The KV cache -> kv_cache_dtype, a weight of the model file -> quantization_support, float
+    activations -> other; the row's category and explanation stand when the message names none
+    of these. The remedies follow the judged category (ggml_ops.REMEDIES).
+    """
+    from servepilot.triage.ggml_ops import REMEDIES, judge
+
+    judged, reason = judge(groups, category)
+    fixes = tuple(TriageRemedy(*r) for r in REMEDIES.get(judged, ())) or remedies
+    return judged, reason or explanation, fixes, ()
+
+
+ANALYZERS = {
+    "attention_reasons": attention_reasons,
+    "sglang_input_limit": sglang_input_limit,
+    "ggml_tensor_role": ggml_tensor_role,
+}
