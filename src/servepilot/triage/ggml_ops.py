@@ -153,6 +153,18 @@ def judge(groups: dict, default: str) -> tuple[str, str | None]:
             "one: in llama.cpp that is the quantized KV cache (-ctk/-ctv), re-roped by the "
             "context shift or copied. An f16 K cache (or no context shift) avoids it."
         )
+    # a backend that says it refused the type without naming it (CANN's per-op type switches)
+    if groups.get("refused") and not r.types and r.op in _KV_OPS:
+        return "kv_cache_dtype", (
+            f"The backend has no {r.op} kernel for the written tensor's type: in llama.cpp the "
+            "tensor written by a copy is the KV cache, so the cache type (-ctk/-ctv) is what "
+            "this backend cannot store."
+        )
+    if groups.get("refused") and not r.types and r.op in _WEIGHT_OPS:
+        return "quantization_support", (
+            f"The backend has no {r.op} kernel for the first operand's type: a weight of the "
+            "model file, stored in a type this backend cannot multiply or look up."
+        )
     if quant and r.op in _KV_OPS:
         return "kv_cache_dtype", (
             f"The backend has no {r.op} kernel for {'/'.join(quant)}: a quantized tensor copied "
