@@ -121,3 +121,28 @@ def test_a_kv_name_in_the_tensor_outranks_a_quantized_type():
     assert category == "kv_cache_dtype"
     category, _ = judge({"op": "MUL_MAT", "types": "q4_0"}, "other")
     assert category == "quantization_support"
+
+
+# Metal's cpy switch and its mul_mat switch abort with the same words (ggml-metal.m@v0.3.2
+# GGML_ABORT("not implemented")): with a quantized cache in the log, the cache is a second reading.
+METAL_BARE = "/llama.cpp/ggml/src/ggml-metal/ggml-metal.m:3370: not implemented\n"
+
+
+def test_a_quantized_cache_in_the_log_is_a_rival_reading_of_a_bare_metal_abort():
+    d = triage_text(START + METAL_BARE)
+    assert d.root_cause.category == "quantization_support"
+    rival = next(a for a in d.alternatives if a.category == "kv_cache_dtype")
+    assert rival.basis == "rival" and rival.confidence < d.root_cause.confidence
+
+
+def test_an_f16_cache_gives_no_kv_rival():
+    f16_start = START.replace("K (q8_0)", "K (f16)").replace("V (q8_0)", "V (f16)")
+    d = triage_text(f16_start + METAL_BARE)
+    assert d.root_cause.category == "quantization_support"
+    assert not [a for a in d.alternatives if a.category == "kv_cache_dtype"]
+
+
+def test_the_cache_flags_on_a_command_line_are_the_same_hint():
+    # a wrapper's echo of the server command line (llama.cpp common/arg.cpp -ctk / --cache-type-k)
+    d = triage_text("cmd: llama-server -m /m.gguf -ngl 99 --cache-type-k q4_0\n" + METAL_BARE)
+    assert any(a.category == "kv_cache_dtype" for a in d.alternatives)

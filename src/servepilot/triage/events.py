@@ -130,6 +130,10 @@ _QUOTED_SOURCE = re.compile(r"\b(?:(?:logger|logging)\.\w+|(?:LLAMA|GGML)_LOG_\w
 _IPYTHON_CONTEXT = re.compile(r"^(?:-+>\s*|\s{2,})\d+\s")
 _LAUNCH_HINTS = (
     ("fp8-kv-cache", re.compile(r"kv_cache_dtype'?[=:]\s*'?fp8|FP8 KV cache|fp8 data type to store kv cache", re.I)),
+    # llama.cpp's KV cache in a quantized type: its size line names the K and V types in ggml's
+    # lower-case names (src/llama.cpp@v0.3.2 "KV self size = ..., K (%s): ...", llama-kv-cache.cpp
+    # @v0.3.36 "llama_kv_cache: size = ..., K (%s): ..."), the command line its flags
+    ("quantized-kv-cache", re.compile(r"\b[KV] \((?:i?q\d|tq\d)\w*\):|(?:--cache-type-[kv]|-ct[kv])[ =]+i?q\d")),
 )
 # A launch that captures no CUDA graphs: vLLM's engine config line ("enforce_eager=True",
 # engine/llm_engine.py@v0.5.5, config VllmConfig.__str__@v0.10.2, @v0.19.0) or its non-default
@@ -137,6 +141,8 @@ _LAUNCH_HINTS = (
 # server_args.py@v0.4.5.post3). Its warm-up OOM is then no capture's (cuda-oom's refine rules);
 # the hint's name holds no graph word, which the capture rules would read.
 _NO_GRAPHS = re.compile(r"\benforce_eager'?\s*[=:]\s*True\b|\bdisable_cuda_graph=True\b")
+# the cheap gate before the hint regexes (a substring each hint needs)
+_HINT_GATES = ("fp8", "FP8", "K (", "V (", "-ct", "cache-type-")
 # A line with no level that still says something failed (C++ engines, shells, NCCL). ggml's
 # assertion printed "GGML_ASSERT: %s:%d: %s" (ggml.h before 2024, no "failed" in it); a shell
 # reports a crashed job as "zsh: abort  python" / "bash: line 1: 42 Killed". The C++ runtime
@@ -436,7 +442,7 @@ class Assembler:
             phase = None if quoted else phase_of(ll.message)
             if phase is not None:
                 self._enter_phase(line_no, ll, phase)
-            if "fp8" in ll.message or "FP8" in ll.message:  # cheap gate before the regexes
+            if any(gate in ll.message for gate in _HINT_GATES):  # cheap gate before the regexes
                 for hint, pattern in _LAUNCH_HINTS:
                     if pattern.search(ll.message):
                         self.hints.add(hint)

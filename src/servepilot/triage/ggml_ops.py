@@ -192,3 +192,21 @@ def judge(groups: dict, default: str) -> tuple[str, str | None]:
             "backend in this build."
         )
     return default, None
+
+
+# events.py's launch hint for a llama.cpp KV cache in a quantized type, as refine context shows it
+QUANTIZED_KV_HINT = "[launch setting: quantized-kv-cache]"
+
+
+def kv_rival(groups: dict, category: str, context: str) -> tuple[tuple[str, str], ...]:
+    """The KV cache as a second reading: the log shows a quantized cache (-ctk/-ctv) and the
+    refusal names no tensor, so the refused tensor may be the cache rather than what the words
+    suggest (Metal's cpy switch and its mul_mat switch print the same "not implemented")."""
+    if category == "kv_cache_dtype" or groups.get("tensor") or QUANTIZED_KV_HINT not in context:
+        return ()
+    return ((
+        "kv_cache_dtype",
+        "The log shows a KV cache in a quantized type (-ctk/-ctv), and the backend's refusal does "
+        "not name the tensor: it may be the cache's type the backend has no kernel for. An f16 "
+        "cache settles which.",
+    ),)

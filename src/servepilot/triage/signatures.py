@@ -481,13 +481,14 @@ def ggml_tensor_role(groups, category, explanation, remedies, context=""):
 
     The KV cache -> kv_cache_dtype, a weight of the model file -> quantization_support, float
     activations -> other; the row's category and explanation stand when the message names none
-    of these. The remedies follow the judged category (ggml_ops.REMEDIES).
+    of these. The remedies follow the judged category (ggml_ops.REMEDIES); a quantized KV cache
+    seen in the log is a rival reading when the message names no tensor (ggml_ops.kv_rival).
     """
-    from servepilot.triage.ggml_ops import REMEDIES, judge
+    from servepilot.triage.ggml_ops import REMEDIES, judge, kv_rival
 
     judged, reason = judge(groups, category)
     fixes = tuple(TriageRemedy(*r) for r in REMEDIES.get(judged, ())) or remedies
-    return judged, reason or explanation, fixes, ()
+    return judged, reason or explanation, fixes, kv_rival(groups, judged, context)
 
 
 ANALYZERS = {
