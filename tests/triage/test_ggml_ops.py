@@ -146,3 +146,29 @@ def test_the_cache_flags_on_a_command_line_are_the_same_hint():
     # a wrapper's echo of the server command line (llama.cpp common/arg.cpp -ctk / --cache-type-k)
     d = triage_text("cmd: llama-server -m /m.gguf -ngl 99 --cache-type-k q4_0\n" + METAL_BARE)
     assert any(a.category == "kv_cache_dtype" for a in d.alternatives)
+
+
+def test_flash_attention_without_the_cache_type_pair_is_the_kv_cache():
+    # ggml-cuda/fattn-common.cuh@v0.3.2 on_no_fattn_vec_case, then GGML_ABORT("fatal error")
+    d = triage_text(
+        START
+        + "Unsupported KV type combination for head_size 128.\n"
+        "Supported combinations:\n"
+        "  - K == q4_0, V == q4_0,  4.50 BPV\n"
+        "  - K == q8_0, V == q8_0,  8.50 BPV\n"
+        "  - K == f16,  V == f16,  16.00 BPV\n"
+        "Compile with GGML_CUDA_FA_ALL_QUANTS for all combinations of q4_0, q4_1, q5_0, q5_1, "
+        "q8_0, and f16.\n"
+        "/src/ggml/src/ggml-cuda/fattn-common.cuh:576: fatal error\n"
+    )
+    assert d.root_cause.category == "kv_cache_dtype"
+    assert d.root_cause.line == 4
+
+
+def test_flash_attention_refusing_a_head_size_is_not_the_kv_cache():
+    # neighbour: the same kernels refusing the model's head size (fattn-tile-f16.cu@v0.3.2)
+    d = triage_text(
+        "/src/ggml/src/ggml-cuda/fattn-tile-f16.cu:303: FlashAttention without tensor "
+        "cores only supports head sizes 64 and 128.\n"
+    )
+    assert d.root_cause is not None and d.root_cause.category != "kv_cache_dtype"

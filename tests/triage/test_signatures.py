@@ -58,6 +58,7 @@ NEEDLELESS = {
     "ggml-sched-op-unsupported": "GGML_ABORT in the scheduler: the process ends on it",
     "ggml-metal-type-not-implemented": "GGML_ASSERT / GGML_ABORT in the Metal backend: the process ends on it",
     "ggml-backend-kernel-missing": "GGML_ABORT / GGML_ASSERT in a backend's kernel: the process ends on it",
+    "ggml-fa-kv-type-combination": "printed right before ggml-cuda's GGML_ABORT('fatal error'): the log's end",
 }
 
 
