@@ -62,6 +62,15 @@ def test_a_kv_cache_verdict_offers_an_f16_cache():
         # neighbour: the same float assert in a kernel the cache never feeds (a norm)
         ("GGML_ASSERT: /src/llama.cpp/ggml-cuda/norm.cu:200: src0->type == GGML_TYPE_F32 || "
          "src0->type == GGML_TYPE_F16", "other"),
+        # the newer assert wording and other backends (ggml-sycl/rope.cpp@v0.3.36); a float-only
+        # row lookup handed a quantized tensor is the token embedding (ggml-sycl/getrows.cpp);
+        # a float-only activation kernel (ggml-cuda/unary.cu) is neither
+        ("/ggml/src/ggml-sycl/rope.cpp:487: GGML_ASSERT(src0->type == GGML_TYPE_F32 || "
+         "src0->type == GGML_TYPE_F16) failed", "kv_cache_dtype"),
+        ("/ggml/src/ggml-sycl/getrows.cpp:452: GGML_ASSERT(src0->type == GGML_TYPE_F32 || "
+         "src0->type == GGML_TYPE_F16) failed", "quantization_support"),
+        ("/ggml/src/ggml-cuda/unary.cu:146: GGML_ASSERT(src0->type == GGML_TYPE_F32 || src0->type "
+         "== GGML_TYPE_F16 || src0->type == GGML_TYPE_BF16) failed", "other"),
         # ggml-cuda/cpy.cu@v0.3.36: a copy from a quantized type is the cache (weights are never
         # copied); neighbour: the copy between float activations
         ("ggml-cuda/cpy.cu:617: ggml_cuda_cpy: unsupported type combination (q4_1 to f32)",

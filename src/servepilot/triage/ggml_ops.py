@@ -165,6 +165,11 @@ def judge(groups: dict, default: str) -> tuple[str, str | None]:
             f"The backend has no {r.op} kernel for the first operand's type: a weight of the "
             "model file, stored in a type this backend cannot multiply or look up."
         )
+    if groups.get("float_only") and r.op in _WEIGHT_OPS:
+        return "quantization_support", (
+            f"The backend's {r.op} kernel takes only float tensors and was handed a quantized "
+            "one: a weight of the model file (the token embeddings for a row lookup)."
+        )
     if quant and r.op in _KV_OPS:
         return "kv_cache_dtype", (
             f"The backend has no {r.op} kernel for {'/'.join(quant)}: a quantized tensor copied "
