@@ -80,6 +80,9 @@ def test_a_kv_cache_verdict_offers_an_f16_cache():
         ("ggml_vulkan: Error: Missing op: ROPE for q8_0", "kv_cache_dtype"),
         ("ggml_vulkan: Error: Missing op: MUL_MAT for iq1_m and f32", "quantization_support"),
         ("ggml_vulkan: Error: Missing op: GELU_ERF for f32", "other"),
+        # ggml-vulkan.cpp@v0.3.2 ggml_vk_get_cpy_pipeline: "Missing CPY op for types: %s %s"
+        ("Missing CPY op for types: f32 q5_1", "kv_cache_dtype"),
+        ("Missing CPY op for types: f32 i32", "other"),
         # ggml-sycl/getrows.cpp: the token embedding's type
         ("ggml_sycl_get_rows: unsupported type: tq2_0", "quantization_support"),
         # ggml-cann/aclnn_ops.cpp@v0.3.36: mul_mat switches on src0's type (a weight), SET_ROWS
