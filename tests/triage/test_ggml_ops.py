@@ -83,6 +83,12 @@ def test_a_kv_cache_verdict_offers_an_f16_cache():
         # ggml-vulkan.cpp@v0.3.2 ggml_vk_get_cpy_pipeline: "Missing CPY op for types: %s %s"
         ("Missing CPY op for types: f32 q5_1", "kv_cache_dtype"),
         ("Missing CPY op for types: f32 i32", "other"),
+        # the graph loop's report before GGML_ASSERT(ok) names the node (ggml-cuda.cu@v0.3.36)
+        ("ggml_backend_cuda_graph_compute: op not supported cache_v_l3 (view) (SET_ROWS)",
+         "kv_cache_dtype"),
+        ("ggml_backend_sycl_graph_compute: error: op not supported ffn_gate-2 (UNARY)", "other"),
+        # ggml-sycl/cpy.cpp@v0.3.36: a copy into a quantized tensor is a cache write
+        ("unsupported quantized target type in sycl quantizer src1->type=iq4_nl", "kv_cache_dtype"),
         # ggml-sycl/getrows.cpp: the token embedding's type
         ("ggml_sycl_get_rows: unsupported type: tq2_0", "quantization_support"),
         # ggml-cann/aclnn_ops.cpp@v0.3.36: mul_mat switches on src0's type (a weight), SET_ROWS

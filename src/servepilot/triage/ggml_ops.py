@@ -61,7 +61,7 @@ _FILE_OPS = {
     "mmvq": "MUL_MAT", "mmq": "MUL_MAT", "mmvf": "MUL_MAT", "mmf": "MUL_MAT", "dmmv": "MUL_MAT",
 }
 _OP_WORDS = {"MUL MAT-MAT": "MUL_MAT", "MUL MAT-VEC": "MUL_MAT", "MUL_MAT_ID": "MUL_MAT_ID", "mul_mat": "MUL_MAT",
-             "mul_mat_id": "MUL_MAT_ID", "cpy": "CPY"}
+             "mul_mat_id": "MUL_MAT_ID", "cpy": "CPY", "quantized target": "CPY"}
 
 # ggml's enum ggml_type ids (ggml/include/ggml.h@v0.3.36) for Metal's "Asserting on type %d";
 # the ids never change once given (removed ones stay reserved).
