@@ -23,7 +23,10 @@ START = (
 )
 
 # ggml-backend.cpp@v0.3.36 ggml_backend_sched_backend_id_from_cur, GGML_ABORT's "file:line: "
-SCHED = "ggml-backend.cpp:941: pre-allocated tensor ({tensor}) in a buffer ({buf}) that cannot run the operation ({op})"
+SCHED = (
+    "ggml-backend.cpp:941: pre-allocated tensor ({tensor}) in a buffer ({buf}) that cannot run "
+    "the operation ({op})"
+)
 
 
 @pytest.mark.parametrize(

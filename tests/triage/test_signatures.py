@@ -56,9 +56,9 @@ NEEDLELESS = {
     "ray-object-store-small-shm": "a Ray start-up warning; it only ever explains, never causes (warning rank)",
     # ggml's aborts end the process: the last lines of the log (the dense tail)
     "ggml-sched-op-unsupported": "GGML_ABORT in the scheduler: the process ends on it",
-    "ggml-metal-type-not-implemented": "GGML_ASSERT / GGML_ABORT in the Metal backend: the process ends on it",
-    "ggml-backend-kernel-missing": "GGML_ABORT / GGML_ASSERT in a backend's kernel: the process ends on it",
-    "ggml-fa-kv-type-combination": "printed right before ggml-cuda's GGML_ABORT('fatal error'): the log's end",
+    "ggml-metal-type-not-implemented": "GGML_ASSERT / GGML_ABORT in Metal: the process ends on it",
+    "ggml-backend-kernel-missing": "GGML_ABORT / GGML_ASSERT in a kernel: the process ends on it",
+    "ggml-fa-kv-type-combination": "printed right before ggml-cuda's GGML_ABORT: the log's end",
 }
 
 

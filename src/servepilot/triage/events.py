@@ -133,7 +133,9 @@ _LAUNCH_HINTS = (
     # llama.cpp's KV cache in a quantized type: its size line names the K and V types in ggml's
     # lower-case names (src/llama.cpp@v0.3.2 "KV self size = ..., K (%s): ...", llama-kv-cache.cpp
     # @v0.3.36 "llama_kv_cache: size = ..., K (%s): ..."), the command line its flags
-    ("quantized-kv-cache", re.compile(r"\b[KV] \((?:i?q\d|tq\d)\w*\):|(?:--cache-type-[kv]|-ct[kv])[ =]+i?q\d")),
+    ("quantized-kv-cache", re.compile(
+        r"\b[KV] \((?:i?q\d|tq\d)\w*\):|(?:--cache-type-[kv]|-ct[kv])[ =]+i?q\d"
+    )),
 )
 # A launch that captures no CUDA graphs: vLLM's engine config line ("enforce_eager=True",
 # engine/llm_engine.py@v0.5.5, config VllmConfig.__str__@v0.10.2, @v0.19.0) or its non-default

@@ -32,7 +32,8 @@ from dataclasses import dataclass
 
 # The KV cache's own tensor names and those of its views and shifts (module docstring).
 _KV_TENSOR = re.compile(
-    r"\b(?:cache_(?:\w+_)?[kv](?:_l\d+)?|[kv]_cache(?:_view)?(?:-\d+)?|K_shift(?:ed)?(?:_f32)?(?:-\d+)?)\b"
+    r"\b(?:cache_(?:\w+_)?[kv](?:_l\d+)?|[kv]_cache(?:_view)?(?:-\d+)?"
+    r"|K_shift(?:ed)?(?:_f32)?(?:-\d+)?)\b"
 )
 # A GGUF tensor of the model file (llama-arch.cpp names: blk.N.attn_q.weight, token_embd.weight).
 _WEIGHT_TENSOR = re.compile(r"\b[\w.]+\.(?:weight|bias)\b")
@@ -47,8 +48,8 @@ _QUANT_TYPE = re.compile(
     re.IGNORECASE,
 )
 _ANY_TYPE = re.compile(
-    r"\b(?:GGML_TYPE_)?(?P<t>f32|f16|bf16|f64|i8|i16|i32|i64|q[1-8]_(?:0|1|k)|iq[1-4]_(?:xxs|xs|s|m|nl)"
-    r"|tq[12]_0|mxfp4|nvfp4)\b",
+    r"\b(?:GGML_TYPE_)?(?P<t>f32|f16|bf16|f64|i8|i16|i32|i64"
+    r"|q[1-8]_(?:0|1|k)|iq[1-4]_(?:xxs|xs|s|m|nl)|tq[12]_0|mxfp4|nvfp4)\b",
     re.IGNORECASE,
 )
 
@@ -57,11 +58,14 @@ _KV_OPS = frozenset({"ROPE", "CPY", "SET_ROWS", "DUP", "CONT"})  # K-shift; cach
 _WEIGHT_OPS = frozenset({"MUL_MAT", "MUL_MAT_ID", "GET_ROWS"})  # matmul first operand; embeddings
 # An op named by the kernel file that asserted (ggml-cuda/rope.cu, ggml-sycl/cpy.cpp, getrows.cu).
 _FILE_OPS = {
-    "rope": "ROPE", "cpy": "CPY", "set-rows": "SET_ROWS", "getrows": "GET_ROWS", "get_rows": "GET_ROWS",
+    "rope": "ROPE", "cpy": "CPY", "set-rows": "SET_ROWS", "getrows": "GET_ROWS",
+    "get_rows": "GET_ROWS",
     "mmvq": "MUL_MAT", "mmq": "MUL_MAT", "mmvf": "MUL_MAT", "mmf": "MUL_MAT", "dmmv": "MUL_MAT",
 }
-_OP_WORDS = {"MUL MAT-MAT": "MUL_MAT", "MUL MAT-VEC": "MUL_MAT", "MUL_MAT_ID": "MUL_MAT_ID", "mul_mat": "MUL_MAT",
-             "mul_mat_id": "MUL_MAT_ID", "cpy": "CPY", "quantized target": "CPY"}
+_OP_WORDS = {
+    "MUL MAT-MAT": "MUL_MAT", "MUL MAT-VEC": "MUL_MAT", "MUL_MAT_ID": "MUL_MAT_ID",
+    "mul_mat": "MUL_MAT", "mul_mat_id": "MUL_MAT_ID", "cpy": "CPY", "quantized target": "CPY",
+}
 
 # ggml's enum ggml_type ids (ggml/include/ggml.h@v0.3.36) for Metal's "Asserting on type %d";
 # the ids never change once given (removed ones stay reserved).
@@ -77,20 +81,23 @@ _TYPE_IDS = {
 # What to change, per judged category: (kind, change, trade-off, servepilot check).
 REMEDIES = {
     "kv_cache_dtype": (
-        ("flag", "drop -ctk/-ctv (--cache-type-k/-v) or set them to f16", "an f16 cache takes about "
-         "twice the memory of q8_0: fewer tokens of context in the same memory", "SP-KV-001"),
+        ("flag", "drop -ctk/-ctv (--cache-type-k/-v) or set them to f16",
+         "an f16 cache takes about twice the memory of q8_0: fewer tokens of context in the same "
+         "memory", "SP-KV-001"),
         ("upgrade", "a llama.cpp build whose backend has the kernel for this cache type",
          "rebuild or new binary", None),
     ),
     "quantization_support": (
-        ("flag", "-m with a GGUF of the model in a tensor type this backend supports (Q4_K, Q8_0, ...)",
+        ("flag",
+         "-m with a GGUF of the model in a tensor type this backend supports (Q4_K, Q8_0, ...)",
          "download; another size and quality", "SP-GGUF-003"),
         ("upgrade", "a llama.cpp build whose backend has kernels for this tensor type",
          "rebuild or new binary", None),
         ("flag", "-ngl 0 (run on the CPU)", "much slower generation", None),
     ),
     "other": (
-        ("upgrade", "a llama.cpp build whose backend implements this op", "rebuild or new binary", None),
+        ("upgrade", "a llama.cpp build whose backend implements this op", "rebuild or new binary",
+         None),
         ("flag", "-ngl 0, or fewer layers on this backend", "slower generation", None),
     ),
 }
@@ -119,7 +126,8 @@ def read_refusal(groups: dict) -> Refusal:
     types = [m.group("t").lower() for m in _ANY_TYPE.finditer(groups.get("types") or "")]
     if groups.get("typeid") and groups["typeid"].isdigit():
         types.append(_TYPE_IDS.get(int(groups["typeid"]), f"type {groups['typeid']}"))
-    return Refusal(op=op, tensor=(groups.get("tensor") or None), types=tuple(dict.fromkeys(types)))
+    tensor = groups.get("tensor") or None
+    return Refusal(op=op, tensor=tensor, types=tuple(dict.fromkeys(types)))
 
 
 def _quantized(types: tuple[str, ...]) -> list[str]:
