@@ -116,6 +116,8 @@ def test_backend_refusals_are_judged_by_op_and_type(line, category):
         "Asserting on type 8\nGGML_ASSERT: ggml-metal.m:738: false && \"not implemented\"\n",
         # ggml-metal.m@v0.3.2: GGML_ABORT("MUL MAT-MAT not implemented") for a bf16 weight
         "/tmp/llama.cpp/ggml/src/ggml-metal/ggml-metal.m:1959: MUL MAT-MAT not implemented\n",
+        # ggml-metal-device.cpp@v0.3.36: the mul_mv pipeline's switch over src0's type
+        "/llama.cpp/ggml/src/ggml-metal/ggml-metal-device.cpp:1064: not implemented\n",
     ],
 )
 def test_metal_type_switch_defaults_are_the_weights_type(log):
