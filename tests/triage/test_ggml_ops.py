@@ -195,3 +195,25 @@ def test_flash_attention_refusing_a_head_size_is_not_the_kv_cache():
         "cores only supports head sizes 64 and 128.\n"
     )
     assert d.root_cause is not None and d.root_cause.category != "kv_cache_dtype"
+
+
+
+# ggml-metal.m@v0.3.2 ggml_metal_init's device lines, then its encoder's refusal
+def _metal_start(supported: str) -> str:
+    return (
+        "ggml_metal_init: found device: AMD Radeon Pro 5500M\n"
+        f"ggml_metal_init: simdgroup reduction   = {supported}\n"
+        f"ggml_metal_init: simdgroup matrix mul. = {supported}\n"
+        "ggml_metal_encode_node: error: unsupported op 'MUL_MAT'\n"
+    )
+
+
+def test_an_op_refused_on_a_mac_gpu_without_simdgroup_features_is_the_device():
+    d = triage_text(_metal_start("false"))
+    assert d.root_cause.category == "cuda_driver_arch"
+    assert d.root_cause.line == 4
+
+
+def test_the_same_refusal_on_a_gpu_with_the_features_is_a_gap_of_the_build():
+    d = triage_text(_metal_start("true"))
+    assert d.root_cause.category == "other"

@@ -136,6 +136,9 @@ _LAUNCH_HINTS = (
     ("quantized-kv-cache", re.compile(
         r"\b[KV] \((?:i?q\d|tq\d)\w*\):|(?:--cache-type-[kv]|-ct[kv])[ =]+i?q\d"
     )),
+    # a Mac GPU without the SIMD-group features most Metal kernels need (ggml-metal.m@v0.3.2,
+    # ggml-metal-device.m@v0.3.36 print "simdgroup reduction   = false" at init)
+    ("metal-no-simdgroup", re.compile(r"simdgroup (?:reduction|matrix mul\.)\s*= false")),
 )
 # A launch that captures no CUDA graphs: vLLM's engine config line ("enforce_eager=True",
 # engine/llm_engine.py@v0.5.5, config VllmConfig.__str__@v0.10.2, @v0.19.0) or its non-default
@@ -144,7 +147,7 @@ _LAUNCH_HINTS = (
 # the hint's name holds no graph word, which the capture rules would read.
 _NO_GRAPHS = re.compile(r"\benforce_eager'?\s*[=:]\s*True\b|\bdisable_cuda_graph=True\b")
 # the cheap gate before the hint regexes (a substring each hint needs)
-_HINT_GATES = ("fp8", "FP8", "K (", "V (", "-ct", "cache-type-")
+_HINT_GATES = ("fp8", "FP8", "K (", "V (", "-ct", "cache-type-", "simdgroup")
 # A line with no level that still says something failed (C++ engines, shells, NCCL). ggml's
 # assertion printed "GGML_ASSERT: %s:%d: %s" (ggml.h before 2024, no "failed" in it); a shell
 # reports a crashed job as "zsh: abort  python" / "bash: line 1: 42 Killed". The C++ runtime

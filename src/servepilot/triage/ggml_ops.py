@@ -95,6 +95,10 @@ REMEDIES = {
          "rebuild or new binary", None),
         ("flag", "-ngl 0 (run on the CPU)", "much slower generation", None),
     ),
+    "cuda_driver_arch": (
+        ("flag", "-ngl 0 (run on the CPU)", "much slower generation", None),
+        ("hardware", "an Apple-silicon Mac (or another GPU backend)", "other hardware", None),
+    ),
     "other": (
         ("upgrade", "a llama.cpp build whose backend implements this op", "rebuild or new binary",
          None),
@@ -223,3 +227,24 @@ def kv_rival(groups: dict, category: str, context: str) -> tuple[tuple[str, str]
         "not name the tensor: it may be the cache's type the backend has no kernel for. An f16 "
         "cache settles which.",
     ),)
+
+
+# events.py's launch hint for a Mac GPU without SIMD-group reduction or matrix multiply
+METAL_NO_SIMDGROUP_HINT = "[launch setting: metal-no-simdgroup]"
+
+
+def device_lacks(category: str, context: str) -> tuple[str, str | None]:
+    """An op gap on a Metal GPU that lacks SIMD-group features is the GPU's, not the build's.
+
+    ggml_metal_supports_op (ggml-metal.m@v0.3.2) refuses MUL_MAT, MUL_MAT_ID, the norms and
+    soft_max without SIMD-group reduction and FLASH_ATTN_EXT without SIMD-group matrix multiply:
+    on such a GPU (Intel and AMD Macs, Apple GPUs before the A13/M1 family) the op is not missing
+    from the build but from the device.
+    """
+    if category != "other" or METAL_NO_SIMDGROUP_HINT not in context:
+        return category, None
+    return "cuda_driver_arch", (
+        "The Metal backend refused an op on a GPU that lacks SIMD-group reduction or matrix "
+        "multiply (its init lines say so): llama.cpp's Metal kernels for matrix products, norms "
+        "and flash attention need them. Run on the CPU (-ngl 0) or on an Apple-silicon GPU."
+    )

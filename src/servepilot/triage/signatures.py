@@ -482,11 +482,14 @@ def ggml_tensor_role(groups, category, explanation, remedies, context=""):
     The KV cache -> kv_cache_dtype, a weight of the model file -> quantization_support, float
     activations -> other; the row's category and explanation stand when the message names none
     of these. The remedies follow the judged category (ggml_ops.REMEDIES); a quantized KV cache
-    seen in the log is a rival reading when the message names no tensor (ggml_ops.kv_rival).
+    seen in the log is a rival reading when the message names no tensor (ggml_ops.kv_rival); an
+    op gap on a Mac GPU without SIMD-group features is the device's (ggml_ops.device_lacks).
     """
-    from servepilot.triage.ggml_ops import REMEDIES, judge, kv_rival
+    from servepilot.triage.ggml_ops import REMEDIES, device_lacks, judge, kv_rival
 
     judged, reason = judge(groups, category)
+    judged, device_reason = device_lacks(judged, context)
+    reason = device_reason or reason
     fixes = tuple(TriageRemedy(*r) for r in REMEDIES.get(judged, ())) or remedies
     return judged, reason or explanation, fixes, kv_rival(groups, judged, context)
 
