@@ -246,3 +246,31 @@ def test_an_interruption_before_the_server_was_ready_stays_the_stop_of_the_start
     log = log.replace("[2025-02-20 08:41:44] The server is fired up and ready to roll!\n", "")
     d = triage_text(log.format(last="KeyboardInterrupt"))
     assert not d.healthy and d.root_cause is not None and d.root_cause.exception == "KeyboardInterrupt"
+
+
+# --- ollama: the runner's start is its readiness ----------------------------------------------
+# ollama logs "llama runner started in N seconds" once its llama.cpp runner answers
+# (llm/server.go WaitUntilRunning, ollama 0.11.7); a client that gives up later is logged as an
+# ERROR "post predict ... context canceled" (a request's fate, not the launch's).
+_OLLAMA = (
+    'time=2025-08-30T15:08:18.262+05:00 level=INFO source=server.go:1231 msg="waiting for llama'
+    ' runner to start responding"\n'
+    "{ready}"
+    'time=2025-08-30T15:15:27.964+05:00 level=ERROR source=server.go:1439 msg="post predict"'
+    ' error="Post \\"http://127.0.0.1:41243/completion\\": context canceled"\n'
+    '[GIN] 2025/08/30 - 15:15:27 | 500 |          7m4s |       127.0.0.1 | POST     "/v1/chat/completions"\n'
+)
+_RUNNER_READY = (
+    'time=2025-08-30T15:09:21.849+05:00 level=INFO source=server.go:1269'
+    ' msg="llama runner started in 63.59 seconds"\n'
+)
+
+
+def test_a_cancelled_request_after_ollamas_runner_started_is_no_failure():
+    d = triage_text(_OLLAMA.format(ready=_RUNNER_READY))
+    assert d.healthy and d.root_cause is None
+
+
+def test_the_same_error_before_the_runner_started_is_still_reported():
+    d = triage_text(_OLLAMA.format(ready=""))
+    assert not d.healthy and d.root_cause is not None

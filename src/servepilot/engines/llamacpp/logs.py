@@ -90,7 +90,11 @@ FATAL = (
 BANNERS = (
     ("llamacpp_build", r"^(?:main: )?build(?: =|:) \d+", "common/common.cpp (common_params print)"),
 )
-READY = (r"server is listening on",)  # tools/server/server.cpp "main: server is listening on %s"
+# tools/server/server.cpp "main: server is listening on %s"; ollama, which runs llama.cpp as its
+# runner, says the model is loaded and answering with "llama runner started in %0.2f seconds"
+# (llm/server.go WaitUntilRunning; e.g. 'level=INFO source=server.go:1269 msg="llama runner
+# started in 63.59 seconds"' from ollama 0.11.7)
+READY = (r"server is listening on", r"llama runner started in [\d.]+ seconds")
 # llama.cpp's own phase prefixes: "load_tensors:" while the weights load ("llm_load_tensors:"
 # before 2025), "llama_context:" / "llama_new_context_with_model:" / "llama_kv_cache_init:"
 # while the context (KV cache, compute buffers) is built. The KV cache classes log under their
