@@ -15,7 +15,8 @@ shaped on them), so triage's figure here is not a blind one.
     python bench/bench_agreement.py [RATERS_DIR] [--list]
 
 RATERS_DIR defaults to corpus/log-only-raters (160 random dev rows); corpus/log-only-raters/
-held-round5 holds two ratings of the fifth round's held rows, whose first scores were blind.
+held-round5 (and -late) and held-round6 (and -late) hold two ratings of each round's held rows,
+whose first scores were blind; round6-r10 two of the sixth round's first-scored rows.
 """
 
 from __future__ import annotations
