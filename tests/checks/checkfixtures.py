@@ -149,6 +149,12 @@ def deployment(spec_or_path, *, cc=(12, 0), n: int = 8, version: str | None = "0
     return Deployment(launch=launch, cluster=cluster, spec=spec)
 
 
+def sglang_deployment(spec_or_path, cc, version, *, memory: int = 96 * GIB, **options) -> Deployment:
+    """One GPU serving SGLang `version` (TP 1 unless `options` say otherwise)."""
+    return deployment(spec_or_path, cc=cc, n=1, version=version, engine="sglang",
+                      options={"tp_size": 1, **options}, memory=memory)
+
+
 def codes(result) -> list[str]:
     return [f.code for f in result.findings]
 

@@ -5,9 +5,10 @@ where the whole choice is modelled (every line 0.4.0-0.5.23 now) and by SP-ATTN-
 from __future__ import annotations
 
 import dataclasses
+from functools import partial
 
 import pytest
-from checkfixtures import GIB, MLA_TEXT, _write, codes, deployment, finding, llama_like
+from checkfixtures import GIB, MLA_TEXT, _write, codes, finding, llama_like, sglang_deployment
 
 from servepilot.checks import run_checks
 
@@ -18,16 +19,7 @@ def _mla(root):
     return root
 
 
-def _dep(path, cc, version, **options):
-    return deployment(
-        path,
-        cc=cc,
-        n=1,
-        version=version,
-        engine="sglang",
-        options={"tp_size": 1, **options},
-        memory=96 * GIB,
-    )
+_dep = partial(sglang_deployment, memory=96 * GIB)
 
 
 @pytest.mark.parametrize(

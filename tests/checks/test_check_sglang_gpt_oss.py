@@ -3,22 +3,14 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
-from checkfixtures import GIB, codes, deployment, finding, gpt_oss_120b
+from checkfixtures import GIB, codes, finding, gpt_oss_120b, sglang_deployment
 
 from servepilot.checks import run_checks
 
-
-def _dep(path, cc, version, **options):
-    return deployment(
-        path,
-        cc=cc,
-        n=1,
-        version=version,
-        engine="sglang",
-        options={"tp_size": 1, **options},
-        memory=180 * GIB,
-    )
+_dep = partial(sglang_deployment, memory=180 * GIB)
 
 
 @pytest.mark.parametrize(

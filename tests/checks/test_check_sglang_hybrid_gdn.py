@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+from functools import partial
 
 import pytest
-from checkfixtures import GIB, codes, deployment, finding, llama_like
+from checkfixtures import GIB, codes, finding, llama_like, sglang_deployment
 
 from servepilot.checks import run_checks
 
@@ -18,16 +19,7 @@ def _qwen3_next(root):
     )
 
 
-def _dep(path, cc, version, **options):
-    return deployment(
-        path,
-        cc=cc,
-        n=1,
-        version=version,
-        engine="sglang",
-        options={"tp_size": 1, **options},
-        memory=180 * GIB,
-    )
+_dep = partial(sglang_deployment, memory=180 * GIB)
 
 
 def test_flashinfer_on_sm100_is_refused_by_0_5_17_with_sglangs_words_and_a_working_fix(tmp_path):
