@@ -454,7 +454,7 @@ def _status_words(message: str, category: str) -> str:
     if status.code is None:  # a runtime front's own words (runtime_errors.yaml `messages`)
         return (
             f"It is {status.runtime}'s own account ({status.source}): {status.said!r} is "
-            f"{what.replace('_', ' ')}, filed under {category}."
+            f"{what}, filed under {category}."
         )
     return (
         f"It carries {status.runtime} status {status.name} ({status.code}, printed as "
