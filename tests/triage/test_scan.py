@@ -86,3 +86,21 @@ def test_triage_streams_the_file_itself_when_workers_cannot_start(tmp_path, monk
     assert d.lines_read == data.count(b"\n")
     assert d.root_cause.exception == "ValueError" and d.root_cause.line == data.split(b"\n").index(
         b"(Worker_TP0 pid=100) ERROR 01-01 00:00:00 [x.py:1] ValueError: failure 700") + 1
+
+
+def test_ollamas_readiness_line_is_seen_in_a_log_parsed_through_its_needles(tmp_path, monkeypatch):
+    # a long-running ollama log: the runner's "started" line (its readiness) sits far from the
+    # tail, so only a needle finds it; without it the client's cancelled request below reads as
+    # the launch's failure
+    import servepilot.triage.api as api
+    from servepilot.triage import triage_file
+
+    started = b'time=T level=INFO source=server.go:1269 msg="llama runner started in 63.59 seconds"\n'
+    serving = b'[GIN] 2025/08/30 - 15:15:27 | 200 |   1.2s |   127.0.0.1 | POST     "/api/chat"\n' * 3000
+    cancelled = (b'time=T level=ERROR source=server.go:1439 msg="post predict" error="Post '
+                 b'\\"http://127.0.0.1:41243/completion\\": context canceled"\n')
+    log = tmp_path / "ollama.log"
+    log.write_bytes(b"load_tensors: loading model tensors\n" + started + serving + cancelled + serving)
+    monkeypatch.setattr(api, "DENSE_FILE_BYTES", 1)  # parse through the needles, as over 4 MB
+    d = triage_file(log)
+    assert d.healthy and d.root_cause is None

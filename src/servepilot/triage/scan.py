@@ -62,7 +62,9 @@ ENGINE_NEEDLES: dict[str, tuple[bytes, ...]] = {
     # scheduler's "max_total_num_tokens=..., context_len=..." line (signatures.sglang_input_limit)
     "sglang": (b"ailed", b"server_args", b"startup complete", b"fired up", b"NOT connected",
                b"allowed length", b"max_total_num_tokens="),
-    "llama.cpp": (b"ailed", b"build", b"listening", b"startup complete"),
+    # "runner started": ollama's readiness line for its llama.cpp runner ("llama runner started
+    # in N seconds", engines/llamacpp/logs.py READY)
+    "llama.cpp": (b"ailed", b"build", b"listening", b"startup complete", b"runner started"),
 }
 
 
