@@ -505,3 +505,28 @@ def test_the_same_allocation_closed_by_the_weights_refusal_is_the_weights():
         VULKAN_RUN + "llama_model_load: error loading model: unable to allocate Vulkan0 buffer\n"
     ).root_cause
     assert rc.category == "oom_weights"
+
+
+# --- the fixes follow the part of the launch the memory was for ----------------------------------
+# llama.cpp's context fixes: common/arg.cpp (-c/--ctx-size, -b, -ub, -ctk/-ctv) and
+# src/llama-context.cpp ("quantized V cache was requested, but this requires Flash Attention")
+# in llama-cpp-python 0.3.36's vendored llama.cpp
+def test_a_llamacpp_context_allocation_is_fixed_by_the_context_not_the_weights():
+    log = (
+        "llama_context: constructing llama_context\n"
+        "ggml_vulkan: Device memory allocation of size 1059303232 failed.\n"
+        "llama_init_from_model: failed to initialize the context: failed to allocate buffer\n"
+    )
+    d = triage_text(log)
+    assert d.root_cause.category == "oom_kv_cache"
+    assert "--ctx-size" in d.remedies[0].change and "-ctk" in d.remedies[1].change
+
+
+def test_the_same_failure_while_the_weights_load_keeps_the_weights_fix():
+    log = (
+        "load_tensors: loading model tensors, this can take a while... (mmap = true)\n"
+        "ggml_vulkan: Device memory allocation of size 1059303232 failed.\n"
+    )
+    d = triage_text(log)
+    assert d.root_cause.category == "oom_weights"
+    assert "--n-gpu-layers" in d.remedies[0].change and "--ctx-size" not in d.remedies[0].change

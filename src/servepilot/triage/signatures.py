@@ -20,7 +20,9 @@ and how it ranks:
   `serving` after the readiness line) to a category, for errors whose meaning depends on
   it: one CUDA OOM is the weights while loading, the KV cache while profiling, CUDA graphs
   during capture, a request's when serving. It applies when no refine rule matched (the
-  traceback frames, when there are any, are the more direct evidence);
+  traceback frames, when there are any, are the more direct evidence). A refine rule or a
+  phase may carry its own `remedies`, which replace the signature's when it decides: the fix
+  for a KV cache that did not fit is not the weights' fix;
 - `waits_on_peers: true` marks a rank's report that it waited for the others and timed out
   (NCCL's watchdog): when another process of the launch failed, that failure is the cause;
 - `consequence: true` marks a vague report of a failure printed first elsewhere (a worker that
@@ -61,6 +63,9 @@ class RefineRule:
     pattern: re.Pattern[str]
     category: str
     explanation: str | None
+    # what to do when this rule decides, where the signature's own remedies are for another part
+    # of the launch (a weights-sized fix for an allocation that was the KV cache's); () keeps them
+    remedies: tuple[TriageRemedy, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -80,6 +85,7 @@ class Signature:
     analyzer: str | None = None
     examples: tuple[str, ...] = ()
     by_phase: tuple[tuple[str, str, str], ...] = ()  # (phase, category, explanation)
+    by_phase_remedies: tuple[tuple[str, tuple[TriageRemedy, ...]], ...] = ()  # as RefineRule's
     waits_on_peers: bool = False  # a rank that timed out waiting for others (see diagnosis.py)
     consequence: bool = False  # reports a failure printed first elsewhere (see diagnosis.py)
     latent: bool = False  # a fault the process goes on past until it bites (see diagnosis.py)
@@ -151,7 +157,7 @@ def build_signature(raw: dict) -> Signature:
     if analyzer is not None and analyzer not in ANALYZERS:
         raise SignatureDataError(f"{where}: unknown analyzer {analyzer!r}")
     patterns = tuple(_compile(p, where) for p in raw["patterns"])
-    by_phase = []
+    by_phase, phase_remedies = [], []
     for phase, rule in (raw.get("by_phase") or {}).items():
         if phase not in PHASES:
             raise SignatureDataError(f"{where}: by_phase names {phase!r}, not one of {PHASES}")
@@ -160,6 +166,8 @@ def build_signature(raw: dict) -> Signature:
         except (ValueError, KeyError, TypeError) as exc:
             raise SignatureDataError(f"{where}: by_phase {phase}: {exc}") from exc
         by_phase.append((phase, rule["category"], rule.get("explanation") or raw["explanation"]))
+        if rule.get("remedies"):
+            phase_remedies.append((phase, tuple(_remedy(r, where) for r in rule["remedies"])))
     unwrap = raw.get("unwrap")
     if unwrap and not any(unwrap in p.groupindex for p in patterns):
         raise SignatureDataError(f"{where}: unwrap group {unwrap!r} is in no pattern")
@@ -179,12 +187,16 @@ def build_signature(raw: dict) -> Signature:
         consequence=bool(raw.get("consequence", False)),
         latent=bool(raw.get("latent", False)),
         refine=tuple(
-            RefineRule(_compile(r["when"], where), r["category"], r.get("explanation"))
+            RefineRule(
+                _compile(r["when"], where), r["category"], r.get("explanation"),
+                tuple(_remedy(x, where) for x in r.get("remedies", ())),
+            )
             for r in raw.get("refine", ())
         ),
         analyzer=analyzer,
         examples=tuple(raw.get("examples", ())),
         by_phase=tuple(by_phase),
+        by_phase_remedies=tuple(phase_remedies),
     )
 
 
@@ -299,6 +311,7 @@ class Matcher:
                 evidence = "frames"
                 if rule.explanation:
                     explanation = _render(rule.explanation, groups)
+                remedies = rule.remedies or remedies
                 break
         else:
             evidence_of_phase = "phase"
@@ -311,6 +324,7 @@ class Matcher:
                     category, explanation, evidence = (
                         phase_category, _render(phase_explanation, groups), evidence_of_phase
                     )
+                    remedies = dict(sig.by_phase_remedies).get(phase, remedies)
                     break
         remedies = tuple(
             TriageRemedy(r.kind, _render(r.change, groups), _render(r.tradeoff, groups), r.check) for r in remedies
