@@ -48,6 +48,21 @@ class OldSelection:
     source: str = ""
 
 
+def _refused(engine: str, backend: str, message: str, why: str, source: str) -> OldSelection:
+    """The backend a release picks here, and the engine's refusal of it at start-up."""
+    return OldSelection(
+        True, engine, backend, Refusal("attention_backend", message, why, source), source=source
+    )
+
+
+def _head_size_refused(head: int, kernel: str, sizes) -> str:
+    """The selectors' own words for a head size a kernel has no code for."""
+    return (
+        f"ValueError: Head size {head} is not supported by {kernel}. "
+        f"Supported head sizes are: {list(sizes)}."
+    )
+
+
 def _file():
     return kb.load_file("vllm", "old_attention")
 
@@ -145,19 +160,13 @@ def _v1(dep, res, version, cc, forced, why) -> OldSelection:
     ccn = cc[0] * 10 + cc[1]
     if only_fa is not None:  # 0.7.x: FlashAttention for every model, forced or not
         if ccn < only_fa.fa_min_cc:
-            return OldSelection(
-                True,
+            return _refused(
                 "V1",
                 "FLASH_ATTN_VLLM_V1",
-                Refusal(
-                    "attention_backend",
-                    only_fa.message,
-                    f"{why}: vLLM {version}'s V1 engine runs only FlashAttention, which needs "
-                    "compute capability "
-                    f"{only_fa.fa_min_cc / 10:.1f} (this GPU: {cc[0]}.{cc[1]})",
-                    only_fa.source,
-                ),
-                source=only_fa.source,
+                only_fa.message,
+                f"{why}: vLLM {version}'s V1 engine runs only FlashAttention, which needs "
+                f"compute capability {only_fa.fa_min_cc / 10:.1f} (this GPU: {cc[0]}.{cc[1]})",
+                only_fa.source,
             )
         if res.use_mla or (dep.spec is not None and dep.spec.is_mla):
             return OldSelection(
@@ -204,20 +213,13 @@ def _v1(dep, res, version, cc, forced, why) -> OldSelection:
         )
     if fa_takes:
         return OldSelection(True, "V1", "FLASH_ATTN_VLLM_V1", source=row.source)
-    return OldSelection(
-        True,
+    return _refused(
         "V1",
         "FLASH_ATTN_VLLM_V1",
-        Refusal(
-            "attention_backend",
-            f"ValueError: Head size {head} is not supported by FlashAttention. Supported head "
-            "sizes are: "
-            f"{list(row.fa_head_sizes)}.",
-            f"{why}: vLLM {version}'s V1 engine runs FlashAttention here, which has no kernel for "
-            f"head size {head}",
-            row.source,
-        ),
-        source=row.source,
+        _head_size_refused(head, "FlashAttention", row.fa_head_sizes),
+        f"{why}: vLLM {version}'s V1 engine runs FlashAttention here, which has no kernel for "
+        f"head size {head}",
+        row.source,
     )
 
 
@@ -249,21 +251,13 @@ def _v0(dep, res, version, cc, forced, why) -> OldSelection:
         return OldSelection(True, "V0", "FLASH_ATTN", source=row.source)
     if head in row.paged_head_sizes:
         return OldSelection(True, "V0", "XFORMERS", source=row.source)
-    return OldSelection(
-        True,
+    return _refused(
         "V0",
         "XFORMERS",
-        Refusal(
-            "attention_backend",
-            f"ValueError: Head size {head} is not supported by PagedAttention. Supported head "
-            "sizes are: "
-            f"{list(row.paged_head_sizes)}.",
-            f"{why}: vLLM {version}'s V0 engine falls back to XFormers ({fallback}), whose "
-            "PagedAttention has no "
-            f"kernel for head size {head}",
-            row.source,
-        ),
-        source=row.source,
+        _head_size_refused(head, "PagedAttention", row.paged_head_sizes),
+        f"{why}: vLLM {version}'s V0 engine falls back to XFormers ({fallback}), whose "
+        f"PagedAttention has no kernel for head size {head}",
+        row.source,
     )
 
 
