@@ -378,8 +378,9 @@ def _cause(group: _Group, basis: str | None = None, engine: str | None = None) -
                 f" The package {drifted!r} is installed but lacks that module: a version of it"
                 " that does not fit the rest of the install."
             )
-        by_source = match_engine_message(ev.message, engine)
         by_status = status_category(ev.message)
+        # the engine's templates are searched only when no runtime status decided
+        by_source = match_engine_message(ev.message, engine) if by_status is None else None
         if by_status is not None:
             # the device runtime's own status code: what happened to the device, in the
             # runtime's words, whatever part of the engine was running when it was returned
