@@ -32,6 +32,9 @@ _SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 #      FlashInfer backend's profiling pass through FlashAttention-2; SP-MEM-003 no KV budget
 #      left, then SP-MEM-002 one max_model_len request larger than the KV cache:
 #      check_enough_kv_cache_memory);
+#   6b. SGLang's first forward (CUDA-graph capture, or the warm-up request): a Triton FP8
+#      kernel on compute capability < 8.9 fails to compile there (SP-QUANT-020), after the
+#      weights are loaded and the KV cache is allocated;
 #   7. binding the API port (SP-PORT), then serving: the first request (SP-ATTN-012, LMCache's V0
 #      adapter meeting a backend it does not take; SP-TMPL, the first chat request).
 # SP-CODE-002 as a warning (the custom code --trust-remote-code will run, all files present)
@@ -43,7 +46,7 @@ _STAGES = ("SP-ARGS", "SP-KV-001", "SP-CODE", "SP-ARCH", "SP-ROCM-001",
            "SP-CUDA", "SP-ROCM-004", "SP-DTYPE", "SP-SHM", "SP-NCCL", "SP-ATTN",
            "SP-ROCM-002", "SP-ROCM-003", "SP-QUANT",
            "SP-CKPT", "SP-MEM-001", "SP-MOE", "SP-ATTN-008", "SP-MEM-003",
-           "SP-MEM-002", "SP-MEM", "SP-PORT", "SP-ATTN-012", "SP-TMPL")
+           "SP-MEM-002", "SP-MEM", "SP-QUANT-020", "SP-PORT", "SP-ATTN-012", "SP-TMPL")
 _REVIEW_NOTES = ("SP-CODE-002",)
 
 

@@ -144,6 +144,12 @@ def unknowns_of(dep, ctx) -> list[Unknown]:
     attention = _sglang_attention_unknown(dep, ctx) or _vllm_attention_unknown(dep, ctx)
     if attention is not None:
         out.append(attention)
+    if dep.engine == "sglang":
+        from servepilot.checks.rules.sglang_custom_allreduce import peer_access_unknowns
+        from servepilot.checks.rules.sglang_quant import quant_unknowns
+
+        out.extend(quant_unknowns(dep, ctx))
+        out.extend(peer_access_unknowns(dep, ctx))
     for note in ctx.notes:
         if note.startswith("memory plan not available"):
             out.append(

@@ -9,12 +9,23 @@ from servepilot.checks.registry import rule
 KNOWLEDGE = "servepilot/engines/vllm/knowledge/quantization.yaml"
 
 
+# where each engine checks the minimum: vLLM's config, SGLang's model loader
+_REFUSES = {"vllm": "vLLM will raise",
+            "sglang": "SGLang refuses it while building the model (before the weights)"}
+
+
 @rule(
     "SP-QUANT-001", "quantization_support", "Quantization method not supported on this GPU",
     facts=("vLLM refuses a quantization method below its get_min_capability(): 'The quantization method X is not "
            "supported for the current GPU. Minimum capability: N. Current capability: M.'",
-           "Examples: AWQ needs 7.5, ModelOpt FP8 needs 8.9, Marlin variants 7.5 (8.0 before 0.14), mxfp4 8.0."),
-    sources=(KNOWLEDGE, "vllm/config/vllm.py@v0.16.0 (VllmConfig._get_quantization_config)"),
+           "Examples: AWQ needs 7.5, ModelOpt FP8 needs 8.9, Marlin variants 7.5 (8.0 before "
+           "0.14), mxfp4 8.0.",
+           "SGLang's loader raises the same message from its own configs' minimums (per release: "
+           "ModelOpt NVFP4 10.0 before 0.5.13, 8.0 from it; w8a8_fp8 8.9; AWQ 7.5; GPTQ 6.0)."),
+    sources=(KNOWLEDGE, "vllm/config/vllm.py@v0.16.0 (VllmConfig._get_quantization_config)",
+             "servepilot/engines/sglang/knowledge/quantization.yaml",
+             "sglang/srt/model_loader/loader.py@v0.4.1.post7 and @v0.5.23 "
+             "(_get_quantization_config)"),
     engines=(),
 )
 def quant_unsupported(dep, ctx) -> list[Finding]:
@@ -24,7 +35,8 @@ def quant_unsupported(dep, ctx) -> list[Finding]:
     gpu = dep.cluster.gpus[0].name if dep.cluster.gpus else "this GPU"
     return [Finding("SP-QUANT-001", "quantization_support", "error", f"{q.method} needs compute capability "
                                                                      f"{q.min_cc / 10:.1f}+",
-                    f"{gpu} is below the method's minimum. vLLM will raise: {q.error}",
+                    f"{gpu} is below the method's minimum. "
+                    f"{_REFUSES.get(dep.engine, 'The engine will raise')}: {q.error}",
                     (Evidence(f"{q.method}: minimum capability {q.min_cc}", q.source),),
                     (Remedy("hardware", f"GPUs with compute capability >= {q.min_cc / 10:.1f}", "different hardware",
                             {"hardware": {"min_compute_capability": f"{q.min_cc / 10:.1f}"}}),

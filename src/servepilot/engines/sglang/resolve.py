@@ -76,6 +76,11 @@ def resolve(dep) -> Resolution:
     if choice is not None and (opts.get("prefill_attention_backend") or opts.get("decode_attention_backend")):
         notes.append("--prefill/--decode-attention-backend are not modelled: the backend shown is "
                      "--attention-backend's")
+    from servepilot.engines.sglang import quant
+
+    fp8_path = quant.fp8_below_native(dep, version, cc)
+    if fp8_path is not None:
+        notes.extend(fp8_path.notes)
     return Resolution(
         engine=ENGINE, engine_version=version, gpu_cc=cc,
         attention_backend=choice.backend if choice else None,
@@ -132,25 +137,35 @@ def resolve_with_spec(dep, spec) -> Resolution:
 
 
 def _quant(dep, version, cc) -> QuantKernels | None:
-    method = dep.launch.options.get("quantization")
-    spec = dep.spec
-    if not method and spec is not None and spec.quant is not None:
-        method = spec.quant.method
-        if method == "modelopt":
-            method = "modelopt_fp4" if (spec.quant.quant_algo or "").upper() == "NVFP4" else "modelopt"
+    from servepilot.engines.sglang import quant
+
+    method = quant.method_of(dep)
     if not method:
         return None
-    row = kb.row_for(kb.load_file(ENGINE, "quantization").methods.get(method, []), version)
+    row = quant.method_row(method, version)
     if row is None:
         return QuantKernels(method=method)
     if cc is None:
-        return QuantKernels(method=method, min_cc=row.min_cc, native_min_cc=row.native_min_cc, source=row.source)
+        return QuantKernels(method=method, min_cc=row.min_cc, native_min_cc=row.native_min_cc,
+                            source=row.source)
     value = cc[0] * 10 + cc[1]
     if value < row.min_cc:
-        return QuantKernels(method=method, min_cc=row.min_cc, native_min_cc=row.native_min_cc, supported=False,
-                            source=row.source,
-                            error=f"The quantization method {method} is not supported for the current GPU. Minimum "
-                                  f"capability: {row['min_cc']}. Current capability: {value}.")
+        return QuantKernels(method=method, min_cc=row.min_cc, native_min_cc=row.native_min_cc,
+                            supported=False, source=row.source,
+                            error=f"The quantization method {row.engine_name or method} is not "
+                                  "supported for the current GPU. Minimum capability: "
+                                  f"{row['min_cc']}. Current capability: {value}.")
+    path = quant.fp8_below_native(dep, version, cc)
+    if path is not None:
+        # FP8 below 8.9: Marlin W8A16 for the linear layers only when the release turns it on;
+        # FP8 experts and non-Marlin linear layers are Triton kernels (checks/rules/sglang_quant.py)
+        marlin = path.linear == "marlin" and path.refusal is None
+        linear = "Marlin W8A16 (weight-only FP8)" if path.linear == "marlin" else path.linear
+        return QuantKernels(method=method, min_cc=row.min_cc, native_min_cc=row.native_min_cc,
+                            linear=linear,
+                            moe=f"Triton fused MoE (FP8 W8A8): {path.refusal}" if path.moe
+                            else None,
+                            fallback=marlin, source=path.source)
     fallback = value < row.native_min_cc and bool(row.fallback)
     return QuantKernels(method=method, min_cc=row.min_cc, native_min_cc=row.native_min_cc,
                         linear=row.fallback if fallback else "native",

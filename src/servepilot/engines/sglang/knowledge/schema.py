@@ -38,6 +38,7 @@ SCHEMA = {
     "builds": {
         "wheels": Rows(("archs",)),
         "pdmux_majors": Rows(("majors", "error")),
+        "custom_all_reduce": Rows(("world_sizes", "probe_max_pcie_world_size")),
     },
     "engine": {
         "oldest_known": VALUE,
@@ -49,7 +50,9 @@ SCHEMA = {
         "dtype_bytes": VALUE,
     },
     "quantization": {
-        "methods": KeyedRows(("fallback", "min_cc", "native_min_cc")),
+        "methods": KeyedRows(("fallback", "min_cc", "native_min_cc", "engine_name")),
+        "fp8_below_native": Rows(("auto_marlin", "env_marlin", "block_marlin",
+                                  "marlin_needs_vllm")),
         "fp8_block_moe": Rows(("message",)),
     },
 }
