@@ -75,6 +75,21 @@ def test_another_moe_runner_backend_is_not_judged(tmp_path):
     assert any("--moe-runner-backend flashinfer_cutlass" in n for n in result.notes)
 
 
+def test_compressed_tensors_fp8_experts_take_the_triton_kernel_too(tmp_path):
+    # compressed_tensors_w8a8_fp8_moe.py@v0.5.9: MoeRunnerBackend.TRITON, use_fp8_w8a8=True
+    fp8 = {"num_bits": 8, "type": "float", "strategy": "channel"}
+    quant = {"quant_method": "compressed-tensors",
+             "config_groups": {"group_0": {"targets": ["Linear"], "weights": fp8,
+                                           "input_activations": {**fp8, "dynamic": True}}}}
+    result = run_checks(sglang(moe_fp8(tmp_path / "m", quant=quant), (8, 0), "0.5.9",
+                               memory=80 * GIB))
+    assert FP8E4NV in finding(result, "SP-QUANT-020").detail
+    weight_only = {**quant, "config_groups": {"group_0": {"targets": ["Linear"], "weights": fp8}}}
+    dense = run_checks(sglang(moe_fp8(tmp_path / "w", quant=weight_only), (8, 0), "0.5.9",
+                              memory=80 * GIB))
+    assert "SP-QUANT-020" not in codes(dense)  # FP8A16: not the W8A8 MoE scheme
+
+
 def test_online_fp8_of_a_16_bit_moe_takes_the_same_kernel(tmp_path):
     root = tmp_path / "m"
     root.mkdir()
@@ -167,6 +182,8 @@ def test_modelopt_nvfp4_needs_10_0_until_0_5_13_then_falls_back_to_marlin(tmp_pa
         (AWQ, (7, 5), "0.5.10.post1", False, None),
         ({**AWQ, "quant_method": "gptq"}, (7, 0), "0.5.10.post1", False, None),
         ({"quant_method": "w8a8_int8"}, (7, 0), "0.4.1.post7", True, "w8a8_int8"),
+        (BLOCK_FP8, (7, 5), "0.5.10.post1", True, "fp8"),  # Fp8Config.get_min_capability: 80
+        (TENSOR_FP8, (7, 5), "0.4.0.post2", True, "fp8"),
     ],
 )
 def test_minimum_capability_per_method(tmp_path, quant, cc, version, refused, name):
