@@ -28,7 +28,7 @@ _OWN_MARLIN_FROM = "0.5.6"
         "Below compute capability 8.9 Triton has no fp8e4nv type: a Triton kernel with FP8 E4M3 "
         "operands fails to compile with 'type fp8e4nv not supported in this architecture'.",
         "SGLang's FP8 MoE experts (fp8 and compressed-tensors W8A8-FP8) run the Triton fused-MoE "
-        "kernel with FP8 W8A8 in every release read (0.4.1-0.5.23): no Marlin path for FP8 "
+        "kernel with FP8 W8A8 in every release read (0.4.0-0.5.23): no Marlin path for FP8 "
         "experts.",
         "FP8 linear layers run Marlin W8A16 on 8.0-8.8 automatically from 0.5.1 (when vLLM is "
         "importable, until 0.5.6), before that only with SGLANG_FORCE_FP8_MARLIN=1 and never for "
