@@ -25,7 +25,7 @@ _NO_PEER_ACCESS_NAMES = ("GeForce",)
 def _probed_pair(dep, ctx):
     """(the custom_all_reduce row, the TP size) when SGLang will probe peer access between two
     GeForce GPUs without NVLink; None otherwise."""
-    from servepilot.engines import knowledge as kb
+    from servepilot.engines.sglang.release import custom_all_reduce
 
     opts = dep.launch.options
     version = ctx.resolution.engine_version
@@ -41,7 +41,7 @@ def _probed_pair(dep, ctx):
         return None
     if any(g.nvlink for g in gpus):
         return None
-    row = kb.row_for(kb.load_file("sglang", "builds").custom_all_reduce, version)
+    row = custom_all_reduce(version)
     tp = sizes.tp(dep.launch)
     if row is None or tp not in row.world_sizes or tp > row.probe_max_pcie_world_size:
         return None

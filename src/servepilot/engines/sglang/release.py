@@ -68,6 +68,12 @@ def pdmux_majors(version: str):
     return kb.row_for(kb.load_file("sglang", "builds").pdmux_majors, version)
 
 
+def custom_all_reduce(version: str):
+    """The custom all-reduce's world sizes and peer-access probe in `version` (builds.yaml
+    custom_all_reduce), as a row, or None."""
+    return kb.row_for(kb.load_file("sglang", "builds").custom_all_reduce, version)
+
+
 def fp8_block_moe(version: str):
     """The whole-FP8-blocks-per-rank check of the MoE layers in `version`, as a row, or None."""
     return kb.row_for(kb.load_file("sglang", "quantization").fp8_block_moe, version)
