@@ -228,9 +228,9 @@ def rocm_build_targets(dep, ctx) -> list[Finding]:
 
 def _first_build_with(gfx: str, after: str) -> str | None:
     from servepilot.engines import knowledge as kb
-    from servepilot.engines.vllm.rocm import build_status
+    from servepilot.engines.vllm.rocm import build_reads, build_status
 
-    for release in ("0.6.6", "0.8.5", "0.10.2", "0.11.0", "0.14.1", "0.19.0", "0.34.0"):
+    for release in build_reads():
         if kb.release_version(release) > kb.release_version(after):
             if build_status(release, gfx).status == "covered":
                 return release
@@ -250,7 +250,7 @@ def rocm_vllm_unknowns(dep, ctx) -> list[Unknown]:
             "attention backend on ROCm",
             f"{choice.unknown} (vLLM {version} on {g.gfx_arch})",
             "the engine's own start-up on this GPU (servepilot launch), or --engine-version of a "
-            "release whose ROCm selection servepilot read (0.11.0-0.18.0)",
+            "release whose ROCm selection servepilot read (0.5.1-0.7.x V0, 0.11.0-0.18.0)",
         ))
     elif choice.backend:
         ctx.notes.append(f"ROCm attention: {choice.backend} ({choice.source})"
@@ -266,7 +266,7 @@ def rocm_vllm_unknowns(dep, ctx) -> list[Unknown]:
         out.append(Unknown(
             "ROCm build targets", why,
             "PYTORCH_ROCM_ARCH of the build you run (a source build's own list), or --engine-version "
-            "of a release servepilot read (0.6.6, 0.8.5, 0.10.2, 0.11.0, 0.14.1, 0.19.0, 0.34.0)",
+            "of a release servepilot read (0.6.2 to 0.34.0)",
         ))
     q = quant_status(dep, ctx)
     if q is not None and q.status == "unsure":
@@ -288,3 +288,98 @@ def rocm_vllm_unknowns(dep, ctx) -> list[Unknown]:
             )
         )
     return out
+
+
+def _refusal_finding(dep, ctx, code: str, category: str, refusal, title: str, extra_remedies=()):
+    g = dep.cluster.gpus[0]
+    remedies = []
+    if refusal.escape:
+        remedies.append(Remedy("env", f"export {refusal.escape}",
+                               "a slower or unfused kernel path", None))
+    remedies.extend(extra_remedies)
+    return [Finding(
+        code, category, "error", title,
+        f"On {g.name} ({g.gfx_arch}): {refusal.why}. It stops at the first "
+        f"forward pass (the profiling run, after the weights load): {refusal.error}",
+        (Evidence(f"vLLM {refusal.versions} on ROCm", refusal.source),
+         Evidence(f"{g.name}: {g.gfx_arch}", "servepilot/hardware/data/gpus.json")),
+        tuple(remedies),
+    )]
+
+
+@rule(
+    "SP-ROCM-005", "quantization_support", "FP8 weights on an AMD GPU without FP8 GEMMs",
+    facts=("vLLM's ROCm FP8 path has no weight-only fallback (0.5.x: Marlin only below "
+           "capability 8.9, which no AMD GPU reports; 0.6-0.18 use_marlin = False on ROCm; 0.19+ "
+           "no Marlin kernel in the ROCm FP8 list): FP8 checkpoints compute in FP8.",
+           "torch._scaled_mm on ROCm accepts gfx940-gfx942 (and gfx950, gfx1200/gfx1201 in newer "
+           "ROCm builds); gfx90a, gfx908, gfx906 and RDNA2/RDNA3 fail at the first forward pass."),
+    sources=(KNOWLEDGE, "vllm/model_executor/layers/quantization/fp8.py@v0.14.1 (Fp8LinearMethod)"),
+    engines=("vllm",),
+    platforms=("rocm",),
+)
+def rocm_fp8_without_fp8_gemm(dep, ctx) -> list[Finding]:
+    from servepilot.engines.vllm.rocm import fp8_compute_refusal
+
+    version = _version(dep, ctx)
+    method = _method(dep, version) if version else None
+    refusal = fp8_compute_refusal(dep, version, method) if method else None
+    if refusal is None:
+        return []
+    g = dep.cluster.gpus[0]
+    remedies = (
+        Remedy("overlay", "the model's 16-bit or a GPTQ/AWQ checkpoint (vLLM offers gptq/awq on "
+                          "ROCm)", "another download; more memory for 16-bit weights", None),
+        Remedy("hardware", "an AMD GPU with FP8 (MI300 series gfx942, MI350 gfx950, Radeon "
+                           "RX 9000 gfx1201)", "different hardware", None),
+    )
+    return _refusal_finding(dep, ctx, "SP-ROCM-005", "quantization_support", refusal,
+                            f"{method} runs FP8 GEMMs, which {g.gfx_arch} lacks", remedies)
+
+
+@rule(
+    "SP-ROCM-006", "attention_backend", "vLLM's ROCm attention needs Triton, which lacks this gfx",
+    facts=("vLLM's ROCm attention is Triton: ROCM_FLASH's prefill (V0, unless "
+           "VLLM_USE_TRITON_FLASH_ATTN=0), TRITON_MLA, and every V1 backend off gfx9.",
+           "Triton's AMD backend knows CDNA1-4 (gfx908, gfx90a, gfx94x, gfx950) and RDNA1-4; on "
+           "GCN5 (gfx900/gfx906: MI50, MI60) it stops: \"unsupported target: 'gfx906'\"."),
+    sources=(KNOWLEDGE,),
+    engines=("vllm",),
+    platforms=("rocm",),
+)
+def rocm_triton_target(dep, ctx) -> list[Finding]:
+    from servepilot.engines.vllm.rocm import triton_attention_refusal
+
+    version = _version(dep, ctx)
+    refusal = triton_attention_refusal(dep, version) if version else None
+    if refusal is None:
+        return []
+    g = dep.cluster.gpus[0]
+    remedies = (Remedy("hardware", "an AMD GPU Triton targets (gfx908 or newer CDNA, RDNA2+)",
+                       "different hardware", None),)
+    return _refusal_finding(dep, ctx, "SP-ROCM-006", "attention_backend", refusal,
+                            f"vLLM {version}'s attention kernels cannot be compiled for "
+                            f"{g.gfx_arch}", remedies)
+
+
+@rule(
+    "SP-ROCM-007", "quantization_support", "AITER's MXFP4 batched matmul on a GPU without FP4",
+    facts=("0.16: with VLLM_ROCM_USE_AITER=1, VLLM_ROCM_USE_AITER_FP4BMM (default on) quantizes "
+           "an MLA model's bfloat16 kv_b_proj to MXFP4 on every gfx target; MXFP4 needs gfx950, "
+           "and 0.17 gates it with on_gfx950().",),
+    sources=(KNOWLEDGE, "vllm/_aiter_ops.py@v0.16.0 (is_fp4bmm_enabled)"),
+    engines=("vllm",),
+    platforms=("rocm",),
+)
+def rocm_aiter_fp4_bmm(dep, ctx) -> list[Finding]:
+    from servepilot.engines.vllm.rocm import aiter_fp4_bmm_refusal
+
+    version = _version(dep, ctx)
+    method = _method(dep, version) if version else None
+    refusal = aiter_fp4_bmm_refusal(dep, version, method) if version else None
+    if refusal is None:
+        return []
+    remedies = (Remedy("upgrade", "pip install 'vllm>=0.17.0' (a ROCm build: FP4 BMM only on "
+                                  "gfx950)", "a new engine release to install and validate", None),)
+    return _refusal_finding(dep, ctx, "SP-ROCM-007", "quantization_support", refusal,
+                            "AITER's MXFP4 batched matmul needs gfx950", remedies)

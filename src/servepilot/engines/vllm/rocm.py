@@ -82,7 +82,8 @@ def attention_choice(dep, version: str, kv_cache_dtype: str | None) -> RocmAtten
     row = kb.row_for(kb.load_file("vllm", "rocm").attention, version)
     if row is None:
         return RocmAttention(unknown=f"vLLM {version}'s ROCm attention selection was not read "
-                                     "(servepilot read 0.11.0-0.18.0)")
+                                     "(servepilot read 0.5.1-0.6.x, 0.7.2-0.7.x (V0) and "
+                                     "0.11.0-0.18.0)")
     where = {"versions": row.versions, "source": row.source}
     spec = dep.spec
     env = dep.launch.shell.env or {}
@@ -94,6 +95,8 @@ def attention_choice(dep, version: str, kv_cache_dtype: str | None) -> RocmAtten
     use_sparse = use_mla and bool(spec.attention.sparse)
     forced, forced_by = _forced_backend(dep, version)
     aiter = _truthy(env.get("VLLM_ROCM_USE_AITER"))
+    if row.mode == "v0":
+        return _v0_default(row, where, spec, use_mla, forced, forced_by, env, kv, arch, version)
     if row.mode == "validated":
         return _validated_default(row, where, use_mla, use_sparse, forced, forced_by, aiter, kv, arch,
                                   dep)
@@ -128,6 +131,33 @@ def attention_choice(dep, version: str, kv_cache_dtype: str | None) -> RocmAtten
                                      "(VLLM_V1_USE_PREFILL_DECODE_ATTENTION / VLLM_USE_V1=0)", **where)
     backend = row.default_mla if use_mla else row.default_mha
     return _with_kv(RocmAttention(backend=backend, **where), kv, arch)
+
+
+def _v0_default(row, where, spec, use_mla, forced, forced_by, env, kv, arch, version):
+    """0.5-0.7: the V0 engine's ROCm selection, ROCM_FLASH (TRITON_MLA for MLA from 0.7.2).
+
+    A forced backend is logged and replaced; ROCmFlashAttentionImpl refuses a head size
+    PagedAttention (its decode kernel) lacks. 0.7's V1 (VLLM_USE_V1=1) is not modelled."""
+    from servepilot.engines.vllm.resolve import _head_size
+
+    if env.get("VLLM_USE_V1") not in (None, "", "0"):
+        return RocmAttention(unknown=f"VLLM_USE_V1={env.get('VLLM_USE_V1')}: vLLM {version}'s "
+                                     "V1 engine on ROCm was not read", **where)
+    if use_mla and not row.default_mla:
+        return RocmAttention(unknown=f"vLLM {version} has no MLA backend on ROCm; servepilot did "
+                                     "not read how it runs an MLA model there", **where)
+    backend = row.default_mla if use_mla else row.default_mha
+    note = (f"{forced_by} {forced} is not supported in AMD GPUs (vLLM {version}): "
+            f"{backend} runs" if forced and forced != backend else None)
+    head = _head_size(spec, use_mla)
+    v0 = kb.row_for(kb.load_file("vllm", "old_attention").v0_selection, version)
+    sizes = list(v0.paged_head_sizes or ()) if v0 is not None else []
+    if backend == "ROCM_FLASH" and head is not None and sizes and head not in sizes:
+        return RocmAttention(error=(f"ValueError: Head size {head} is not supported by "
+                                    f"PagedAttention. Supported head sizes are: {sizes}."),
+                             versions=where["versions"],
+                             source=f"{where['source']}; {v0.source}")
+    return _with_kv(RocmAttention(backend=backend, note=note, **where), kv, arch)
 
 
 def _validated_default(row, where, use_mla, use_sparse, forced, forced_by, aiter, kv, arch, dep):
@@ -209,3 +239,114 @@ def build_for(dep, version: str) -> RocmBuild:
         if split_image(image)[0] not in OFFICIAL_IMAGES:
             return RocmBuild("unread", source=f"image {image}")
     return build_status(version, gfx_arch)
+
+
+def build_reads() -> list[str]:
+    """The releases whose ROCm image build targets servepilot read, oldest first."""
+    return [str(r) for r in kb.load_file("vllm", "rocm").build_reads]
+
+
+@dataclass(frozen=True)
+class RocmRefusal:
+    """A kernel the launch needs that fails on this gfx target (an engine or runtime error)."""
+
+    error: str
+    why: str  # the mechanism, in servepilot's words
+    versions: str = ""
+    source: str = ""
+    escape: str | None = None  # an environment switch that avoids the kernel, when one exists
+
+
+def _use_v1(env, engine: str) -> bool | None:
+    """Whether the V1 engine runs (None: it depends on vLLM's V1 oracle)."""
+    flag = str(env.get("VLLM_USE_V1", "")).strip()
+    if engine == "v1":
+        return True
+    if engine == "v0":
+        return False
+    if flag:
+        return flag != "0"
+    return False if engine == "v0_v1_opt_in" else None
+
+
+def triton_attention_refusal(dep, version: str) -> RocmRefusal | None:
+    """vLLM's ROCm attention needs Triton kernels and Triton has no target for the GPU."""
+    arch = dep.cluster.gpus[0].gfx_arch
+    facts = kb.load_file("vllm", "rocm")
+    targets = kb.row_for(facts.triton_amd_targets, version)
+    row = kb.row_for(facts.triton_attention, version)
+    if not arch or targets is None or row is None or arch in (targets.gfx or ()):
+        return None
+    env = dep.launch.shell.env or {}
+    v1 = _use_v1(env, row.engine)
+    triton_fa_off = str(env.get("VLLM_USE_TRITON_FLASH_ATTN", "1")).strip().lower() in (
+        "0", "false", "no")
+    mla = bool(dep.spec is not None and dep.spec.is_mla) and not _truthy(env.get("VLLM_MLA_DISABLE"))
+    mla_triton = mla and row.engine != "v0"  # TRITON_MLA from 0.7.2
+    if v1 is None and triton_fa_off and not mla_triton:
+        return None  # V0 with SDPA prefill or V1 (Triton): the oracle decides, not read
+    if v1 is False and triton_fa_off and not mla_triton:
+        return None  # V0 prefill through CK flash-attn or PyTorch SDPA
+    what = ("the V1 engine's attention backends (TRITON_ATTN / ROCM_ATTN / TRITON_MLA)" if v1
+            else "TRITON_MLA" if mla_triton
+            else "ROCM_FLASH's prefill (Triton flash attention, VLLM_USE_TRITON_FLASH_ATTN=1 by "
+                 "default)")
+    escape = None if (v1 or mla_triton) else "VLLM_USE_TRITON_FLASH_ATTN=0"
+    return RocmRefusal(
+        error=f"error: unsupported target: '{arch}' (Triton, compiling vLLM's attention kernel)",
+        why=f"vLLM {version} runs {what} on ROCm, written in Triton; Triton's AMD backend has no "
+            f"ISA family for {arch}, so the kernel cannot be compiled at the first forward pass",
+        versions=row.versions,
+        source=f"{row.source}; {targets.source}",
+        escape=escape,
+    )
+
+
+FP8_SPELLINGS = {"fp8", "fbgemm_fp8", "ptpc_fp8"}
+
+
+def fp8_compute_refusal(dep, version: str, method: str | None) -> RocmRefusal | None:
+    """An FP8 checkpoint (or --quantization fp8) on a gfx target torch has no FP8 GEMM for."""
+    arch = dep.cluster.gpus[0].gfx_arch
+    row = kb.row_for(kb.load_file("vllm", "rocm").fp8_compute, version)
+    if not arch or row is None or not method:
+        return None
+    if not _names(method) & set(row.methods or ()) or arch in (row.gfx or ()):
+        return None
+    return RocmRefusal(
+        error=f"RuntimeError: torch._scaled_mm is not supported on {arch} (FP8 GEMMs on ROCm: "
+              f"{', '.join(row.gfx)})",
+        why=f"vLLM {version} runs {method} weights through FP8 GEMMs on ROCm (no weight-only "
+            f"fallback there), and {arch} has no FP8 matrix instructions torch can use",
+        versions=row.versions,
+        source=row.source,
+    )
+
+
+def aiter_fp4_bmm_refusal(dep, version: str, method: str | None) -> RocmRefusal | None:
+    """0.16: AITER's MXFP4 batched matmul for an unquantized MLA model, on a GPU without FP4."""
+    from servepilot.engines.vllm.resolve import _model_dtype
+
+    arch = dep.cluster.gpus[0].gfx_arch
+    row = kb.row_for(kb.load_file("vllm", "rocm").aiter_fp4_bmm, version)
+    env = dep.launch.shell.env or {}
+    if not arch or row is None or row.gfx or arch == "gfx950":
+        return None
+    fp4_env = env.get("VLLM_ROCM_USE_AITER_FP4BMM")
+    fp4_on = _truthy(fp4_env) if fp4_env not in (None, "") else bool(row.default_on)
+    spec = dep.spec
+    mla = spec is not None and spec.is_mla and not _truthy(env.get("VLLM_MLA_DISABLE"))
+    if not (_truthy(env.get("VLLM_ROCM_USE_AITER")) and fp4_on and mla) or method:
+        return None  # a quantized checkpoint's kv_b_proj is not bfloat16: no FP4 path
+    if _model_dtype(spec, dep.launch.options) != "bfloat16":
+        return None
+    return RocmRefusal(
+        error=f"RuntimeError: MXFP4 quantization is not supported on {arch} (AITER "
+              "dynamic_mxfp4_quant, MLA kv_b_proj)",
+        why=f"vLLM {version} with VLLM_ROCM_USE_AITER=1 quantizes the MLA kv_b_proj weight to "
+            f"MXFP4 for AITER's FP4 batched matmul (VLLM_ROCM_USE_AITER_FP4BMM, on by default) "
+            f"without checking the GPU; MXFP4 needs gfx950 (later releases gate it there)",
+        versions=row.versions,
+        source=row.source,
+        escape="VLLM_ROCM_USE_AITER_FP4BMM=0",
+    )

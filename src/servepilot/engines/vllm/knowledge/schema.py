@@ -81,6 +81,11 @@ SCHEMA = {
                            "mla_other_message", "default_mha", "default_mla", "mode",
                            "min_head_size", "mha_dtypes", "mla_dtypes")),
         "builds": Rows(("gfx", "unsure")),
+        "build_reads": VALUE,
+        "triton_amd_targets": Rows(("gfx",)),
+        "triton_attention": Rows(("engine",)),
+        "fp8_compute": Rows(("gfx", "methods")),
+        "aiter_fp4_bmm": Rows(("gfx", "default_on")),
     },
     "quantization": {
         "methods": KeyedRows(("fallback", "min_cc", "fallback_constraints", "moe_native_families",

@@ -1,0 +1,189 @@
+"""vLLM on AMD GPUs for releases before 0.11 and after 0.18 (issue 13): the gfx targets each
+release's ROCm image is built for, the Triton kernels its attention needs, FP8 GEMMs per gfx
+target, the V0 engine's ROCM_FLASH selection, and AITER's MXFP4 batched matmul in 0.16.
+
+Each fact has a launch that fails and a neighbour that does not (another GPU, release or switch).
+Sources are in engines/vllm/knowledge/rocm.yaml.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from checkfixtures import MLA_TEXT, _index, _write, codes, finding, llama_like
+
+from servepilot.checks import run_checks
+from servepilot.checks.result import engine_stage
+from servepilot.deployment import build_deployment
+
+FP8 = {"quant_method": "fp8", "activation_scheme": "static"}
+
+
+def _check(path, gpu: str, version: str, *flags: str, env: dict | None = None):
+    prefix = ["env", *(f"{k}={v}" for k, v in (env or {}).items())] if env else []
+    dep = build_deployment(command=[*prefix, "vllm", "serve", str(path), *flags], gpu=gpu,
+                           engine_version=version, probe=False)
+    return run_checks(dep)
+
+
+def _facts(result) -> list[str]:
+    return [u.fact for u in result.unknowns]
+
+
+def _small(tmp_path, **kw):
+    return llama_like(tmp_path / "m", heads=8, kv_heads=8, max_pos=4096, **kw)
+
+
+# --- Triton's AMD targets: GCN5 (gfx906) has no ISA family -----------------------------------
+
+@pytest.mark.parametrize("gpu, version, refused", [
+    ("mi60", "0.5.4", True),     # V0 ROCM_FLASH, Triton flash attention by default
+    ("mi50-32gb", "0.6.3", True),
+    ("mi60", "0.16.0", True),    # V1 only: every ROCm backend is Triton off gfx9
+    ("mi100", "0.5.4", False),   # gfx908 is CDNA1: Triton compiles for it
+    ("mi210", "0.16.0", False),  # gfx90a, CDNA2
+    ("rx-7900-xtx", "0.6.3", False),  # gfx1100, RDNA3
+])
+def test_triton_attention_on_a_target_triton_lacks(tmp_path, gpu, version, refused):
+    result = _check(_small(tmp_path), gpu, version)
+    assert ("SP-ROCM-006" in codes(result)) is refused
+    if refused:
+        f = finding(result, "SP-ROCM-006")
+        assert f.category == "attention_backend"
+        assert "unsupported target: 'gfx906'" in f.detail
+        assert any("deduceISAFamily" in e.source for e in f.evidence)
+
+
+def test_v0_without_triton_flash_attention_escapes(tmp_path):
+    # VLLM_USE_TRITON_FLASH_ATTN=0: V0 prefill through CK flash-attn or SDPA, no Triton
+    model = _small(tmp_path)
+    failing = _check(model, "mi60", "0.5.4")
+    assert finding(failing, "SP-ROCM-006").remedies[0].change == "export VLLM_USE_TRITON_FLASH_ATTN=0"
+    passing = _check(model, "mi60", "0.5.4", env={"VLLM_USE_TRITON_FLASH_ATTN": "0"})
+    assert "SP-ROCM-006" not in codes(passing)
+    # from 0.11 there is no V0 and the switch changes nothing
+    v1 = _check(model, "mi60", "0.16.0", env={"VLLM_USE_TRITON_FLASH_ATTN": "0"})
+    assert "SP-ROCM-006" in codes(v1)
+
+
+def test_a_source_build_for_gfx906_still_needs_triton(tmp_path):
+    # PYTORCH_ROCM_ARCH=gfx906 builds vLLM's HIP kernels for the MI50, not Triton's backend
+    model = _small(tmp_path)
+    result = _check(model, "mi50-32gb", "0.16.0", env={"PYTORCH_ROCM_ARCH": "gfx906"})
+    assert "SP-ROCM-004" not in codes(result) and "SP-ROCM-006" in codes(result)
+
+
+# --- FP8 on ROCm: torch._scaled_mm on gfx94x / gfx950 / gfx12 only ---------------------------
+
+@pytest.mark.parametrize("gpu, version, refused", [
+    ("rx-7900-xtx", "0.6.3", True),   # gfx1100
+    ("mi250x", "0.8.5", True),        # gfx90a
+    ("mi210", "0.19.0", True),
+    ("mi300x", "0.6.3", False),       # gfx942
+    ("mi355x", "0.16.0", False),      # gfx950
+    ("rx-9070-xt", "0.16.0", False),  # gfx1201
+])
+def test_fp8_checkpoint_needs_fp8_gemms(tmp_path, gpu, version, refused):
+    result = _check(_small(tmp_path, quant=FP8), gpu, version)
+    assert ("SP-ROCM-005" in codes(result)) is refused
+    if refused:
+        f = finding(result, "SP-ROCM-005")
+        assert f.category == "quantization_support" and "torch._scaled_mm" in f.detail
+
+
+def test_online_fp8_is_the_same_gemm_and_a_16bit_checkpoint_is_not(tmp_path):
+    model = _small(tmp_path)
+    assert "SP-ROCM-005" in codes(_check(model, "mi250x", "0.10.2", "--quantization", "fp8"))
+    assert "SP-ROCM-005" not in codes(_check(model, "mi250x", "0.10.2"))
+
+
+def test_fp8_refusal_comes_after_a_weights_oom_and_before_kv_profiling():
+    # the profiling run's first linear layer: after weights load (SP-MEM-001), before SP-MEM-003
+    assert engine_stage("SP-MEM-001") < engine_stage("SP-ROCM-005") < engine_stage("SP-MEM-003")
+    assert engine_stage("SP-ROCM-005") < engine_stage("SP-ROCM-006")
+    # a refusal in attention selection stays before the weights
+    assert engine_stage("SP-ROCM-002") < engine_stage("SP-MEM-001")
+
+
+# --- the V0 selection: ROCM_FLASH and PagedAttention's head sizes ----------------------------
+
+def test_v0_rocm_flash_is_the_resolved_selection(tmp_path):
+    result = _check(_small(tmp_path), "mi300x", "0.6.3")
+    assert "attention backend on ROCm" not in _facts(result)
+    assert any("ROCm attention: ROCM_FLASH" in n for n in result.notes)
+
+
+def test_v0_head_size_paged_attention_lacks(tmp_path):
+    model = _small(tmp_path)
+    config = json.loads((model / "config.json").read_text())
+    config["head_dim"] = 160  # not in PagedAttention.get_supported_head_sizes()
+    (model / "config.json").write_text(json.dumps(config))
+    f = finding(_check(model, "mi300x", "0.6.3"), "SP-ROCM-002")
+    assert "Head size 160 is not supported by PagedAttention" in f.detail
+    config["head_dim"] = 128
+    (model / "config.json").write_text(json.dumps(config))
+    assert "SP-ROCM-002" not in codes(_check(model, "mi300x", "0.6.3"))
+
+
+def test_releases_0_8_to_0_10_stay_unknown_for_selection(tmp_path):
+    result = _check(_small(tmp_path), "mi300x", "0.9.2")
+    assert "attention backend on ROCm" in _facts(result)
+
+
+# --- builds read per release ------------------------------------------------------------------
+
+@pytest.mark.parametrize("gpu, version, refused", [
+    ("mi100", "0.6.3", False),      # Dockerfile.rocm@v0.6.3: gfx908;gfx90a;gfx942;gfx1100
+    ("mi100", "0.7.3", True),       # Dockerfile.rocm_base@v0.7.3: gfx90a;gfx942
+    ("rx-7900-xtx", "0.7.3", True),
+    ("rx-7900-xtx", "0.9.2", False),
+    ("mi300x", "0.7.3", False),
+])
+def test_build_targets_of_the_releases_read(tmp_path, gpu, version, refused):
+    result = _check(_small(tmp_path), gpu, version)
+    assert ("SP-ROCM-004" in codes(result)) is refused
+    if refused and gpu == "rx-7900-xtx":
+        assert finding(result, "SP-ROCM-004").remedies[0].change.startswith(
+            "the vLLM ROCm image of 0.8.5")
+
+
+def test_a_release_before_the_sdists_carry_a_dockerfile_is_unknown(tmp_path):
+    result = _check(_small(tmp_path), "mi300x", "0.5.4")
+    assert "ROCm build targets" in _facts(result) and "SP-ROCM-004" not in codes(result)
+
+
+# --- AITER's MXFP4 batched matmul (0.16) ------------------------------------------------------
+
+def _bf16_mla(root):
+    root.mkdir(parents=True, exist_ok=True)
+    _write(root, "config.json", dict(MLA_TEXT, num_hidden_layers=4, n_routed_experts=8,
+                                     max_position_embeddings=4096))
+    _index(root, 20 * 10**9)
+    return root
+
+
+@pytest.mark.parametrize("gpu, version, env, refused", [
+    ("mi300xx8", "0.16.0", {"VLLM_ROCM_USE_AITER": "1"}, True),
+    ("mi300xx8", "0.16.0", {"VLLM_ROCM_USE_AITER": "1", "VLLM_ROCM_USE_AITER_FP4BMM": "0"}, False),
+    ("mi300xx8", "0.16.0", {}, False),                              # AITER off
+    ("mi300xx8", "0.17.0", {"VLLM_ROCM_USE_AITER": "1"}, False),    # gated on gfx950
+    ("mi355xx8", "0.16.0", {"VLLM_ROCM_USE_AITER": "1"}, False),    # gfx950 has MXFP4
+])
+def test_aiter_fp4_bmm_off_gfx950(tmp_path, gpu, version, env, refused):
+    result = _check(_bf16_mla(tmp_path / "m"), gpu, version, "-tp", "8", env=env)
+    assert ("SP-ROCM-007" in codes(result)) is refused
+    if refused:
+        f = finding(result, "SP-ROCM-007")
+        assert f.category == "quantization_support" and "gfx942" in f.detail
+        assert f.remedies[0].change == "export VLLM_ROCM_USE_AITER_FP4BMM=0"
+
+
+def test_aiter_fp4_bmm_skips_a_quantized_kv_b_proj(tmp_path):
+    model = _bf16_mla(tmp_path / "m")
+    config = json.loads((model / "config.json").read_text())
+    config["quantization_config"] = {"quant_method": "fp8", "activation_scheme": "dynamic",
+                                     "weight_block_size": [128, 128]}
+    (model / "config.json").write_text(json.dumps(config))
+    result = _check(model, "mi300xx8", "0.16.0", "-tp", "8", env={"VLLM_ROCM_USE_AITER": "1"})
+    assert "SP-ROCM-007" not in codes(result)
