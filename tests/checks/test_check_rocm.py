@@ -45,7 +45,8 @@ def test_a_method_rocm_does_not_offer_fails(tmp_path):
 
 
 def test_a_method_rocm_offers_does_not_fail(tmp_path):
-    model = llama_like(tmp_path / "m", quant=AWQ)
+    # float16, as AWQ checkpoints are: awq takes float16 activations only (SP-ROCM-008)
+    model = llama_like(tmp_path / "m", quant=AWQ, dtype="float16")
     result = _check(model, "mi300x", "0.16.0")
     assert "SP-ROCM-001" not in codes(result)
     assert result.verdict in ("pass", "warn") and not result.unknowns

@@ -187,3 +187,55 @@ def test_aiter_fp4_bmm_skips_a_quantized_kv_b_proj(tmp_path):
     (model / "config.json").write_text(json.dumps(config))
     result = _check(model, "mi300xx8", "0.16.0", "-tp", "8", env={"VLLM_ROCM_USE_AITER": "1"})
     assert "SP-ROCM-007" not in codes(result)
+
+
+def test_a_fork_image_or_own_triton_is_not_judged(tmp_path):
+    # gfx906 ports ship their own Triton: what they compile for was not read
+    model = _small(tmp_path)
+    fork = build_deployment(command=["docker", "run", "--ipc=host", "example/vllm-gfx906:v0.11.2",
+                                     "vllm", "serve", str(model)], gpu="mi50-32gb",
+                            engine_version="0.11.2", probe=False)
+    assert "SP-ROCM-006" not in codes(run_checks(fork))
+    own = _check(model, "mi60", "0.6.3", env={"PYTHONPATH": "/opt/triton-gcn5/python"})
+    assert "SP-ROCM-006" not in codes(own)
+    assert "SP-ROCM-006" in codes(_check(model, "mi60", "0.6.3"))
+
+
+# --- the quantization method's activation dtypes ---------------------------------------------
+
+AWQ = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True, "version": "gemm"}
+
+
+@pytest.mark.parametrize("dtype, flags, refused", [
+    ("bfloat16", (), True),                      # awq on ROCm: float16 only
+    ("float16", (), False),
+    ("bfloat16", ("--dtype", "float16"), False),
+])
+def test_awq_activation_dtype_on_rocm(tmp_path, dtype, flags, refused):
+    model = _small(tmp_path, quant=AWQ, dtype=dtype)
+    result = _check(model, "mi300x", "0.16.0", *flags)
+    assert ("SP-ROCM-008" in codes(result)) is refused
+    if refused:
+        f = finding(result, "SP-ROCM-008")
+        assert "torch.bfloat16 is not supported for quantization method awq" in f.detail
+        assert f.remedies[0].change == "--dtype float16"
+        assert result.findings[0].code == "SP-ROCM-008"  # at configuration, before any kernel
+
+
+def test_mxfp4_forced_to_float16(tmp_path):
+    quant = {"quant_method": "mxfp4"}
+    model = _small(tmp_path, quant=quant)
+    refused = _check(model, "mi300x", "0.11.0", "--dtype", "float16")
+    assert "torch.float16 is not supported for quantization method mxfp4" in finding(
+        refused, "SP-ROCM-008").detail
+    assert "SP-ROCM-008" not in codes(_check(model, "mi300x", "0.11.0"))
+
+
+def test_awq_on_rocm_from_0_19_may_convert_to_marlin_but_gptq_does_not(tmp_path):
+    # 0.19: is_awq_marlin_compatible asks is_cuda_alike(); is_gptq_marlin_compatible CUDA/CPU only
+    awq = _small(tmp_path / "a", quant=AWQ, dtype="bfloat16")
+    assert "SP-ROCM-008" in codes(_check(awq, "mi300x", "0.18.0"))
+    assert "SP-ROCM-008" not in codes(_check(awq, "mi300x", "0.19.0"))
+    gptq = _small(tmp_path / "g", quant={"quant_method": "gptq", "bits": 4, "group_size": 128,
+                                         "desc_act": False, "sym": True}, dtype="bfloat16")
+    assert "SP-ROCM-008" in codes(_check(gptq, "mi300x", "0.19.0"))

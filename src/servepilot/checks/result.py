@@ -44,7 +44,7 @@ _SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 # stops nothing and degrades nothing: a review note, so it sorts after every finding that does.
 # As an error (a file is missing) it is the config import failing, at the SP-CODE stage.
 _STAGES = ("SP-ARGS", "SP-KV-001", "SP-CODE", "SP-ARCH", "SP-ROCM-001",
-           "SP-LEN", "SP-V1", "SP-TP", "SP-PP", "SP-EP", "SP-QUANT-001", "SP-KV",
+           "SP-LEN", "SP-V1", "SP-TP", "SP-PP", "SP-EP", "SP-QUANT-001", "SP-ROCM-008", "SP-KV",
            "SP-CODE-003", "SP-GPU",
            "SP-CUDA", "SP-ROCM-004", "SP-DTYPE", "SP-SHM", "SP-NCCL", "SP-ATTN",
            "SP-ROCM-002", "SP-ROCM-003", "SP-QUANT",

@@ -383,3 +383,37 @@ def rocm_aiter_fp4_bmm(dep, ctx) -> list[Finding]:
                                   "gfx950)", "a new engine release to install and validate", None),)
     return _refusal_finding(dep, ctx, "SP-ROCM-007", "quantization_support", refusal,
                             "AITER's MXFP4 batched matmul needs gfx950", remedies)
+
+
+@rule(
+    "SP-ROCM-008", "quantization_support", "The model dtype is one the quantization method refuses",
+    facts=("VllmConfig._get_quantization_config stops when the model dtype is not in the method's "
+           "get_supported_act_dtypes(): awq and gptq take float16 only, mxfp4 bfloat16 only; on "
+           "ROCm no Marlin variant replaces awq/gptq.",),
+    sources=(KNOWLEDGE, "vllm/config/vllm.py@v0.14.1 (_get_quantization_config)"),
+    engines=("vllm",),
+    platforms=("rocm",),
+)
+def rocm_quant_act_dtype(dep, ctx) -> list[Finding]:
+    from servepilot.engines.vllm.rocm import act_dtype_refusal
+
+    version = _version(dep, ctx)
+    method = _method(dep, version) if version else None
+    refusal = act_dtype_refusal(dep, version, method) if method else None
+    if refusal is None:
+        return []
+    g = dep.cluster.gpus[0]
+    dtypes = refusal.error.split("Supported dtypes: [")[-1].rstrip("]").replace("torch.", "")
+    remedies = [Remedy("flag", f"--dtype {dtypes.split(', ')[0]}",
+                       "the activations' precision changes", None)]
+    if "bfloat16" in dtypes and g.gfx_arch == "gfx906":
+        remedies = [Remedy("hardware", "an AMD GPU with bfloat16 (gfx90a or newer)",
+                           "different hardware", None)]
+    version_words = f"vLLM {version} on {g.name} ({g.gfx_arch})"
+    return [Finding(
+        "SP-ROCM-008", "quantization_support", "error",
+        f"{method} does not run in this dtype", f"{version_words}: {refusal.why}. It stops while "
+        f"building its configuration: {refusal.error}",
+        (Evidence(f"get_supported_act_dtypes in vLLM {refusal.versions}", refusal.source),),
+        tuple(remedies),
+    )]

@@ -278,6 +278,8 @@ def triton_attention_refusal(dep, version: str) -> RocmRefusal | None:
     if not arch or targets is None or row is None or arch in (targets.gfx or ()):
         return None
     env = dep.launch.shell.env or {}
+    if _other_triton(dep, env):
+        return None  # a fork's image or a Triton on PYTHONPATH (gfx906 ports exist): not read
     v1 = _use_v1(env, row.engine)
     triton_fa_off = str(env.get("VLLM_USE_TRITON_FLASH_ATTN", "1")).strip().lower() in (
         "0", "false", "no")
@@ -302,7 +304,17 @@ def triton_attention_refusal(dep, version: str) -> RocmRefusal | None:
     )
 
 
-FP8_SPELLINGS = {"fp8", "fbgemm_fp8", "ptpc_fp8"}
+def _other_triton(dep, env) -> bool:
+    """Whether the launch may run a Triton other than the one vLLM's ROCm wheel or image pins."""
+    if "triton" in str(env.get("PYTHONPATH", "")).lower():
+        return True
+    container = getattr(dep.launch.shell, "container", None)
+    image = getattr(container, "image", None)
+    if image:
+        from servepilot.engines.containers import split_image
+
+        return split_image(image)[0] not in OFFICIAL_IMAGES
+    return False
 
 
 def fp8_compute_refusal(dep, version: str, method: str | None) -> RocmRefusal | None:
@@ -349,4 +361,29 @@ def aiter_fp4_bmm_refusal(dep, version: str, method: str | None) -> RocmRefusal 
         versions=row.versions,
         source=row.source,
         escape="VLLM_ROCM_USE_AITER_FP4BMM=0",
+    )
+
+
+def act_dtype_refusal(dep, version: str, method: str | None) -> RocmRefusal | None:
+    """The model dtype is not among the quantization method's supported activation dtypes."""
+    from servepilot.engines.vllm.resolve import _model_dtype
+
+    if not method:
+        return None
+    rows = [r for r in kb.rows_for(kb.load_file("vllm", "rocm").act_dtypes, version)
+            if _names(method) & {r.method}]
+    dtype = _model_dtype(dep.spec, dep.launch.options)
+    if not rows or not dtype or dtype in (rows[0].dtypes or ()):
+        return None
+    row = rows[0]
+    torch_names = {"float16": "torch.float16", "bfloat16": "torch.bfloat16",
+                   "float32": "torch.float32"}
+    listed = ", ".join(torch_names.get(d, d) for d in row.dtypes)
+    return RocmRefusal(
+        error=f"ValueError: {torch_names.get(dtype, dtype)} is not supported for quantization "
+              f"method {method}. Supported dtypes: [{listed}]",
+        why=f"the model runs in {dtype} and vLLM's {method} kernels take {', '.join(row.dtypes)} "
+            "activations only (on ROCm no Marlin variant replaces the method)",
+        versions=row.versions,
+        source=row.source,
     )

@@ -86,6 +86,7 @@ SCHEMA = {
         "triton_attention": Rows(("engine",)),
         "fp8_compute": Rows(("gfx", "methods")),
         "aiter_fp4_bmm": Rows(("gfx", "default_on")),
+        "act_dtypes": Rows(("method", "dtypes")),
     },
     "quantization": {
         "methods": KeyedRows(("fallback", "min_cc", "fallback_constraints", "moe_native_families",
