@@ -239,3 +239,40 @@ def test_awq_on_rocm_from_0_19_may_convert_to_marlin_but_gptq_does_not(tmp_path)
     gptq = _small(tmp_path / "g", quant={"quant_method": "gptq", "bits": 4, "group_size": 128,
                                          "desc_act": False, "sym": True}, dtype="bfloat16")
     assert "SP-ROCM-008" in codes(_check(gptq, "mi300x", "0.19.0"))
+
+
+# --- 0.19-0.20: the validated selection, forced backends -------------------------------------
+
+def test_forced_rocm_attn_refuses_attention_sinks(tmp_path):
+    from checkfixtures import gpt_oss_120b
+
+    model = gpt_oss_120b(tmp_path / "m")
+    forced = _check(model, "mi300xx8", "0.19.0", "-tp", "8", "--attention-backend", "ROCM_ATTN")
+    f = finding(forced, "SP-ROCM-002")
+    assert "ROCM_ATTN is not valid for this configuration" in f.detail
+    assert "attention sinks not supported" in f.detail
+    triton = _check(model, "mi300xx8", "0.19.0", "-tp", "8", "--attention-backend", "TRITON_ATTN")
+    assert "SP-ROCM-002" not in codes(triton)
+    default = _check(model, "mi300xx8", "0.20.0", "-tp", "8")
+    assert "SP-ROCM-002" not in codes(default)
+    assert "attention backend on ROCm" not in _facts(default)
+
+
+@pytest.mark.parametrize("gpu, refused", [("rx-7900-xtx", True), ("mi300x", False)])
+def test_forced_aiter_fa_needs_mi300(tmp_path, gpu, refused):
+    model = _small(tmp_path)
+    result = _check(model, gpu, "0.19.0", "--attention-backend", "ROCM_AITER_FA")
+    assert ("SP-ROCM-002" in codes(result)) is refused
+    if refused:
+        assert "compute capability not supported" in finding(result, "SP-ROCM-002").detail
+
+
+def test_019_default_takes_rocm_attn_when_it_is_valid(tmp_path):
+    result = _check(_small(tmp_path), "mi300x", "0.19.0")
+    assert any(n.startswith("ROCm attention: ROCM_ATTN ") for n in result.notes)
+    config = json.loads((tmp_path / "m" / "config.json").read_text())
+    config["head_dim"] = 512  # not among ROCM_ATTN's head sizes; TRITON_ATTN takes it
+    (tmp_path / "m" / "config.json").write_text(json.dumps(config))
+    result = _check(tmp_path / "m", "mi300x", "0.19.0")
+    assert "SP-ROCM-002" not in codes(result)
+    assert any(n.startswith("ROCm attention: TRITON_ATTN") for n in result.notes)

@@ -250,7 +250,7 @@ def rocm_vllm_unknowns(dep, ctx) -> list[Unknown]:
             "attention backend on ROCm",
             f"{choice.unknown} (vLLM {version} on {g.gfx_arch})",
             "the engine's own start-up on this GPU (servepilot launch), or --engine-version of a "
-            "release whose ROCm selection servepilot read (0.5.1-0.7.x V0, 0.11.0-0.18.0)",
+            "release whose ROCm selection servepilot read (0.5.1-0.7.x V0, 0.11.0-0.20.0)",
         ))
     elif choice.backend:
         ctx.notes.append(f"ROCm attention: {choice.backend} ({choice.source})"

@@ -83,7 +83,7 @@ def attention_choice(dep, version: str, kv_cache_dtype: str | None) -> RocmAtten
     if row is None:
         return RocmAttention(unknown=f"vLLM {version}'s ROCm attention selection was not read "
                                      "(servepilot read 0.5.1-0.6.x, 0.7.2-0.7.x (V0) and "
-                                     "0.11.0-0.18.0)")
+                                     "0.11.0-0.20.0)")
     where = {"versions": row.versions, "source": row.source}
     spec = dep.spec
     env = dep.launch.shell.env or {}
@@ -161,7 +161,11 @@ def _v0_default(row, where, spec, use_mla, forced, forced_by, env, kv, arch, ver
 
 
 def _validated_default(row, where, use_mla, use_sparse, forced, forced_by, aiter, kv, arch, dep):
-    """0.18: the default path of the validated selection (TRITON_ATTN / TRITON_MLA alone)."""
+    """0.18-0.20: the validated selection's default path, and (0.19-0.20) a forced backend."""
+    checks = dict(row.forced_checks or {})
+    if forced and forced in checks and not use_sparse:
+        return _validated_forced(row, where, checks[forced], use_mla, forced, forced_by, kv, arch,
+                                 dep)
     if forced or use_sparse or aiter or dep.launch.options.get("attention_config"):
         what = (f"{forced_by} {forced}" if forced else "sparse MLA" if use_sparse
                 else "VLLM_ROCM_USE_AITER=1" if aiter else "--attention-config")
@@ -181,7 +185,46 @@ def _validated_default(row, where, use_mla, use_sparse, forced, forced_by, aiter
     if reasons:
         return RocmAttention(error=(f"ValueError: No valid attention backend found for rocm ... Reasons: "
                                     f"{{{backend}: [{', '.join(reasons)}]}}."), **where)
+    first = dict(row.forced_checks or {}).get(row.first_mha) if row.first_mha else None
+    if not use_mla and first is not None:
+        if not _backend_reasons(first, dep, use_mla, dtype, head, arch):
+            backend = row.first_mha  # the first in priority, valid for this model
+        else:
+            backend = f"{backend} (or ROCM_AITER_UNIFIED_ATTN on gfx9 with AITER installed)"
     return _with_kv(RocmAttention(backend=backend, **where), kv, arch)
+
+
+def _backend_reasons(check: dict, dep, use_mla: bool, dtype, head, arch) -> list[str]:
+    """validate_configuration's reasons for one backend's facts (knowledge/rocm.yaml)."""
+    from servepilot.engines.vllm.resolve import _has_sink
+
+    reasons = []
+    sizes = check.get("head_sizes")
+    if head is not None and ((sizes and head not in sizes)
+                             or head < int(check.get("min_head_size") or 0)):
+        reasons.append("head_size not supported")
+    if dtype and dtype not in check.get("dtypes", ()):
+        reasons.append("dtype not supported")
+    if bool(check.get("mla")) != use_mla:
+        reasons.append("MLA not supported" if use_mla else "non-MLA not supported")
+    if dep.spec is not None and _has_sink(dep.spec) and not check.get("sinks"):
+        reasons.append("attention sinks not supported")
+    if check.get("gfx") and arch not in check["gfx"]:
+        reasons.append("compute capability not supported")
+    return reasons
+
+
+def _validated_forced(row, where, check, use_mla, forced, forced_by, kv, arch, dep):
+    from servepilot.engines.vllm.resolve import _head_size, _model_dtype
+
+    dtype = _model_dtype(dep.spec, dep.launch.options)
+    reasons = _backend_reasons(check, dep, use_mla, dtype, _head_size(dep.spec, use_mla), arch)
+    if reasons:
+        return RocmAttention(error=(f"ValueError: Selected backend AttentionBackendEnum.{forced} is "
+                                    f"not valid for this configuration. Reason: {reasons}"),
+                             forced=forced, forced_by=forced_by, **where)
+    return _with_kv(RocmAttention(backend=forced, forced=forced, forced_by=forced_by, **where),
+                    kv, arch)
 
 
 def _with_kv(choice: RocmAttention, kv: str, arch: str | None) -> RocmAttention:
