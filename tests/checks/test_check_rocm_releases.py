@@ -276,3 +276,12 @@ def test_019_default_takes_rocm_attn_when_it_is_valid(tmp_path):
     result = _check(tmp_path / "m", "mi300x", "0.19.0")
     assert "SP-ROCM-002" not in codes(result)
     assert any(n.startswith("ROCm attention: TRITON_ATTN") for n in result.notes)
+
+
+def test_0_8_to_0_10_offer_no_v0_switch_as_the_fix(tmp_path):
+    # V1 by default from 0.8: VLLM_USE_TRITON_FLASH_ATTN=0 does not take Triton out of the path
+    model = _small(tmp_path)
+    f = finding(_check(model, "mi60", "0.9.2"), "SP-ROCM-006")
+    assert not any("VLLM_USE_TRITON_FLASH_ATTN" in r.change for r in f.remedies)
+    v0 = _check(model, "mi60", "0.9.2", env={"VLLM_USE_V1": "0"})
+    assert finding(v0, "SP-ROCM-006").remedies[0].change == "export VLLM_USE_TRITON_FLASH_ATTN=0"

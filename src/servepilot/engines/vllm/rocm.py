@@ -335,8 +335,11 @@ def triton_attention_refusal(dep, version: str) -> RocmRefusal | None:
     what = ("the V1 engine's attention backends (TRITON_ATTN / ROCM_ATTN / TRITON_MLA)" if v1
             else "TRITON_MLA" if mla_triton
             else "ROCM_FLASH's prefill (Triton flash attention, VLLM_USE_TRITON_FLASH_ATTN=1 by "
-                 "default)")
-    escape = None if (v1 or mla_triton) else "VLLM_USE_TRITON_FLASH_ATTN=0"
+                 "default)" if v1 is False
+            else "TRITON_ATTN (the V1 engine, its default) or, if it falls back to V0, "
+                 "ROCM_FLASH's Triton prefill")
+    # the switch only helps the V0 engine; 0.8-0.10 may run V1 whatever it says
+    escape = "VLLM_USE_TRITON_FLASH_ATTN=0" if v1 is False and not mla_triton else None
     return RocmRefusal(
         error=f"error: unsupported target: '{arch}' (Triton, compiling vLLM's attention kernel)",
         why=f"vLLM {version} runs {what} on ROCm, written in Triton; Triton's AMD backend has no "
