@@ -126,9 +126,11 @@ def test_v0_head_size_paged_attention_lacks(tmp_path):
     assert "SP-ROCM-002" not in codes(_check(model, "mi300x", "0.6.3"))
 
 
-def test_releases_0_8_to_0_10_stay_unknown_for_selection(tmp_path):
-    result = _check(_small(tmp_path), "mi300x", "0.9.2")
+def test_releases_between_0_8_2_and_0_8_5_stay_unknown_for_selection(tmp_path):
+    # 0.8.3/0.8.4 not read: 0.8.2 has no AITER MLA branch, 0.8.5 has
+    result = _check(_small(tmp_path), "mi300x", "0.8.3")
     assert "attention backend on ROCm" in _facts(result)
+    assert "attention backend on ROCm" not in _facts(_check(_small(tmp_path), "mi300x", "0.9.2"))
 
 
 # --- builds read per release ------------------------------------------------------------------
@@ -285,3 +287,31 @@ def test_0_8_to_0_10_offer_no_v0_switch_as_the_fix(tmp_path):
     assert not any("VLLM_USE_TRITON_FLASH_ATTN" in r.change for r in f.remedies)
     v0 = _check(model, "mi60", "0.9.2", env={"VLLM_USE_V1": "0"})
     assert finding(v0, "SP-ROCM-006").remedies[0].change == "export VLLM_USE_TRITON_FLASH_ATTN=0"
+
+
+# --- 0.8.5-0.10.2: AITER MLA takes block size 1 only ------------------------------------------
+
+@pytest.mark.parametrize("version, env, flags, refused", [
+    ("0.9.2", {"VLLM_ROCM_USE_AITER": "1"}, (), True),             # block size 16 by default
+    ("0.10.2", {"VLLM_ROCM_USE_AITER": "1"}, ("--block-size", "1"), False),
+    ("0.9.2", {"VLLM_ROCM_USE_AITER": "1", "VLLM_ROCM_USE_AITER_MLA": "0"}, (), False),
+    ("0.9.2", {}, (), False),                                        # TRITON_MLA
+    ("0.8.2", {"VLLM_ROCM_USE_AITER": "1"}, (), False),              # no AITER MLA branch yet
+    ("0.9.2", {}, ("--block-size", "1"), False),                     # block 1 picks AITER MLA
+])
+def test_aiter_mla_block_size(tmp_path, version, env, flags, refused):
+    result = _check(_bf16_mla(tmp_path / "m"), "mi300xx8", version, "-tp", "8", *flags, env=env)
+    assert ("SP-ROCM-002" in codes(result)) is refused
+    if refused:
+        f = finding(result, "SP-ROCM-002")
+        assert "ROCM_AITER_MLA,does not support block size 16" in f.detail
+        assert f.remedies[0].change == "--block-size 1"
+
+
+def test_forced_non_mla_backend_for_an_mla_model_0_9(tmp_path):
+    model = _bf16_mla(tmp_path / "m")
+    env = {"VLLM_ATTENTION_BACKEND": "ROCM_FLASH"}
+    f = finding(_check(model, "mi300xx8", "0.9.2", "-tp", "8", env=env), "SP-ROCM-002")
+    assert "is not MLA type" in f.detail
+    plain = _small(tmp_path / "p")
+    assert "SP-ROCM-002" not in codes(_check(plain, "mi300x", "0.9.2", env=env))

@@ -151,10 +151,12 @@ def _attention_finding(dep, ctx, code: str, category: str) -> list[Finding]:
         evidence.append(Evidence(f"{choice.forced_by} {choice.forced}", "command line"))
         remedies.append(Remedy("flag", f"drop {choice.forced_by} {choice.forced} (ROCm picks TRITON_ATTN"
                                        " / TRITON_MLA)", "the default backend's speed", None))
+    for kind, change in choice.fixes:
+        remedies.append(Remedy(kind, change, "a different kernel path", None))
     if category == "kv_cache_dtype":
         remedies.append(Remedy("flag", "--kv-cache-dtype auto (a 16-bit KV cache)",
                                "KV cache bytes per token double", None))
-    if not choice.forced and category == "attention_backend":
+    if not choice.forced and not choice.fixes and category == "attention_backend":
         remedies.append(Remedy("upgrade", "pip install 'vllm>=0.12.0' (a ROCm build)",
                                "a new engine release to install and validate", None))
     title = f"vLLM {version} on {g.gfx_arch} refuses this attention configuration"
@@ -250,7 +252,7 @@ def rocm_vllm_unknowns(dep, ctx) -> list[Unknown]:
             "attention backend on ROCm",
             f"{choice.unknown} (vLLM {version} on {g.gfx_arch})",
             "the engine's own start-up on this GPU (servepilot launch), or --engine-version of a "
-            "release whose ROCm selection servepilot read (0.5.1-0.7.x V0, 0.11.0-0.20.0)",
+            "release whose ROCm selection servepilot read (0.5.1-0.6.x, 0.7.2-0.8.2, 0.8.5-0.20.0)",
         ))
     elif choice.backend:
         ctx.notes.append(f"ROCm attention: {choice.backend} ({choice.source})"

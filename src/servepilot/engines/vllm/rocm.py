@@ -69,6 +69,7 @@ class RocmAttention:
     note: str | None = None
     versions: str = ""
     source: str = ""
+    fixes: tuple[tuple[str, str], ...] = ()  # (kind, change) the engine's own way out, if any
 
 
 def _truthy(value) -> bool:
@@ -82,8 +83,8 @@ def attention_choice(dep, version: str, kv_cache_dtype: str | None) -> RocmAtten
     row = kb.row_for(kb.load_file("vllm", "rocm").attention, version)
     if row is None:
         return RocmAttention(unknown=f"vLLM {version}'s ROCm attention selection was not read "
-                                     "(servepilot read 0.5.1-0.6.x, 0.7.2-0.7.x (V0) and "
-                                     "0.11.0-0.20.0)")
+                                     "(servepilot read 0.5.1-0.6.x, 0.7.2-0.8.2, "
+                                     "0.8.5-0.20.0)")
     where = {"versions": row.versions, "source": row.source}
     spec = dep.spec
     env = dep.launch.shell.env or {}
@@ -95,6 +96,8 @@ def attention_choice(dep, version: str, kv_cache_dtype: str | None) -> RocmAtten
     use_sparse = use_mla and bool(spec.attention.sparse)
     forced, forced_by = _forced_backend(dep, version)
     aiter = _truthy(env.get("VLLM_ROCM_USE_AITER"))
+    if row.mode == "v1_era":
+        return _v1_era(row, where, use_mla, forced, forced_by, env, kv, arch, dep)
     if row.mode == "v0":
         return _v0_default(row, where, spec, use_mla, forced, forced_by, env, kv, arch, version)
     if row.mode == "validated":
@@ -131,6 +134,39 @@ def attention_choice(dep, version: str, kv_cache_dtype: str | None) -> RocmAtten
                                      "(VLLM_V1_USE_PREFILL_DECODE_ATTENTION / VLLM_USE_V1=0)", **where)
     backend = row.default_mla if use_mla else row.default_mha
     return _with_kv(RocmAttention(backend=backend, **where), kv, arch)
+
+
+def _v1_era(row, where, use_mla, forced, forced_by, env, kv, arch, dep):
+    """0.8-0.10: only MLA models can be refused (AITER MLA's block size 1, forced backends)."""
+    if not forced and env.get("VLLM_ATTENTION_BACKEND"):  # read by every release of this era
+        forced, forced_by = str(env["VLLM_ATTENTION_BACKEND"]).upper(), "VLLM_ATTENTION_BACKEND"
+        forced = forced.removesuffix("_VLLM_V1")
+    if not use_mla:
+        return _with_kv(RocmAttention(backend=row.default_mha, **where), kv, arch)
+    if not row.aiter_mla:
+        return _with_kv(RocmAttention(backend=row.default_mla, **where), kv, arch)
+    block = _int(dep.launch.options.get("block_size")) or 16  # check_and_update_config's default
+    aiter_mla = _truthy(env.get("VLLM_ROCM_USE_AITER")) and (
+        env.get("VLLM_ROCM_USE_AITER_MLA") in (None, "") or _truthy(env.get("VLLM_ROCM_USE_AITER_MLA")))
+    backend = forced or ("ROCM_AITER_MLA" if aiter_mla or block == 1 else "TRITON_MLA")
+    extra = {"forced": forced, "forced_by": forced_by} if forced else {}
+    if backend not in (row.forced_mla or ()):
+        return RocmAttention(error=row.mla_other_message.format(name=backend), **extra, **where)
+    if backend == "ROCM_AITER_MLA" and block != 1:
+        fixes = (("flag", "--block-size 1"),) + (
+            () if forced else (("env", "export VLLM_ROCM_USE_AITER_MLA=0 (TRITON_MLA)"),))
+        return RocmAttention(error=row.aiter_mla_block_message.format(block=block), **extra,
+                             fixes=fixes, **where)
+    if backend == "TRITON_MLA" and block == 1:
+        return RocmAttention(error=row.triton_mla_block_message, **extra, **where)
+    return _with_kv(RocmAttention(backend=backend, **extra, **where), kv, arch)
+
+
+def _int(value) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def _v0_default(row, where, spec, use_mla, forced, forced_by, env, kv, arch, version):
