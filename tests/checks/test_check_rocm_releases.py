@@ -315,3 +315,22 @@ def test_forced_non_mla_backend_for_an_mla_model_0_9(tmp_path):
     assert "is not MLA type" in f.detail
     plain = _small(tmp_path / "p")
     assert "SP-ROCM-002" not in codes(_check(plain, "mi300x", "0.9.2", env=env))
+
+
+def test_a_moe_model_needs_triton_even_without_triton_attention(tmp_path):
+    # fused_moe's expert kernel is Triton: VLLM_USE_TRITON_FLASH_ATTN=0 does not avoid it
+    from checkfixtures import qwen3_30b_a3b_config
+
+    root = tmp_path / "moe"
+    root.mkdir()
+    _write(root, "config.json", qwen3_30b_a3b_config())
+    _index(root, 60 * 10**9)
+    env = {"VLLM_USE_TRITON_FLASH_ATTN": "0"}
+    moe = _check(root, "mi60", "0.5.4", "--max-model-len", "4096", env=env)
+    f = finding(moe, "SP-ROCM-009")
+    assert f.category == "cuda_driver_arch" and "SP-ROCM-006" not in codes(moe)
+    assert "fused_moe" in f.detail and not f.remedies[0].change.startswith("export")
+    dense = _check(_small(tmp_path), "mi60", "0.5.4", env=env)
+    assert "SP-ROCM-006" not in codes(dense) and "SP-ROCM-009" not in codes(dense)
+    # with Triton attention on, the attention kernel is the first Triton compile
+    assert "SP-ROCM-006" in codes(_check(root, "mi60", "0.5.4", "--max-model-len", "4096"))

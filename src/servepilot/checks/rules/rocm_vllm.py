@@ -354,7 +354,7 @@ def rocm_triton_target(dep, ctx) -> list[Finding]:
 
     version = _version(dep, ctx)
     refusal = triton_attention_refusal(dep, version) if version else None
-    if refusal is None:
+    if refusal is None or refusal.kind != "attention":
         return []
     g = dep.cluster.gpus[0]
     remedies = (Remedy("hardware", "an AMD GPU Triton targets (gfx908 or newer CDNA, RDNA2+)",
@@ -419,3 +419,28 @@ def rocm_quant_act_dtype(dep, ctx) -> list[Finding]:
         (Evidence(f"get_supported_act_dtypes in vLLM {refusal.versions}", refusal.source),),
         tuple(remedies),
     )]
+
+
+@rule(
+    "SP-ROCM-009", "cuda_driver_arch", "vLLM's MoE kernel needs Triton, which lacks this gfx",
+    facts=("fused_moe's expert kernel is Triton in every release (AITER's MoE runs on gfx9 only); "
+           "with attention kept off Triton (V0, VLLM_USE_TRITON_FLASH_ATTN=0), a MoE model still "
+           "compiles it, and Triton has no target for GCN5 (gfx900/gfx906).",),
+    sources=(KNOWLEDGE,),
+    engines=("vllm",),
+    platforms=("rocm",),
+)
+def rocm_triton_moe_target(dep, ctx) -> list[Finding]:
+    from servepilot.engines.vllm.rocm import triton_attention_refusal
+
+    version = _version(dep, ctx)
+    refusal = triton_attention_refusal(dep, version) if version else None
+    if refusal is None or refusal.kind != "fused_moe":
+        return []
+    g = dep.cluster.gpus[0]
+    remedies = (Remedy("overlay", "a dense (non-MoE) model", "a different model", None),
+                Remedy("hardware", "an AMD GPU Triton targets (gfx908 or newer CDNA, RDNA2+)",
+                       "different hardware", None))
+    return _refusal_finding(dep, ctx, "SP-ROCM-009", "cuda_driver_arch", refusal,
+                            f"vLLM {version}'s MoE kernel cannot be compiled for {g.gfx_arch}",
+                            remedies)

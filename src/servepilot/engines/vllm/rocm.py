@@ -334,6 +334,7 @@ class RocmRefusal:
     versions: str = ""
     source: str = ""
     escape: str | None = None  # an environment switch that avoids the kernel, when one exists
+    kind: str = ""  # which kernel: "attention" / "fused_moe" for the Triton refusal
 
 
 def _use_v1(env, engine: str) -> bool | None:
@@ -364,20 +365,32 @@ def triton_attention_refusal(dep, version: str) -> RocmRefusal | None:
         "0", "false", "no")
     mla = bool(dep.spec is not None and dep.spec.is_mla) and not _truthy(env.get("VLLM_MLA_DISABLE"))
     mla_triton = mla and row.engine != "v0"  # TRITON_MLA from 0.7.2
-    if v1 is None and triton_fa_off and not mla_triton:
+    # fused_moe's expert kernel is Triton in every release (AITER's MoE is gfx9 only)
+    moe = bool(dep.spec is not None and dep.spec.is_moe)
+    if v1 is None and triton_fa_off and not (mla_triton or moe):
         return None  # V0 with SDPA prefill or V1 (Triton): the oracle decides, not read
-    if v1 is False and triton_fa_off and not mla_triton:
+    if v1 is False and triton_fa_off and not (mla_triton or moe):
         return None  # V0 prefill through CK flash-attn or PyTorch SDPA
-    what = ("the V1 engine's attention backends (TRITON_ATTN / ROCM_ATTN / TRITON_MLA)" if v1
-            else "TRITON_MLA" if mla_triton
-            else "ROCM_FLASH's prefill (Triton flash attention, VLLM_USE_TRITON_FLASH_ATTN=1 by "
-                 "default)" if v1 is False
-            else "TRITON_ATTN (the V1 engine, its default) or, if it falls back to V0, "
-                 "ROCM_FLASH's Triton prefill")
+    attention = bool(v1 or mla_triton or not triton_fa_off)
+    if v1:
+        what = "the V1 engine's attention backends (TRITON_ATTN / ROCM_ATTN / TRITON_MLA)"
+    elif mla_triton:
+        what = "TRITON_MLA"
+    elif not triton_fa_off and v1 is False:
+        what = ("ROCM_FLASH's prefill (Triton flash attention, VLLM_USE_TRITON_FLASH_ATTN=1 by "
+                "default)")
+    elif not triton_fa_off:
+        what = ("TRITON_ATTN (the V1 engine, its default) or, if it falls back to V0, "
+                "ROCM_FLASH's Triton prefill")
+    else:
+        what = "fused_moe's Triton expert kernel (the model is MoE)"
     # the switch only helps the V0 engine; 0.8-0.10 may run V1 whatever it says
-    escape = "VLLM_USE_TRITON_FLASH_ATTN=0" if v1 is False and not mla_triton else None
+    escape = ("VLLM_USE_TRITON_FLASH_ATTN=0" if v1 is False and not (mla_triton or moe)
+              else None)
+    kernel = "attention" if attention else "fused_moe"
     return RocmRefusal(
-        error=f"error: unsupported target: '{arch}' (Triton, compiling vLLM's attention kernel)",
+        error=f"error: unsupported target: '{arch}' (Triton, compiling vLLM's {kernel} kernel)",
+        kind=kernel,
         why=f"vLLM {version} runs {what} on ROCm, written in Triton; Triton's AMD backend has no "
             f"ISA family for {arch}, so the kernel cannot be compiled at the first forward pass",
         versions=row.versions,
