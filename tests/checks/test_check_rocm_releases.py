@@ -334,3 +334,30 @@ def test_a_moe_model_needs_triton_even_without_triton_attention(tmp_path):
     assert "SP-ROCM-006" not in codes(dense) and "SP-ROCM-009" not in codes(dense)
     # with Triton attention on, the attention kernel is the first Triton compile
     assert "SP-ROCM-006" in codes(_check(root, "mi60", "0.5.4", "--max-model-len", "4096"))
+
+
+# --- ROCm quantization lists read per release -------------------------------------------------
+
+@pytest.mark.parametrize("version, method, refused", [
+    ("0.5.4", "fp8", True),     # vllm/config.py@v0.5.4: rocm_supported_quantization gptq, squeezellm
+    ("0.5.5", "fp8", False),
+    ("0.5.4", "awq", True),
+    ("0.6.0", "awq", False),
+    ("0.6.1", "compressed-tensors", True),
+    ("0.6.3", "compressed-tensors", False),
+    ("0.6.4", "gguf", True),
+    ("0.7.0", "quark", False),
+])
+def test_rocm_quantization_lists_of_the_releases_read(tmp_path, version, method, refused):
+    model = _small(tmp_path, dtype="float16")
+    result = _check(model, "mi300x", version, "--quantization", method)
+    assert ("SP-ROCM-001" in codes(result)) is refused
+    if refused:
+        f = finding(result, "SP-ROCM-001")
+        assert f"{method} quantization is currently not supported in ROCm." in f.detail
+
+
+def test_the_upgrade_names_the_first_release_read_that_offers_the_method(tmp_path):
+    f = finding(_check(_small(tmp_path, dtype="float16"), "mi300x", "0.6.1", "--quantization",
+                       "compressed-tensors"), "SP-ROCM-001")
+    assert f.remedies[0].kind == "upgrade" and "vllm>=0.6.2" in f.remedies[0].change

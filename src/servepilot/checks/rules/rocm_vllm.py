@@ -50,8 +50,9 @@ def quant_status(dep, ctx):
         "On ROCm, ModelConfig verifies the quantization method against "
         "RocmPlatform.supported_quantization and stops: '<method> quantization is currently not "
         "supported in rocm.'",
-        "The list grew per release (0.5.5: gptq, squeezellm, fp8; 0.16.0 adds awq, gguf, quark, "
-        "mxfp4, ...); bitsandbytes is offered only off gfx9 in 0.12-0.16 (warp size 64).",
+        "The list grew per release (0.5.1-0.5.4: gptq, squeezellm; 0.5.5 adds fp8, 0.6.0 awq, "
+        "0.6.2 compressed-tensors, 0.6.6 gguf, 0.7.0 quark, 0.10.1 mxfp4, ...); bitsandbytes is "
+        "offered only off gfx9 in 0.12-0.16 (warp size 64).",
     ),
     sources=(KNOWLEDGE, "vllm/platforms/interface.py@v0.16.0 (Platform.verify_quantization)"),
     engines=("vllm",),
@@ -65,9 +66,10 @@ def rocm_quant_unsupported(dep, ctx) -> list[Finding]:
         return []
     version = _version(dep, ctx)
     g = dep.cluster.gpus[0]
-    where = (
-        "ROCm" if version == "0.5.5" else "rocm"
-    )  # 0.5.5 raised its own message from ModelConfig
+    from servepilot.engines import knowledge as kb
+
+    # before 0.6.6 ModelConfig raised its own message ("... in ROCm.")
+    where = "ROCm" if kb.release_version(version) < kb.release_version("0.6.6") else "rocm"
     detail = (
         f"vLLM {version} on {g.name} ({g.gfx_arch}) will stop at start-up: {q.method} quantization is "
         f"currently not supported in {where}."
@@ -277,8 +279,8 @@ def rocm_vllm_unknowns(dep, ctx) -> list[Unknown]:
                 "quantization on ROCm",
                 f"whether vLLM {version} offers {q.method} on ROCm: the releases read around it "
                 f"({q.versions}) disagree",
-                "--engine-version of a release servepilot has read (0.5.5, 0.6.6, 0.8.5, 0.10.2, "
-                "0.11.0, 0.12.0, 0.14.1, 0.16.0-0.34.0)",
+                "--engine-version of a release servepilot has read (0.5.1-0.6.4, 0.6.6, 0.7.0, "
+                "0.7.2-0.8.2, 0.8.5, 0.9.1-0.14.1, 0.16.0-0.34.0)",
             )
         )
     elif q is not None and q.status == "unread":

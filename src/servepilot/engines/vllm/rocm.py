@@ -46,9 +46,10 @@ def quantization_status(version: str, method: str, gfx_arch: str | None) -> Rocm
 def first_release_offering(method: str, after: str) -> str | None:
     """The first release read after `after` whose ROCm list offers `method` on every gfx target."""
     for row in kb.load_file("vllm", "rocm").quantization:
-        if not row.versions.startswith("=="):
+        if row.source.startswith("between reads"):
             continue
-        release = row.versions[2:]
+        # a read row: "==V" or ">=V,<=W" (equal reads); its first release is V
+        release = row.versions.split(",")[0].lstrip("=><")
         if kb.release_version(release) > kb.release_version(after) and _names(method) & set(
             row.supported or ()
         ):
