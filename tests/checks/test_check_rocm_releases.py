@@ -361,3 +361,17 @@ def test_the_upgrade_names_the_first_release_read_that_offers_the_method(tmp_pat
     f = finding(_check(_small(tmp_path, dtype="float16"), "mi300x", "0.6.1", "--quantization",
                        "compressed-tensors"), "SP-ROCM-001")
     assert f.remedies[0].kind == "upgrade" and "vllm>=0.6.2" in f.remedies[0].change
+
+
+def test_0_34_aiter_fa_takes_sinks_and_needs_cdna3(tmp_path):
+    from checkfixtures import gpt_oss_120b
+
+    model = gpt_oss_120b(tmp_path / "m")
+    flags = ("-tp", "8", "--attention-backend", "ROCM_AITER_FA")
+    assert "SP-ROCM-002" not in codes(_check(model, "mi300xx8", "0.34.0", *flags))
+    old = finding(_check(model, "mi300xx8", "0.20.0", *flags), "SP-ROCM-002")
+    assert "attention sinks not supported" in old.detail
+    small = _small(tmp_path / "s")
+    f = finding(_check(small, "mi250x", "0.34.0", "--attention-backend", "ROCM_AITER_FA"),
+                "SP-ROCM-002")
+    assert "compute capability not supported" in f.detail

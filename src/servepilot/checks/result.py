@@ -49,6 +49,7 @@ _STAGES = ("SP-ARGS", "SP-KV-001", "SP-CODE", "SP-ARCH", "SP-ROCM-001",
            "SP-CUDA", "SP-ROCM-004", "SP-DTYPE", "SP-SHM", "SP-NCCL", "SP-ATTN",
            "SP-ROCM-002", "SP-ROCM-003", "SP-QUANT",
            "SP-CKPT", "SP-MEM-001", "SP-MOE", "SP-ROCM-007", "SP-ROCM-005", "SP-ROCM-006",
+           "SP-CKPT", "SP-MEM-001", "SP-MOE", "SP-ROCM-007", "SP-ROCM-005", "SP-ROCM-006",
            "SP-ROCM-009", "SP-ATTN-008", "SP-MEM-003",
            "SP-MEM-002", "SP-MEM", "SP-QUANT-020", "SP-PORT", "SP-ATTN-012", "SP-TMPL")
 _REVIEW_NOTES = ("SP-CODE-002",)

@@ -254,7 +254,8 @@ def rocm_vllm_unknowns(dep, ctx) -> list[Unknown]:
             "attention backend on ROCm",
             f"{choice.unknown} (vLLM {version} on {g.gfx_arch})",
             "the engine's own start-up on this GPU (servepilot launch), or --engine-version of a "
-            "release whose ROCm selection servepilot read (0.5.1-0.6.x, 0.7.2-0.8.2, 0.8.5-0.20.0)",
+            "release whose ROCm selection servepilot read (0.5.1-0.6.x, 0.7.2-0.8.2, "
+            "0.8.5-0.20.0, 0.34.0)",
         ))
     elif choice.backend:
         ctx.notes.append(f"ROCm attention: {choice.backend} ({choice.source})"
@@ -287,7 +288,8 @@ def rocm_vllm_unknowns(dep, ctx) -> list[Unknown]:
         out.append(
             Unknown(
                 "quantization on ROCm",
-                f"vLLM {version}'s ROCm quantization list was not read (servepilot read 0.5.5 to 0.34.0)",
+                f"vLLM {version}'s ROCm quantization list was not read (servepilot read 0.5.1 "
+                "to 0.34.0)",
                 "--engine-version of a release servepilot has read",
             )
         )
