@@ -31,7 +31,7 @@ _SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 #      for the MoE kernel once loaded (process_weights_after_loading); SP-ROCM-007, AITER's
 #      MXFP4 re-quantization of MLA weights there; the profiling run's first forward pass:
 #      SP-ROCM-005 (FP8 GEMMs of the first linear layer), SP-ROCM-006 (Triton attention
-#      kernels compiled for the GPU); SP-ATTN-008, the V0
+#      kernels compiled for the GPU; SP-ROCM-009 the MoE kernel); SP-ATTN-008, the V0
 #      FlashInfer backend's profiling pass through FlashAttention-2; SP-MEM-003 no KV budget
 #      left, then SP-MEM-002 one max_model_len request larger than the KV cache:
 #      check_enough_kv_cache_memory);
@@ -48,7 +48,6 @@ _STAGES = ("SP-ARGS", "SP-KV-001", "SP-CODE", "SP-ARCH", "SP-ROCM-001",
            "SP-CODE-003", "SP-GPU",
            "SP-CUDA", "SP-ROCM-004", "SP-DTYPE", "SP-SHM", "SP-NCCL", "SP-ATTN",
            "SP-ROCM-002", "SP-ROCM-003", "SP-QUANT",
-           "SP-CKPT", "SP-MEM-001", "SP-MOE", "SP-ROCM-007", "SP-ROCM-005", "SP-ROCM-006",
            "SP-CKPT", "SP-MEM-001", "SP-MOE", "SP-ROCM-007", "SP-ROCM-005", "SP-ROCM-006",
            "SP-ROCM-009", "SP-ATTN-008", "SP-MEM-003",
            "SP-MEM-002", "SP-MEM", "SP-QUANT-020", "SP-PORT", "SP-ATTN-012", "SP-TMPL")
