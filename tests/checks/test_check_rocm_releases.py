@@ -375,3 +375,24 @@ def test_0_34_aiter_fa_takes_sinks_and_needs_cdna3(tmp_path):
     f = finding(_check(small, "mi250x", "0.34.0", "--attention-backend", "ROCM_AITER_FA"),
                 "SP-ROCM-002")
     assert "compute capability not supported" in f.detail
+
+
+CT = {"quant_method": "compressed-tensors", "format": "float-quantized",
+      "config_groups": {"group_0": {"targets": ["Linear"],
+                                    "weights": {"num_bits": 8, "type": "float", "strategy": "channel",
+                                                "symmetric": True, "dynamic": False},
+                                    "input_activations": {"num_bits": 8, "type": "float",
+                                                          "strategy": "token", "dynamic": True,
+                                                          "symmetric": True}}}}
+
+
+def test_compressed_tensors_fp8_w8a8_is_the_same_fp8_gemm(tmp_path):
+    model = _small(tmp_path, quant=CT)
+    f = finding(_check(model, "mi250x", "0.10.2"), "SP-ROCM-005")
+    assert "compressed-tensors FP8 (W8A8)" in f.detail
+    assert "SP-ROCM-005" not in codes(_check(model, "mi300x", "0.10.2"))
+    int8 = json.loads(json.dumps(CT))
+    int8["config_groups"]["group_0"]["weights"].update(type="int", num_bits=4)
+    int8["config_groups"]["group_0"].pop("input_activations")
+    other = _small(tmp_path / "w4", quant=int8)
+    assert "SP-ROCM-005" not in codes(_check(other, "mi250x", "0.10.2"))

@@ -419,8 +419,13 @@ def fp8_compute_refusal(dep, version: str, method: str | None) -> RocmRefusal | 
     row = kb.row_for(kb.load_file("vllm", "rocm").fp8_compute, version)
     if not arch or row is None or not method:
         return None
-    if not _names(method) & set(row.methods or ()) or arch in (row.gfx or ()):
+    quant = getattr(dep.spec, "quant", None)
+    ct_fp8 = bool(_names(method) & {"compressed-tensors"}) and getattr(
+        quant, "quant_algo", None) in (row.ct_schemes or ())
+    if not (_names(method) & set(row.methods or ()) or ct_fp8) or arch in (row.gfx or ()):
         return None
+    if ct_fp8:
+        method = f"{method} FP8 (W8A8)"
     return RocmRefusal(
         error=f"RuntimeError: torch._scaled_mm is not supported on {arch} (FP8 GEMMs on ROCm: "
               f"{', '.join(row.gfx)})",

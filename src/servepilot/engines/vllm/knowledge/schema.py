@@ -86,7 +86,7 @@ SCHEMA = {
         "build_reads": VALUE,
         "triton_amd_targets": Rows(("gfx",)),
         "triton_attention": Rows(("engine",)),
-        "fp8_compute": Rows(("gfx", "methods")),
+        "fp8_compute": Rows(("gfx", "methods", "ct_schemes")),
         "aiter_fp4_bmm": Rows(("gfx", "default_on")),
         "act_dtypes": Rows(("method", "dtypes")),
     },
