@@ -179,7 +179,7 @@ def test_the_same_command_on_an_nvidia_gpu_is_not_held_unknown(tmp_path, capsys)
 
 
 def test_mi300x_check_exits_4_naming_the_rocm_attention_unknown(tmp_path, capsys):
-    # 0.21-0.33's ROCm selection was not read (0.19-0.20 and 0.34 hold different lists)
+    # 0.22.1 was not read: 0.22.0 and 0.23.0 differ (ROCM_AITER_FA takes sinks from 0.23)
     model = llama_like(tmp_path / "m", heads=8, kv_heads=8)
     rc = main(
         [
@@ -187,7 +187,7 @@ def test_mi300x_check_exits_4_naming_the_rocm_attention_unknown(tmp_path, capsys
             "--gpu",
             "mi300x",
             "--engine-version",
-            "0.24.0",
+            "0.22.1",
             "--",
             "vllm",
             "serve",

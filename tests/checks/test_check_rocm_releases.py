@@ -396,3 +396,22 @@ def test_compressed_tensors_fp8_w8a8_is_the_same_fp8_gemm(tmp_path):
     int8["config_groups"]["group_0"].pop("input_activations")
     other = _small(tmp_path / "w4", quant=int8)
     assert "SP-ROCM-005" not in codes(_check(other, "mi250x", "0.10.2"))
+
+
+@pytest.mark.parametrize("version, refused", [("0.22.0", True), ("0.23.0", False)])
+def test_aiter_fa_takes_sinks_from_0_23(tmp_path, version, refused):
+    from checkfixtures import gpt_oss_120b
+
+    model = gpt_oss_120b(tmp_path / "m")
+    result = _check(model, "mi300xx8", version, "-tp", "8", "--attention-backend", "ROCM_AITER_FA")
+    assert ("SP-ROCM-002" in codes(result)) is refused
+
+
+@pytest.mark.parametrize("version, refused", [("0.25.0", True), ("0.26.0", False)])
+def test_aiter_unified_attention_float16_in_0_25(tmp_path, version, refused):
+    # rocm_aiter_unified_attn.py@v0.25.0: supported_dtypes = [torch.bfloat16]
+    model = _small(tmp_path, dtype="float16")
+    result = _check(model, "mi300x", version, "--attention-backend", "ROCM_AITER_UNIFIED_ATTN")
+    assert ("SP-ROCM-002" in codes(result)) is refused
+    if refused:
+        assert "dtype not supported" in finding(result, "SP-ROCM-002").detail

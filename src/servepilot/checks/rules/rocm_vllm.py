@@ -255,7 +255,7 @@ def rocm_vllm_unknowns(dep, ctx) -> list[Unknown]:
             f"{choice.unknown} (vLLM {version} on {g.gfx_arch})",
             "the engine's own start-up on this GPU (servepilot launch), or --engine-version of a "
             "release whose ROCm selection servepilot read (0.5.1-0.6.x, 0.7.2-0.8.2, "
-            "0.8.5-0.20.0, 0.34.0)",
+            "0.8.5-0.34.0)",
         ))
     elif choice.backend:
         ctx.notes.append(f"ROCm attention: {choice.backend} ({choice.source})"

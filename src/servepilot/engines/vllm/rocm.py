@@ -85,7 +85,7 @@ def attention_choice(dep, version: str, kv_cache_dtype: str | None) -> RocmAtten
     if row is None:
         return RocmAttention(unknown=f"vLLM {version}'s ROCm attention selection was not read "
                                      "(servepilot read 0.5.1-0.6.x, 0.7.2-0.8.2, "
-                                     "0.8.5-0.20.0, 0.34.0)")
+                                     "0.8.5-0.34.0)")
     where = {"versions": row.versions, "source": row.source}
     spec = dep.spec
     env = dep.launch.shell.env or {}
