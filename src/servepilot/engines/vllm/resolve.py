@@ -51,7 +51,7 @@ def resolve(dep) -> Resolution:
     model_dtype = _model_dtype(spec, opts, cc)
     use_mla = bool(spec is not None and spec.is_mla) and env.get("VLLM_MLA_DISABLE", "0") in ("", "0")
     use_sparse = bool(use_mla and spec.attention.sparse)
-    has_sink = _has_sink(spec)
+    has_sink = _has_sink(spec, version)
     head_size = _head_size(spec, use_mla)
 
     kv = resolve_kv_cache_dtype(dep, version, use_mla=use_mla, use_sparse=use_sparse, model_dtype=model_dtype)
@@ -540,18 +540,29 @@ def _legacy_select(backends, order, ctx, version, forced) -> dict:
                 chosen = name
                 break
     else:
-        fp8 = str(ctx["kv"]).startswith("fp8")
-        if family == 100:
-            chosen = "FLASHINFER"
-        elif cc[0] * 10 + cc[1] >= 80:
-            chosen = "TRITON_ATTN" if (ctx["sink"] or fp8) and family != 90 else "FLASH_ATTN"
-        else:
-            chosen = "FLEX_ATTENTION"
+        chosen = _legacy_default(ctx, version)
     row = kb.row_for(backends.get(chosen, []), version)
     out["attention_backend"] = chosen
     out["candidates"] = (Candidate(chosen, ()),)
     out["selection_error"] = _impl_error(row, ctx) if row else None
     return out
+
+
+def _legacy_default(ctx, version: str) -> str:
+    """0.10/0.11's non-MLA default (legacy_default in attention.yaml): FLASHINFER only on the
+    exact capabilities listed, TRITON_ATTN for sinks (and from 0.11 an fp8 KV cache) on 8.0+
+    off 9.0, else FLASH_ATTN; FLEX_ATTENTION below 8.0."""
+    cc = ctx["cc"]
+    value = cc[0] * 10 + cc[1]
+    row = kb.row_for(kb.load_file(ENGINE, "attention").get("legacy_default", []), version)
+    flashinfer_at = row.flashinfer_capabilities if row is not None else [100]
+    fp8_to_triton = bool(row.triton_for_fp8_kv) if row is not None else True
+    if value in flashinfer_at:
+        return "FLASHINFER"
+    if value < 80:
+        return "FLEX_ATTENTION"
+    fp8 = str(ctx["kv"]).startswith("fp8") and fp8_to_triton
+    return "TRITON_ATTN" if (ctx["sink"] or fp8) and value != 90 else "FLASH_ATTN"
 
 
 def _impl_error(row, ctx) -> str | None:
@@ -685,7 +696,11 @@ def validate(row, ctx) -> list[str]:
     if ctx["sink"]:
         sinks = row.sink_families
         cubins_missing = row.sinks_need_trtllm_cubins and ctx.get("trtllm_cubins") is False
-        if cubins_missing or not (sinks == "any" or (isinstance(sinks, list) and family in sinks)):
+        # sink_capabilities: an exact-capability test (is_device_capability(100): not 10.3)
+        exact = row.sink_capabilities
+        off_capability = exact is not None and cc[0] * 10 + cc[1] not in exact
+        if cubins_missing or off_capability or not (
+                sinks == "any" or (isinstance(sinks, list) and family in sinks)):
             reasons.append("sink setting not supported")
     if ctx["sparse"] != bool(row.sparse):
         reasons.append("sparse not supported" if ctx["sparse"] else "non-sparse not supported")
@@ -902,11 +917,22 @@ def _sliding_window(spec) -> int | None:
     return attention.sliding_window if attention is not None else None
 
 
-def _has_sink(spec) -> bool:
+def _has_sink(spec, version: str | None = None) -> bool:
+    """Whether the model's attention layers pass learned sinks (sink_models in attention.yaml:
+    gpt-oss always, MiMo-V2-Flash when its config switches them on)."""
     if spec is None:
         return False
-    # gpt-oss attention sinks (learned per-head sink logits)
-    return "gpt_oss" in (spec.model_type, spec.text_model_type)
+    rows = kb.load_file(ENGINE, "attention").get("sink_models", [])
+    types = (spec.model_type, spec.text_model_type)
+    for row in (kb.rows_for(rows, version) if version else rows):
+        if row.model_type not in types:
+            continue
+        if row.config_flag is None:
+            return True
+        configs = (spec.text_config or {}, spec.config or {})
+        if any(str(c.get(row.config_flag)).lower() == "true" for c in configs):
+            return True
+    return False
 
 
 def _hf_overrides(opts) -> dict:
