@@ -28,7 +28,8 @@ _SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 #      layer by layer after the first attention layer is built, so an attention error comes
 #      before a weights OOM;
 #   6. weight loading and KV profiling (SP-MEM-001 weights; SP-MOE, the expert weights re-laid
-#      for the MoE kernel once loaded (process_weights_after_loading); SP-ROCM-007, AITER's
+#      for the MoE kernel once loaded (process_weights_after_loading), like SP-QUANT-003's FP8
+#      Marlin repack; SP-ROCM-007, AITER's
 #      MXFP4 re-quantization of MLA weights there; the profiling run's first forward pass:
 #      SP-ROCM-005 (FP8 GEMMs of the first linear layer), SP-ROCM-006 (Triton attention
 #      kernels compiled for the GPU; SP-ROCM-009 the MoE kernel); SP-ATTN-008, the V0
@@ -48,8 +49,8 @@ _STAGES = ("SP-ARGS", "SP-KV-001", "SP-CODE", "SP-ARCH", "SP-ROCM-001",
            "SP-CODE-003", "SP-GPU",
            "SP-CUDA", "SP-ROCM-004", "SP-DTYPE", "SP-SHM", "SP-NCCL", "SP-ATTN",
            "SP-ROCM-002", "SP-ROCM-003", "SP-QUANT",
-           "SP-CKPT", "SP-MEM-001", "SP-MOE", "SP-ROCM-007", "SP-ROCM-005", "SP-ROCM-006",
-           "SP-ROCM-009", "SP-ATTN-008", "SP-MEM-003",
+           "SP-CKPT", "SP-MEM-001", "SP-QUANT-003", "SP-MOE", "SP-ROCM-007", "SP-ROCM-005",
+           "SP-ROCM-006", "SP-ROCM-009", "SP-ATTN-008", "SP-MEM-003",
            "SP-MEM-002", "SP-MEM", "SP-QUANT-020", "SP-PORT", "SP-ATTN-012", "SP-TMPL")
 _REVIEW_NOTES = ("SP-CODE-002",)
 

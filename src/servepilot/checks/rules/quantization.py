@@ -101,37 +101,6 @@ def quant_fallback(dep, ctx) -> list[Finding]:
     return findings
 
 
-def _marlin_tiles(dep, res, q) -> list[Finding]:
-    """Marlin FP8 needs every sharded output dim divisible by 64 ('size_n = N is not divisible by tile_n_size = 64')."""
-    if "fp8" not in q.method or dep.spec is None:
-        return []
-    tp = sizes.tp(dep.launch)
-    dims = {"intermediate_size": dep.spec.intermediate_size,
-            "moe intermediate size": dep.spec.moe.expert_intermediate_size if dep.spec.moe else None}
-    bad = {k: v for k, v in dims.items() if v and (v // tp) % 64}
-    if not bad:
-        return []
-    name, size = next(iter(bad.items()))
-    return [Finding("SP-QUANT-003", "quantization_support", "error", "Marlin FP8 fallback cannot tile this model",
-                    f"{name} {size} / TP {tp} = {size // tp} is not a multiple of 64: vLLM will raise 'size_n = "
-                    f"{size // tp} is not divisible by tile_n_size = 64'.",
-                    (Evidence(f"{name} = {size}",
-                              f"{dep.spec.path}/config.json"), Evidence("Marlin tile_n_size = 64", q.source)),
-                    (Remedy("hardware", "GPUs with native FP8 (compute capability >= 8.9)",
-                            "native FP8 kernels have no such tiling limit",
-                            {"hardware": {"min_compute_capability": "8.9"}}),))]
-
-
-@rule("SP-QUANT-003", "quantization_support", "Marlin FP8 fallback cannot tile this model",
-      facts=("Marlin kernels tile the output dimension by 64; a sharded size not divisible by 64 fails at load.",),
-      sources=(KNOWLEDGE,), engines=("vllm",))
-def marlin_tiles(dep, ctx) -> list[Finding]:
-    q = ctx.resolution.quant
-    if q is None or not q.supported or not q.fallback:
-        return []
-    return _marlin_tiles(dep, ctx.resolution, q)
-
-
 # vllm/model_executor/layers/quantization/utils/marlin_utils.py@v0.16.0
 MARLIN_MIN_THREAD_N = 64  # GPTQ_MARLIN_MIN_THREAD_N: output columns per partition
 MARLIN_MIN_THREAD_K = 128  # GPTQ_MARLIN_MIN_THREAD_K: input rows per partition

@@ -101,6 +101,7 @@ SCHEMA = {
         "fp8_block_moe": Rows(("message",)),
         "bnb_prequant_tp": Rows(("message",)),
         "ct_wna16_kernel": Rows(("value",)),
+        "fp8_marlin_shapes": Rows(("pads", "repack_tile_n", "repack_tile_k", "gemm_tiles")),
         "unquantized_moe_trtllm_block": Rows(("block_k",)),
     },
 }
