@@ -205,7 +205,15 @@ def _wna16_row(dep):
 def _runs_on_marlin(dep, method: str) -> bool:
     """GPTQ/AWQ upgraded to Marlin; a compressed-tensors weight-only integer scheme where the
     release has no other kernel for it."""
-    if method in ("gptq_marlin", "awq_marlin"):
+    if method == "awq_marlin":
+        # from 0.7.3 a layer Marlin cannot tile runs on the AWQ kernels (SP-QUANT-006's case)
+        from servepilot.engines import knowledge as kb
+
+        version = dep.engine_version
+        row = kb.row_for(kb.load_file("vllm", "quantization").group_alignment,
+                         version) if version else None
+        return row is None or not row.awq_marlin_falls_back
+    if method == "gptq_marlin":
         return True
     scheme = dep.spec.quant.quant_algo or ""
     if method != "compressed-tensors" or scheme not in ("W4A16", "W8A16"):
