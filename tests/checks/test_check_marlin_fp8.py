@@ -14,6 +14,7 @@ import json
 
 from checkfixtures import GIB, codes, deployment, finding, qwen3_30b_a3b_config
 
+from servepilot.checkpoint.inspect import inspect_path
 from servepilot.checks import run_checks
 
 FP8 = {"quant_method": "fp8", "activation_scheme": "dynamic"}
@@ -82,3 +83,32 @@ def test_expert_shard_off_the_tile_stops_the_moe_repack(tmp_path):
 def test_expert_parallel_keeps_experts_whole_and_they_tile(tmp_path):
     result = _run(_qwen_moe(tmp_path, 1440), "0.10.2", 4, enable_expert_parallel=True)
     assert "SP-QUANT-003" not in codes(result)
+
+
+def _glm45v(tmp_path):
+    # GLM-4.5V's layout: a GLM-4.5-Air text tower under text_config beside a vision tower
+    # (zai-org/GLM-4.5V config.json; the vision numbers only add ~1B parameters)
+    root = tmp_path / "glm45v"
+    root.mkdir()
+    text = json.loads((_air(tmp_path) / "config.json").read_text())
+    text.pop("quantization_config")
+    text["model_type"] = "glm4v_moe_text"
+    del text["architectures"]
+    config = {"architectures": ["Glm4vMoeForConditionalGeneration"], "model_type": "glm4v_moe",
+              "text_config": text, "torch_dtype": "bfloat16", "quantization_config": FP8,
+              "vision_config": {"model_type": "glm4v_moe", "depth": 24, "hidden_size": 1536,
+                                "intermediate_size": 10944, "num_heads": 12,
+                                "out_hidden_size": 4096, "patch_size": 14}}
+    (root / "config.json").write_text(json.dumps(config))
+    return root
+
+
+def test_glm45v_fp8_weights_are_the_air_tower_in_one_byte_and_marlin_stops_it(tmp_path):
+    # dev row glm-v-178: the FP8 checkpoint is ~108 GB, 27 GB per rank at TP 4 on 48 GB
+    # A6000s; what stops it is the Marlin repack, not memory (82.62 GiB per GPU came from
+    # the bench rebuilding the 355B GLM-4.5 for the name "glm-4.5v")
+    path = _glm45v(tmp_path)
+    assert 100e9 < inspect_path(path).weights.total_bytes < 115e9
+    result = _run(path, "0.10.2", 4)
+    assert "SP-MEM-001" not in codes(result)
+    assert "size_n = 5472" in result.findings[0].detail
