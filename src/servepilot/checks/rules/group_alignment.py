@@ -58,14 +58,14 @@ def _kernel_path(dep, method: str, row) -> str | None:
     engines=("vllm",),
 )
 def group_alignment(dep, ctx) -> list[Finding]:
-    from servepilot.engines import knowledge as kb
+    from servepilot.engines.vllm.release import group_alignment as alignment_row
 
     res = ctx.resolution
     q, spec = res.quant, dep.spec
     version = res.engine_version
     if q is None or not q.supported or spec is None or spec.quant is None or version is None:
         return []
-    row = kb.row_for(kb.load_file("vllm", "quantization").group_alignment, version)
+    row = alignment_row(version)
     kernels = _kernel_path(dep, q.method, row) if row is not None else None
     group = spec.quant.group_size if spec.quant.group_size is not None else 128
     tp = sizes.tp(dep.launch)

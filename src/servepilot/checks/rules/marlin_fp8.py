@@ -140,14 +140,14 @@ def first_refusal(spec, tp: int, expert_ranks, with_linear: bool, with_experts: 
     engines=("vllm",),
 )
 def fp8_marlin_tiles(dep, ctx) -> list[Finding]:
-    from servepilot.engines import knowledge as kb
+    from servepilot.engines.vllm.release import fp8_marlin_shapes
 
     res = ctx.resolution
     with_linear, with_experts = fp8_on_marlin(dep, res.quant)
     version = res.engine_version
     if not (with_linear or with_experts) or version is None:
         return []
-    row = kb.row_for(kb.load_file("vllm", "quantization").fp8_marlin_shapes, version)
+    row = fp8_marlin_shapes(version)
     if row is None or row.pads:
         return []
     tp = sizes.tp(dep.launch)

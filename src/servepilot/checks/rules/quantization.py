@@ -207,11 +207,10 @@ def _runs_on_marlin(dep, method: str) -> bool:
     release has no other kernel for it."""
     if method == "awq_marlin":
         # from 0.7.3 a layer Marlin cannot tile runs on the AWQ kernels (SP-QUANT-006's case)
-        from servepilot.engines import knowledge as kb
+        from servepilot.engines.vllm.release import group_alignment
 
         version = dep.engine_version
-        row = kb.row_for(kb.load_file("vllm", "quantization").group_alignment,
-                         version) if version else None
+        row = group_alignment(version) if version else None
         return row is None or not row.awq_marlin_falls_back
     if method == "gptq_marlin":
         return True

@@ -166,3 +166,13 @@ def v1_forces_chunked_prefill(version: str):
     """Whether the V1 engine of this release overwrites --no-enable-chunked-prefill (a row
     with value and pooling_spared), or None for releases not read."""
     return kb.row_for(kb.load_file("vllm", "engine").v1_forces_chunked_prefill, version)
+
+
+def fp8_marlin_shapes(version: str):
+    """FP8 weight-only Marlin's shard tiles in this release (or padding)."""
+    return kb.row_for(kb.load_file("vllm", "quantization").fp8_marlin_shapes, version)
+
+
+def group_alignment(version: str):
+    """GPTQ/AWQ kernels' whole-group test, and whether awq_marlin falls back to them."""
+    return kb.row_for(kb.load_file("vllm", "quantization").group_alignment, version)
