@@ -59,3 +59,28 @@ def test_a_split_that_holds_whole_groups_passes(tmp_path):
     # the neighbour: unsplit layers keep whole groups
     result = _run(_qwen72(tmp_path), "0.10.2", tp=1)
     assert "SP-QUANT-006" not in codes(result)
+
+
+def _qwen3_moe_gptq(tmp_path):
+    # Qwen3-30B-A3B's shapes (all 48 layers MoE, 128 experts of 768) as GPTQ 4-bit, group 128
+    from checkfixtures import _write, qwen3_30b_a3b_config
+
+    root = tmp_path / "qwen3-moe-gptq"
+    root.mkdir()
+    quant = {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False, "sym": True}
+    _write(root, "config.json", qwen3_30b_a3b_config(quantization_config=quant))
+    return root
+
+
+def test_gptq_experts_marlin_cannot_tile_fall_back_to_moe_wna16_from_085(tmp_path):
+    # 768 / 8 = 96 rows per expert and rank: check_moe_marlin_supports_layer wants % 128
+    # (max(64, group_size)); 0.8.5+ run those experts on MoE WNA16 and start
+    result = _run(_qwen3_moe_gptq(tmp_path), "0.10.2", tp=8)
+    assert "SP-QUANT-004" not in codes(result)
+
+
+def test_before_085_no_fallback_so_the_experts_are_still_held_to_marlin_tiles(tmp_path):
+    # the neighbour: 0.8.4's gptq_marlin has no check_moe_marlin_supports_layer, so the
+    # experts' shard is still checked (how 0.8.4's MoE Marlin then fails was not read)
+    result = _run(_qwen3_moe_gptq(tmp_path), "0.8.4", tp=8)
+    assert "moe_intermediate_size 768" in finding(result, "SP-QUANT-004").detail

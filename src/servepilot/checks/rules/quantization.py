@@ -136,10 +136,12 @@ def marlin_shape(dep, ctx) -> list[Finding]:
     default = 0 if q.method == "compressed-tensors" else 128
     group = max(spec.quant.group_size or default, 0)
     expert = spec.moe.expert_intermediate_size if spec.moe else None
+    if expert and q.method in ("gptq_marlin", "awq_marlin") and _experts_fall_back(dep):
+        expert = None  # experts Marlin cannot tile run on the MoE WNA16 kernels instead
     problems = []
     # (name, size, output factor): the dense MLP's gate and up projections are one merged layer
     # whose partition output is their sum (create_weights: sum(output_partition_sizes))
-    for name, size, out_factor in (("intermediate_size", spec.intermediate_size, 2),
+    for name, size, out_factor in (("intermediate_size", _dense_width(spec), 2),
                                    ("moe_intermediate_size", expert, 1)):
         if not size or tp <= 1:
             continue
@@ -168,7 +170,7 @@ def _marlin_remedies(spec, method: str, tp: int, group: int, expert) -> list[Rem
     def fits(d: int) -> bool:
         return all(not s or (s % d == 0 and (s // d) % MARLIN_MIN_THREAD_K == 0
                              and (not group or (s // d) % group == 0))
-                   for s in (spec.intermediate_size, expert))
+                   for s in (_dense_width(spec), expert))
 
     good = [d for d in range(tp - 1, 0, -1) if fits(d)]
     out = [Remedy("flag", f"--tensor-parallel-size {good[0]}", "fewer GPUs per replica",
@@ -183,6 +185,22 @@ def _marlin_remedies(spec, method: str, tp: int, group: int, expert) -> list[Rem
                           "a release that picks another kernel when Marlin cannot tile the layer",
                           {"upgrade": {"package": "vllm", "specifier": ">=0.6.6"}}))
     return out
+
+
+def _dense_width(spec) -> int | None:
+    """The dense MLP width the model builds: intermediate_size only when some decoder layer
+    has a dense MLP (an all-MoE model such as Qwen3-30B-A3B builds none)."""
+    if not spec.layers:
+        return spec.intermediate_size
+    return next((layer.mlp_intermediate for layer in spec.layers
+                 if layer.mlp == "dense" and layer.mlp_intermediate), None)
+
+
+def _experts_fall_back(dep) -> bool:
+    from servepilot.engines.vllm.release import marlin_moe_fallback
+
+    row = marlin_moe_fallback(dep.engine_version) if dep.engine_version else None
+    return bool(row is not None and row.falls_back)
 
 
 def _marlin_evidence(dep, method: str) -> list[Evidence]:

@@ -176,3 +176,8 @@ def fp8_marlin_shapes(version: str):
 def group_alignment(version: str):
     """GPTQ/AWQ kernels' whole-group test, and whether awq_marlin falls back to them."""
     return kb.row_for(kb.load_file("vllm", "quantization").group_alignment, version)
+
+
+def marlin_moe_fallback(version: str):
+    """Whether GPTQ/AWQ experts Marlin cannot tile go to the MoE WNA16 kernels instead."""
+    return kb.row_for(kb.load_file("vllm", "quantization").marlin_moe_fallback, version)

@@ -103,6 +103,7 @@ SCHEMA = {
         "ct_wna16_kernel": Rows(("value",)),
         "fp8_marlin_shapes": Rows(("pads", "repack_tile_n", "repack_tile_k", "gemm_tiles")),
         "group_alignment": Rows(("message", "awq_marlin_falls_back")),
+        "marlin_moe_fallback": Rows(("falls_back",)),
         "unquantized_moe_trtllm_block": Rows(("block_k",)),
     },
 }
