@@ -103,7 +103,8 @@ SCHEMA = {
         "ct_wna16_kernel": Rows(("value",)),
         "fp8_marlin_shapes": Rows(("pads", "repack_tile_n", "repack_tile_k", "gemm_tiles")),
         "group_alignment": Rows(("message", "awq_marlin_falls_back")),
-        "marlin_moe_fallback": Rows(("falls_back",)),
+        "marlin_moe_fallback": Rows(("falls_back", "marlin_min_k", "wna16_cuda_bits",
+                                     "wna16_cuda_groups", "wna16_block_k", "wna16_message")),
         "unquantized_moe_trtllm_block": Rows(("block_k",)),
     },
 }
