@@ -92,3 +92,28 @@ def test_mimo_v2_flash_sinks_follow_its_config_flag(tmp_path):
     off = resolve(deployment(_mimo(tmp_path, False), cc=(8, 6), n=1, version="0.14.1"))
     assert (on.has_sink, on.attention_backend) == (True, "TRITON_ATTN")
     assert (off.has_sink, off.attention_backend) == (False, "FLASH_ATTN")
+
+
+def _env_backend(tmp_path, version, name):
+    dep = deployment(gpt_oss_120b(tmp_path / "oss"), cc=(8, 6), n=1, version=version,
+                     memory=48 * 2**30, env={"VLLM_ATTENTION_BACKEND": name})
+    return run_checks(dep)
+
+
+def test_011_refuses_the_010_spelling_of_the_triton_backend(tmp_path):
+    # vllm/envs.py@v0.11.0: env_with_choices over _Backend, before any suffix is stripped
+    f = finding(_env_backend(tmp_path, "0.11.0", "TRITON_ATTN_VLLM_V1"), "SP-ATTN-013")
+    assert "Invalid value 'TRITON_ATTN_VLLM_V1' for VLLM_ATTENTION_BACKEND" in f.detail
+    assert f.remedies[0].change == "VLLM_ATTENTION_BACKEND=TRITON_ATTN"
+
+
+def test_010_takes_its_own_spelling_and_refuses_the_new_one(tmp_path):
+    assert "SP-ATTN-013" not in codes(_env_backend(tmp_path, "0.10.2", "TRITON_ATTN_VLLM_V1"))
+    f = finding(_env_backend(tmp_path, "0.10.2", "TRITON_ATTN"), "SP-ATTN-013")
+    assert "Invalid attention backend: 'TRITON_ATTN'" in f.detail
+    assert f.remedies[0].change == "VLLM_ATTENTION_BACKEND=TRITON_ATTN_VLLM_V1"
+
+
+def test_names_are_case_sensitive_until_015_stops_reading_the_variable(tmp_path):
+    assert "SP-ATTN-013" in codes(_env_backend(tmp_path, "0.14.1", "triton_attn"))
+    assert "SP-ATTN-013" not in codes(_env_backend(tmp_path, "0.15.1", "triton_attn"))

@@ -435,3 +435,44 @@ def sinks_backend_depends_on_host(dep, ctx) -> list[Finding]:
                     (Remedy("env", "VLLM_HAS_FLASHINFER_CUBIN=1 (with pip install flashinfer-cubin)",
                             "the cubins come from the package, not the network; FlashInfer keeps the sinks",
                             {"env": {"set": {"VLLM_HAS_FLASHINFER_CUBIN": "1"}, "unset": []}}),))]
+
+
+@rule(
+    "SP-ATTN-013", "attention_backend", "VLLM_ATTENTION_BACKEND names no backend of this release",
+    facts=(
+        "The variable must spell one of the release's backend enum names exactly "
+        "(case-sensitive).",
+        "vLLM 0.10 knows TRITON_ATTN_VLLM_V1 and refuses TRITON_ATTN in its selector ('Invalid "
+        "attention backend'); 0.11-0.14 validate the variable when it is first read ('Invalid "
+        "value ... for VLLM_ATTENTION_BACKEND'), so the old *_VLLM_V1 names stop them.",
+    ),
+    sources=(KNOWLEDGE, "vllm/attention/selector.py@v0.10.2", "vllm/envs.py@v0.11.0",
+             "vllm/envs.py@v0.13.0"),
+    engines=("vllm",),
+)
+def attention_env_unknown_name(dep, ctx) -> list[Finding]:
+    from servepilot.engines.vllm.release import env_backend_names
+
+    value = (dep.launch.shell.env or {}).get("VLLM_ATTENTION_BACKEND")
+    version = ctx.resolution.engine_version
+    row = env_backend_names(version) if value and version else None
+    if row is None or value in row.names:
+        return []
+    names = list(row.names)
+    near = [n for n in names if n == str(value).upper()
+            or n == str(value).upper().removesuffix("_VLLM_V1")
+            or n == f"{str(value).upper()}_VLLM_V1"]
+    message = row["message"].format(value=value, names=names)
+    remedies = [Remedy("env", f"VLLM_ATTENTION_BACKEND={near[0]}",
+                       f"the name vLLM {version} spells for that backend",
+                       {"env": {"set": {"VLLM_ATTENTION_BACKEND": near[0]}, "unset": []}})
+                ] if near else []
+    remedies.append(Remedy("env", "unset VLLM_ATTENTION_BACKEND",
+                           "vLLM picks the backend itself from its priority list",
+                           {"env": {"set": {}, "unset": ["VLLM_ATTENTION_BACKEND"]}}))
+    return [Finding("SP-ATTN-013", "attention_backend", "error",
+                    f"VLLM_ATTENTION_BACKEND={value} is not a backend name in vLLM {version}",
+                    f"vLLM {version} stops at start-up:\n  {message}",
+                    (Evidence(f"VLLM_ATTENTION_BACKEND={value}", "environment"),
+                     Evidence(f"backend names of vLLM {version}", row.source)),
+                    tuple(remedies))]

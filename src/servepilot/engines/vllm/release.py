@@ -181,3 +181,8 @@ def group_alignment(version: str):
 def marlin_moe_fallback(version: str):
     """Whether GPTQ/AWQ experts Marlin cannot tile go to the MoE WNA16 kernels instead."""
     return kb.row_for(kb.load_file("vllm", "quantization").marlin_moe_fallback, version)
+
+
+def env_backend_names(version: str):
+    """The backend names VLLM_ATTENTION_BACKEND may hold in `version`, and the refusal."""
+    return kb.row_for(kb.load_file("vllm", "attention").env_backend_names, version)

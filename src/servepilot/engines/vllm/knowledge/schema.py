@@ -21,6 +21,7 @@ SCHEMA = {
         "priorities": Rows(("mla", "non_mla", "mla_major_10_few_heads", "mla_major_10_fp8_kv", "mla_sparse")),
         "legacy_default": Rows(("flashinfer_capabilities", "triton_for_fp8_kv")),
         "sink_models": Rows(("model_type", "config_flag")),
+        "env_backend_names": Rows(("names", "message")),
         "backends": KeyedRows(("block_sizes", "combination", "compute_capability", "kv_cache_dtypes", "mla",
                                "sparse", "dtypes", "fp8_e4m3_min_cc", "fp8_min_cc", "fp8_kv_families", "head_size_rule",
                                "head_sizes", "impl_rejects_fp8", "sink_families", "sinks_need_trtllm_cubins",
