@@ -75,15 +75,17 @@ def _qwen3_moe_gptq(tmp_path):
 def test_gptq_experts_marlin_cannot_tile_fall_back_to_moe_wna16_which_refuses_them(tmp_path):
     # 768 / 8 = 96 rows per expert and rank: check_moe_marlin_supports_layer wants % 128
     # (max(64, group_size)), so MoE WNA16 takes them; its CUDA kernel wants size_k % 128
-    f = finding(_run(_qwen3_moe_gptq(tmp_path), "0.10.2", tp=8), "SP-QUANT-004")
-    assert "size_k must divisible by BLOCK_SIZE_K" in f.detail and "96 per expert" in f.detail
+    result = _run(_qwen3_moe_gptq(tmp_path), "0.10.2", tp=8)
+    f = finding(result, "SP-QUANT-007")
+    assert "size_k must divisible by BLOCK_SIZE_K" in f.detail and "= 96 rows" in f.detail
+    assert "SP-QUANT-004" not in codes(result)
 
 
 def test_expert_parallel_keeps_experts_whole_for_marlin(tmp_path):
     # the neighbour: --enable-expert-parallel, 768 rows per expert: Marlin tiles them
     result = run_checks(deployment(_qwen3_moe_gptq(tmp_path), cc=(8, 0), n=8, version="0.10.2",
                                    memory=80 * GIB, options={"enable_expert_parallel": True}))
-    assert "SP-QUANT-004" not in codes(result)
+    assert "SP-QUANT-004" not in codes(result) and "SP-QUANT-007" not in codes(result)
 
 
 def test_before_085_no_fallback_so_the_experts_are_still_held_to_marlin_tiles(tmp_path):

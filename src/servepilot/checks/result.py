@@ -32,7 +32,9 @@ _SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 #      Marlin repack; SP-ROCM-007, AITER's
 #      MXFP4 re-quantization of MLA weights there; the profiling run's first forward pass:
 #      SP-ROCM-005 (FP8 GEMMs of the first linear layer), SP-ROCM-006 (Triton attention
-#      kernels compiled for the GPU; SP-ROCM-009 the MoE kernel); SP-ATTN-008, the V0
+#      kernels compiled for the GPU; SP-ROCM-009 the MoE kernel); SP-QUANT-007, GPTQ/AWQ
+#      experts on the MoE WNA16 CUDA kernel, fails at CUDA-graph capture, after the KV cache
+#      checks; SP-ATTN-008, the V0
 #      FlashInfer backend's profiling pass through FlashAttention-2; SP-MEM-003 no KV budget
 #      left, then SP-MEM-002 one max_model_len request larger than the KV cache:
 #      check_enough_kv_cache_memory);
@@ -51,7 +53,7 @@ _STAGES = ("SP-ARGS", "SP-KV-001", "SP-CODE", "SP-ARCH", "SP-ROCM-001",
            "SP-ROCM-002", "SP-ROCM-003", "SP-QUANT",
            "SP-CKPT", "SP-MEM-001", "SP-QUANT-003", "SP-MOE", "SP-ROCM-007", "SP-ROCM-005",
            "SP-ROCM-006", "SP-ROCM-009", "SP-ATTN-008", "SP-MEM-003",
-           "SP-MEM-002", "SP-MEM", "SP-QUANT-020", "SP-PORT", "SP-ATTN-012", "SP-TMPL")
+           "SP-MEM-002", "SP-MEM", "SP-QUANT-007", "SP-QUANT-020", "SP-PORT", "SP-ATTN-012", "SP-TMPL")
 _REVIEW_NOTES = ("SP-CODE-002",)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from servepilot.checks import sizes
 from servepilot.checks.finding import Evidence, Finding, Remedy
 from servepilot.checks.registry import rule
+from servepilot.checks.rules.fp8_blocks import moe_ranks
 
 KNOWLEDGE = "servepilot/engines/vllm/knowledge/quantization.yaml"
 
@@ -91,4 +92,58 @@ def group_alignment(dep, ctx) -> list[Finding]:
                     (Evidence(f"group_size = {group}", f"{spec.path}/config.json"),
                      Evidence(f"{where} input {size}", f"{spec.path}/config.json"),
                      Evidence("input_size_per_partition % group_size refused", row.source)),
+                    tuple(remedies))]
+
+
+def experts_fallback_row(dep):
+    """The release's MoE WNA16 fallback row (quantization.yaml marlin_moe_fallback), or None
+    when GPTQ/AWQ experts Marlin cannot tile stay on Marlin."""
+    from servepilot.engines.vllm.release import marlin_moe_fallback
+
+    row = marlin_moe_fallback(dep.engine_version) if dep.engine_version else None
+    return row if row is not None and row.falls_back else None
+
+
+@rule(
+    "SP-QUANT-007", "tp_divisibility", "GPTQ/AWQ experts Marlin refuses meet MoE WNA16's blocks",
+    facts=(
+        "From vLLM 0.8.5 a GPTQ/AWQ MoE layer whose expert shard Marlin cannot tile "
+        "(intermediate_size_per_partition % max(64, group_size)) runs on the MoE WNA16 kernels.",
+        "For 4-bit weights in groups of 32/64/128 and small batches (CUDA-graph capture, decode) "
+        "those run a CUDA kernel whose BLOCK_SIZE_K starts at max(128, group_size): "
+        "'size_k must divisible by BLOCK_SIZE_K' for the down projection's shard.",
+    ),
+    sources=(KNOWLEDGE, "csrc/moe/moe_wna16.cu@v0.10.2",
+             "vllm/model_executor/layers/fused_moe/fused_moe.py@v0.10.2",
+             "vllm/model_executor/layers/quantization/utils/marlin_utils.py@v0.10.2"),
+    engines=("vllm",),
+)
+def moe_wna16_experts(dep, ctx) -> list[Finding]:
+    q, spec = ctx.resolution.quant, dep.spec
+    if q is None or spec is None or spec.quant is None or spec.moe is None:
+        return []
+    row = experts_fallback_row(dep) if q.method in ("gptq_marlin", "awq_marlin") else None
+    expert, ranks = spec.moe.expert_intermediate_size, moe_ranks(dep)
+    group = spec.quant.group_size if spec.quant.group_size is not None else 128
+    if row is None or not expert or not ranks or expert % ranks:
+        return []
+    part = expert // ranks
+    marlin_k = max(row.marlin_min_k, group)
+    cuda_kernel = spec.quant.bits == row.wna16_cuda_bits and group in row.wna16_cuda_groups
+    block_k = max(row.wna16_block_k, group)
+    if part % marlin_k == 0 or not cuda_kernel or part % block_k == 0:
+        return []
+    detail = (f"moe_intermediate_size {expert} over {ranks} ranks = {part} rows per expert: "
+              f"MoE Marlin needs a multiple of {marlin_k}, so vLLM {dep.engine_version} runs the "
+              f"experts on MoE WNA16, whose CUDA kernel (small batches: CUDA-graph capture, "
+              f"decode) needs size_k % BLOCK_SIZE_K ({block_k}) == 0:\n  {row['wna16_message']}")
+    remedies = [Remedy("flag", "--enable-expert-parallel",
+                       "experts placed whole on the ranks: every shard is the full width",
+                       {"set": {"enable_expert_parallel": True}, "unset": []})]
+    return [Finding("SP-QUANT-007", "tp_divisibility", "error",
+                    f"{q.method} experts split {ranks} ways fit neither Marlin nor MoE WNA16",
+                    detail,
+                    (Evidence(f"moe_intermediate_size = {expert}, group_size = {group}, "
+                              f"{spec.quant.bits}-bit", f"{spec.path}/config.json"),
+                     Evidence("MoE Marlin fallback to MoE WNA16 and its BLOCK_SIZE_K", row.source)),
                     tuple(remedies))]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from servepilot.checks import sizes
 from servepilot.checks.finding import Evidence, Finding, Remedy
 from servepilot.checks.registry import rule
-from servepilot.checks.rules.fp8_blocks import moe_ranks
+from servepilot.checks.rules.group_alignment import experts_fallback_row
 
 KNOWLEDGE = "servepilot/engines/vllm/knowledge/quantization.yaml"
 
@@ -138,11 +138,8 @@ def marlin_shape(dep, ctx) -> list[Finding]:
     group = max(spec.quant.group_size or default, 0)
     expert = whole_expert = spec.moe.expert_intermediate_size if spec.moe else None
     problems = []
-    fallback = _experts_fallback_row(dep) if q.method in ("gptq_marlin", "awq_marlin") else None
-    if expert and fallback is not None:
-        # experts Marlin cannot tile run on the MoE WNA16 kernels, which refuse them too
-        problems += _wna16_experts(spec, expert, group, moe_ranks(dep), fallback)
-        expert = None
+    if expert and q.method in ("gptq_marlin", "awq_marlin") and experts_fallback_row(dep):
+        expert = None  # experts Marlin cannot tile run on MoE WNA16 (SP-QUANT-007's case)
     # (name, size, output factor): the dense MLP's gate and up projections are one merged layer
     # whose partition output is their sum (create_weights: sum(output_partition_sizes))
     for name, size, out_factor in (("intermediate_size", _dense_width(spec), 2),
@@ -198,31 +195,6 @@ def _dense_width(spec) -> int | None:
         return spec.intermediate_size
     return next((layer.mlp_intermediate for layer in spec.layers
                  if layer.mlp == "dense" and layer.mlp_intermediate), None)
-
-
-def _experts_fallback_row(dep):
-    """The release's MoE WNA16 fallback row, or None when the experts stay on Marlin."""
-    from servepilot.engines.vllm.release import marlin_moe_fallback
-
-    row = marlin_moe_fallback(dep.engine_version) if dep.engine_version else None
-    return row if row is not None and row.falls_back else None
-
-
-def _wna16_experts(spec, expert: int, group: int, ranks, row) -> list[str]:
-    """An expert shard check_moe_marlin_supports_layer refuses, then the MoE WNA16 CUDA
-    kernel's size_k % BLOCK_SIZE_K (4-bit, groups of 32/64/128)."""
-    if not ranks or expert % ranks:
-        return []
-    part = expert // ranks
-    on_marlin = part % max(row.marlin_min_k, group) == 0
-    cuda_kernel = spec.quant.bits == row.wna16_cuda_bits and group in row.wna16_cuda_groups
-    block_k = max(row.wna16_block_k, group)
-    if on_marlin or not cuda_kernel or part % block_k == 0:
-        return []
-    return [f"moe_intermediate_size {expert} / {ranks} ranks = {part} per expert: MoE Marlin "
-            f"needs a multiple of {max(row.marlin_min_k, group)}, so the experts run on the MoE "
-            f"WNA16 kernels, whose CUDA kernel (small batches: CUDA-graph capture, decode) "
-            f"needs size_k % BLOCK_SIZE_K ({block_k}) == 0:\n  {row['wna16_message']}"]
 
 
 def _marlin_evidence(dep, method: str) -> list[Evidence]:
