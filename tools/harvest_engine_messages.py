@@ -5,14 +5,20 @@ Run offline, by hand, over unpacked source trees given as paths (never in CI). T
 src/servepilot/triage/engine_messages.json was made from the PyPI sdists of vllm 0.5.5, 0.6.6,
 0.8.5, 0.10.2, 0.11.0, 0.14.1, 0.19.0, 0.34.0, sglang 0.3.6, 0.4.1.post7, 0.4.5.post3,
 0.4.10.post2, 0.5.5.post3, 0.5.9 (0.5.23: its wheel, the release has no sdist) and
-llama-cpp-python 0.3.2 and 0.3.36 (which vendor llama.cpp 74d73dc85 and 0c1e57098, as their
-CHANGELOG says), each unpacked under S:
+llama-cpp-python 0.2.20, 0.2.56, 0.2.79, 0.2.90, 0.3.2, 0.3.9, 0.3.16, 0.3.25 and 0.3.36
+(Nov 2023 to 2026; they vendor llama.cpp b38a16dfc, c2101a2e9, 9c77ec1d7, an unnamed commit
+(0.2.90's CHANGELOG names none: its tag is llama-cpp-python-v0.2.90), 74d73dc85, 8733e0cf6,
+4227c9be4, 210a6570c and 0c1e57098, as their CHANGELOGs say), each unpacked under S, and
+ollama's Go sources at tags v0.1.20, v0.1.32, v0.3.0, v0.5.0, v0.6.0, v0.9.0, v0.12.0 and
+v0.32.15 (`git archive TAG gpu discover llm runner llama/runner llama/llama.go ml server/sched.go`
+from github.com/ollama/ollama, unpacked under O/TAG):
 
     python tools/harvest_engine_messages.py \
         vllm=0.5.5=S/vllm-0.5.5 ... vllm=0.34.0=S/vllm-0.34.0 \
         sglang=0.3.6=S/sglang-0.3.6 ... sglang=0.5.23=S/sglang-0.5.23 \
         llama.cpp=0.3.2=S/llama_cpp_python-0.3.2/vendor/llama.cpp=74d73dc85 \
         llama.cpp=0.3.36=S/llama_cpp_python-0.3.36/vendor/llama.cpp=0c1e57098 \
+        ollama=0.1.20=O/v0.1.20=v0.1.20 ... ollama=0.32.15=O/v0.32.15=v0.32.15 \
         --out src/servepilot/triage/engine_messages.json
 
 (`pip download --no-deps --no-binary :all: vllm==V` fetches an sdist; vLLM's build step needs
@@ -28,7 +34,9 @@ llama.cpp commit that release vendors (llama-cpp-python's CHANGELOG says which).
 What it reads: the modules named in MODULES below. What it takes from them: Python `raise
 X(<message>)`, `assert ..., <message>` and `logger.error/critical/fatal/exception(<message>)`;
 C/C++ `throw std::...(<message>)` (bare, through `format(...)` or `std::string(...)`),
-LLAMA_LOG_ERROR, GGML_LOG_ERROR, LOG_ERR, SRV_ERR and GGML_ABORT. Each message becomes a
+LLAMA_LOG_ERROR, GGML_LOG_ERROR, LOG_ERR, SRV_ERR and GGML_ABORT; Go errors.New, fmt.Errorf,
+slog.Error, log.Fatal, panic and Error() methods (ollama, filed under llama.cpp, which it wraps,
+with "project": "ollama"). Each message becomes a
 template (servepilot/triage/engine_source.py): literal text with `{}` where a value is
 interpolated (f-string fields, `%s`-style and `.format` fields, concatenated expressions).
 A template with too few literal words says nothing about a failure ("Unsupported dtype {}")
@@ -123,20 +131,44 @@ MODULES: list[tuple[str, str, str | None]] = [
     ("sglang", r"sglang/srt/model_executor/model_runner\.py$", None),
     ("sglang", r"sglang/srt/model_loader/", None),
     ("sglang", r"sglang/srt/mem_cache/memory_pool\.py$", None),
-    # llama.cpp (the tree llama-cpp-python vendors)
+    # llama.cpp (the tree llama-cpp-python vendors). Three layouts over the years: every file at
+    # the root (llama.cpp, ggml-cuda.cu, ggml-metal.m, ... up to mid 2024), then ggml/src/ and
+    # src/ with one big src/llama.cpp, then src/llama-*.cpp split by part (late 2024 on).
+    ("llama.cpp", r"^(?:src/)?llama\.cpp$", None),  # the whole library in one file: mixed
     ("llama.cpp", r"^src/llama-(?:arch|model)\.cpp$", None),  # architecture tables and loading
     ("llama.cpp", r"^src/llama-model-loader\.cpp$", None),
     ("llama.cpp", r"^src/llama-(?:vocab|chat)\.cpp$", "tokenizer_template"),
-    ("llama.cpp", r"^src/llama-(?:context|kv-cache)\.cpp$", None),
-    ("llama.cpp", r"vulkan-shaders/", "skip"),  # a build-time shader generator
+    ("llama.cpp", r"^src/llama-(?:context|kv-cache|memory\w*)\.cpp$", None),
+    # generated shaders and kernels, and the Kompute library vendored inside its backend
+    ("llama.cpp", r"vulkan-shaders/|kompute-shaders/|/template-instances/|kompute/src/", "skip"),
+    # the device backends: their start-up refusals are the device's or its driver's (an
+    # allocation failure among them is sorted out by OVERRIDES below)
     (
         "llama.cpp",
-        r"^ggml/src/ggml-(?:cuda|vulkan|metal|sycl|cann|hip|musa|opencl)/",
+        r"^(?:ggml/src/)?ggml-(?:cuda|vulkan|metal|sycl|cann|hip|musa|opencl|kompute|rpc|"
+        r"webgpu|hexagon|zdnn|openvino|virtgpu)(?:/|\.(?:cu|cpp|c|m)$)",
         "cuda_driver_arch",
     ),
-    ("llama.cpp", r"^ggml/src/ggml-backend(?:-reg)?\.cpp$", None),
+    # the CPU backend's device checks (instruction sets, AMX/KleidiAI tile set-up)
+    ("llama.cpp", r"^ggml/src/ggml-cpu/(?:ggml-cpu\.c(?:pp)?|amx/|kleidiai/)", "cuda_driver_arch"),
+    ("llama.cpp", r"^(?:ggml/src/)?ggml-backend(?:-reg)?\.c(?:pp)?$", None),
+    # ggml-alloc.c is not read: its "failed to allocate {} buffer of size {}" is printed both by
+    # the graph allocator (ggml_gallocr_reserve_n: compute buffers, sized by -c/-ub) and by the
+    # tensor allocator (alloc_tensor_range: weights), so its words do not say which memory ran out
     ("llama.cpp", r"^tools/server/server(?:-http)?\.cpp$|^examples/server/server\.cpp$", None),
+    # ollama (Go) wraps llama.cpp: its scheduler, runner launcher and GPU discovery refuse a
+    # start-up in their own words. Read from ollama's tags; tests are not read.
+    ("ollama", r"_test\.go$", "skip"),
+    ("ollama", r"^(?:gpu|discover)/[^/]+\.go$", "cuda_driver_arch"),  # GPU discovery
+    ("ollama", r"^llm/[^/]+\.go$", None),  # memory estimate, runner start, status
+    ("ollama", r"^server/sched\.go$", None),
+    ("ollama", r"^(?:runner|llama/runner)/(?:\w+/)?[^/]+\.go$", None),  # the runner process
+    ("ollama", r"^llama/llama\.go$|^ml/(?:backend|device)\.go$|^ml/backend/ggml/ggml\.go$", None),
 ]
+
+# Projects read as wrappers of an engine: their refusals are filed under that engine (a log of
+# theirs is that engine's log), with the project named and its own releases as the range.
+WRAPPED = {"ollama": "llama.cpp"}
 
 # Keyword families for the mixed modules, narrowest first: (category, regex over the template).
 # These sort refusals a module raises about different parts of a launch; they are not a guess
@@ -174,7 +206,11 @@ KEYWORDS: list[tuple[str, str]] = [
         r"\bhip\b|backend .*not available",
     ),
     ("port_in_use", r"\bbind\b|address already in use|\bport\b"),
-    ("oom_weights", r"out of memory|failed to allocate|not enough memory|insufficient memory"),
+    (
+        "oom_weights",
+        r"out of memory|failed to allocate|unable to allocate|not enough memory|"
+        r"insufficient memory|requires more (?:\w+ )?memory",
+    ),
 ]
 
 # Read in every module, before the module's own category: some refusals name their kind in
@@ -209,7 +245,15 @@ OVERRIDES: list[tuple[str, str]] = [
     (
         "oom_weights",
         r"out of memory|malloc failed|failed to allocate (?:\{\} )?(?:buffer|\{\} ?mib|memory)|"
-        r"can't allocate|cannot allocate|not enough memory|free memory",
+        r"can't allocate|cannot allocate|not enough memory|free memory|"
+        # ollama's words for the same want (llm/server.go, llama/llama.go, ml/device.go)
+        r"unable to allocate|requires more (?:\w+ )?memory than|insufficient memory|"
+        r"cannot be allocated|unable to load full model on|"
+        # a device backend failing to allocate a sized buffer (ggml-rpc, ggml-cpu's HBM buffer,
+        # Kompute, Metal's MTLBuffer, ggml-cuda's all-reduce staging, Hexagon's vmem limit)
+        r"fail\w* to allocate \w+ (?:\w+ )?buffer|error allocating \w+ memory|"
+        r"failed to create \w*buffer with size|alloc\b.{0,40}failed \(\{\} bytes\)|"
+        r"exceeds max_vmem",
     ),
     ("attention_backend", r"(?:attention|selected) backend"),
     # a platform or model refusing a quantization method: the method (or the checkpoint that
@@ -384,6 +428,48 @@ def c_templates(source: str) -> list[tuple[int, str, str]]:
     return found
 
 
+# --------------------------------------------------------------------------- Go sources
+# ollama's errors: errors.New / fmt.Errorf values, slog.Error and log.Fatal messages, panics,
+# and the text an error type's Error() method returns (ml's ErrNoMem).
+_GO_CALL = re.compile(
+    r"\b(?:errors\.New|fmt\.Errorf|slog\.Error|log\.Fatalf?|panic)\s*\(\s*(?:fmt\.Sprintf\s*\()?"
+    r"|\bfunc\s*\([^)]*\)\s*Error\(\)\s*string\s*\{\s*return\s+(?:fmt\.Sprintf\s*\()?"
+)
+_GO_STRING = re.compile(r'"((?:[^"\\\n]|\\.)*)"|`([^`]*)`')
+_GO_SPEC = re.compile(r"%%|%[-+ #0]*(?:\d+|\*)?(?:\.(?:\d+|\*))?[vTtbcdoOqxXUeEfFgGspw]")
+
+
+def go_templates(source: str) -> list[tuple[int, str, str]]:
+    """(line, kind, template) of every error a Go file creates, logs at error level or panics
+    with; kind is raise (an error value), log or abort (a panic or log.Fatal)."""
+    found = []
+    for call in _GO_CALL.finditer(source):
+        pos, pieces = call.end(), []
+        while True:  # the first argument: string literals joined by +
+            while pos < len(source) and source[pos] in " \t\r\n+":
+                pos += 1
+            lit = _GO_STRING.match(source, pos)
+            if not lit:
+                break
+            raw = lit.group(2)
+            pieces.append(raw if raw is not None else _c_unescape(lit.group(1)))
+            pos = lit.end()
+        if not pieces:
+            continue
+        text = "".join(pieces)
+        out, last = [], 0
+        for m in _GO_SPEC.finditer(text):
+            out.append(_escape(text[last : m.start()]))
+            out.append("%" if m.group(0) == "%%" else "{}")
+            last = m.end()
+        out.append(_escape(text[last:]))
+        template = _PLACEHOLDERS.sub("{}", "".join(out)).strip()
+        head = call.group(0)
+        kind = "abort" if head.startswith(("panic", "log.")) else "log" if "slog" in head else "raise"
+        found.append((source.count("\n", 0, call.start()) + 1, kind, template))
+    return found
+
+
 # --------------------------------------------------------------------------- categories
 def module_category(engine: str, path: str) -> tuple[bool, str | None]:
     """(read it?, its category or None for a mixed module) for a module path in an sdist."""
@@ -469,7 +555,7 @@ def harvest_tree(tree: Tree, seen: dict[tuple[str, str], Seen]) -> int:
     count = 0
     for file in sorted(tree.root.rglob("*")):
         if (
-            file.suffix not in (".py", ".cpp", ".cu", ".cuh", ".c", ".h", ".m", ".mm")
+            file.suffix not in (".py", ".cpp", ".cu", ".cuh", ".c", ".h", ".m", ".mm", ".go")
             or not file.is_file()
         ):
             continue
@@ -477,7 +563,13 @@ def harvest_tree(tree: Tree, seen: dict[tuple[str, str], Seen]) -> int:
         if not module_category(tree.engine, rel)[0]:
             continue
         text = file.read_text(encoding="utf-8", errors="replace")
-        pairs = python_templates(text) if file.suffix == ".py" else c_templates(text)
+        pairs = (
+            python_templates(text)
+            if file.suffix == ".py"
+            else go_templates(text)
+            if file.suffix == ".go"
+            else c_templates(text)
+        )
         for _line, kind, template in pairs:
             if not is_evidence(template) or not template_regex(template):
                 continue
@@ -515,15 +607,18 @@ def build(trees: list[Tree]) -> dict:
         category = next(iter(entry.categories))
         check_category(category)
         newest = max(entry.versions)
-        entries.append(
-            {
-                "engine": engine,
-                "category": category,
-                "template": template,
-                "source": entry.versions[newest],
-                "versions": version_range(list(entry.versions), harvested[engine]),
-            }
-        )
+        row = {
+            "engine": WRAPPED.get(engine, engine),
+            "category": category,
+            "template": template,
+            "source": entry.versions[newest],
+            "versions": version_range(list(entry.versions), harvested[engine]),
+        }
+        if engine in WRAPPED:
+            if (row["engine"], template) in seen:
+                continue  # the engine's own entry already says it
+            row["project"] = engine  # versions and source are the project's releases
+        entries.append(row)
     return {
         "schema": "servepilot.engine-messages/1",
         "generated_by": "tools/harvest_engine_messages.py",
@@ -535,8 +630,9 @@ def build(trees: list[Tree]) -> dict:
             for engine, vs in harvested.items()
         },
         "note": "versions: the releases harvested that hold the template (llama.cpp: the "
-        "llama-cpp-python release that vendors it; source names the llama.cpp commit). A "
-        "template missing from a release between two that hold it is given the whole span.",
+        "llama-cpp-python release that vendors it; source names the llama.cpp commit; an entry "
+        "with a project (ollama) counts that project's releases and tags). A template missing "
+        "from a release between two that hold it is given the whole span.",
         "entries": entries,
     }
 
