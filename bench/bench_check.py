@@ -513,6 +513,13 @@ def write_gguf(checkpoint: Path) -> Path:
     writer.add_feed_forward_length(int(ffn))
     writer.add_head_count(int(cfg["num_attention_heads"]))
     writer.add_head_count_kv(int(cfg.get("num_key_value_heads") or cfg["num_attention_heads"]))
+    # the expert counts, as llama.cpp's converter writes them from the same config.json keys
+    # (conversion/base.py@0c1e57098, TextModel.set_gguf_parameters): check reads them
+    experts = next((cfg[k] for k in ("num_local_experts", "num_experts", "n_routed_experts") if cfg.get(k)), None)
+    if experts:
+        writer.add_expert_count(int(experts))
+        if cfg.get("num_experts_per_tok"):
+            writer.add_expert_used_count(int(cfg["num_experts_per_tok"]))
     writer.add_file_type(int(gguf.LlamaFileType.MOSTLY_Q4_K_M))
     writer.write_header_to_file()
     writer.write_kv_data_to_file()

@@ -30,6 +30,14 @@ Read per tree:
                   "unknown pre-tokenizer type" does not check the name at all
   ggml_types      enum ggml_type (ggml.h, later ggml/include/ggml.h), commented-out
                   (removed) entries left out
+  max_experts     #define LLAMA_MAX_EXPERTS (llama.cpp, src/llama.cpp, later
+                  src/llama-hparams.h): the model loader asserts
+                  GGML_ASSERT(hparams.n_expert <= LLAMA_MAX_EXPERTS), so a GGUF with more
+                  experts aborts the load; null in a tree without it (no MoE support yet)
+
+`--add-max-experts FACTS PKGS...` reads only max_experts from the packages given and writes it
+into the snapshots of FACTS (a build_facts.json) with the same key, leaving the rest as it is
+(a snapshot without the field was not read for it).
 """
 
 from __future__ import annotations
@@ -47,6 +55,8 @@ from packaging.version import Version
 ARCH_FILES = ("src/llama-arch.cpp", "src/llama.cpp", "llama.cpp")
 VOCAB_FILES = ("src/llama-vocab.cpp", "src/llama-model.cpp", "src/llama.cpp", "llama.cpp")
 GGML_FILES = ("ggml/include/ggml.h", "ggml.h")
+MAX_EXPERTS_FILES = ("src/llama-hparams.h", "src/llama.cpp", "llama.cpp")
+_MAX_EXPERTS = re.compile(r"^\s*#\s*define\s+LLAMA_MAX_EXPERTS\s+(\d+)", re.M)
 VENDOR = "vendor/llama.cpp/"
 PRE_ERROR = "unknown pre-tokenizer type"
 
@@ -64,6 +74,7 @@ def _tables(read) -> dict:
     arch_path, arch_text = _first(read, ARCH_FILES, "LLM_ARCH_NAMES")
     vocab_path, vocab_text = _first(read, VOCAB_FILES, PRE_ERROR)
     ggml_path, ggml_text = _first(read, GGML_FILES, "enum ggml_type")
+    experts_path, experts_text = _first(read, MAX_EXPERTS_FILES, "LLAMA_MAX_EXPERTS")
     if arch_text is None or ggml_text is None:
         raise SystemExit("no LLM_ARCH_NAMES or enum ggml_type found")
     return {
@@ -71,7 +82,9 @@ def _tables(read) -> dict:
             "architectures": arch_path,
             "pre_tokenizers": vocab_path,
             "ggml_types": ggml_path,
+            "max_experts": experts_path,
         },
+        "max_experts": max_experts(experts_text) if experts_text else None,
         "architectures": architectures(arch_text),
         "pre_tokenizers": pre_tokenizers(vocab_text) if vocab_text else None,
         "ggml_types": ggml_types(ggml_text),
@@ -95,6 +108,12 @@ def architectures(text: str) -> list[str]:
 def pre_tokenizers(text: str) -> list[str]:
     names = set(re.findall(r"tokenizer_pre\s*==\s*\"([^\"]+)\"", _strip_comments(text)))
     return sorted(names)
+
+
+def max_experts(text: str) -> int | None:
+    """LLAMA_MAX_EXPERTS as the tree defines it."""
+    m = _MAX_EXPERTS.search(text)
+    return int(m.group(1)) if m else None
 
 
 def ggml_types(text: str) -> list[str]:
@@ -198,7 +217,11 @@ def _table(snapshots: list[dict]) -> dict:
     return {
         "snapshots": [
             {k: s[k] for k in ("key", "tag", "commit", "label") if k in s}
-            | {"files": s["files"], "checks_pre_tokenizer": s["pre_tokenizers"] is not None}
+            | {
+                "files": s["files"],
+                "checks_pre_tokenizer": s["pre_tokenizers"] is not None,
+                "max_experts": s["max_experts"],
+            }
             for s in snapshots
         ],
         **{
@@ -303,7 +326,33 @@ def hf_map(path: str) -> dict:
             "architectures": archs}
 
 
+def add_max_experts(facts_path: str, paths: list[str]) -> dict:
+    """FACTS with max_experts (and the file it was read from) set on the snapshots that the
+    packages given are; the other snapshots are left unread for it."""
+    data = json.loads(Path(facts_path).read_text())
+    for path in paths:
+        table, snap = (
+            ("llama_cpp_python", read_sdist(path))
+            if path.endswith(".tar.gz")
+            else ("llama_cpp", read_npm(path))
+        )
+        if snap is None:
+            continue
+        for row in data[table]["snapshots"]:
+            if row["key"] == snap["key"]:
+                row["files"]["max_experts"] = snap["files"]["max_experts"]
+                row["max_experts"] = snap["max_experts"]
+                break
+        else:
+            print(f"{path}: {snap['key']} is not a snapshot of {table}, skipped", file=sys.stderr)
+    return data
+
+
 def main(paths: list[str]) -> int:
+    if paths and paths[0] == "--add-max-experts":
+        json.dump(add_max_experts(paths[1], paths[2:]), sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return 0
     if paths and paths[0] == "--hf-map":
         json.dump(hf_map(paths[1]), sys.stdout, indent=1)
         sys.stdout.write("\n")

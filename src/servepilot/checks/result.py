@@ -43,10 +43,14 @@ _SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 #      weights are loaded and the KV cache is allocated;
 #   7. binding the API port (SP-PORT), then serving: the first request (SP-ATTN-012, LMCache's V0
 #      adapter meeting a backend it does not take; SP-TMPL, the first chat request).
+# llama.cpp's GGUF refusals (SP-GGUF: the file's tensor types, read by gguf_init; the
+# architecture, expert count and pre-tokenizer, read by llama_model_load's load_arch /
+# load_hparams / load_vocab, src/llama-model.cpp@0c1e57098) come before it allocates a byte of
+# weights, KV cache or compute buffers: they sort with the architecture (stage 2).
 # SP-CODE-002 as a warning (the custom code --trust-remote-code will run, all files present)
 # stops nothing and degrades nothing: a review note, so it sorts after every finding that does.
 # As an error (a file is missing) it is the config import failing, at the SP-CODE stage.
-_STAGES = ("SP-ARGS", "SP-KV-001", "SP-CODE", "SP-ARCH", "SP-ROCM-001",
+_STAGES = ("SP-ARGS", "SP-KV-001", "SP-CODE", "SP-ARCH", "SP-GGUF", "SP-ROCM-001",
            "SP-LEN", "SP-V1", "SP-TP", "SP-PP", "SP-EP", "SP-QUANT-001", "SP-ROCM-008", "SP-KV",
            "SP-CODE-003", "SP-GPU",
            "SP-CUDA", "SP-ROCM-004", "SP-DTYPE", "SP-SHM", "SP-NCCL", "SP-ATTN",

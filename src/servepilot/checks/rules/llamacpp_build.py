@@ -1,10 +1,12 @@
-"""A GGUF against the llama.cpp build that loads it: architecture, pre-tokenizer, tensor types.
+"""A GGUF against the llama.cpp build that loads it: architecture, pre-tokenizer, tensor types,
+expert count.
 
 llama.cpp refuses, while loading, a general.architecture outside its LLM_ARCH_NAMES ("unknown
 model architecture"), a BPE vocabulary whose tokenizer.ggml.pre it does not list ("unknown
 pre-tokenizer type") and a tensor of a ggml type it does not have. Which names a build knows
 is read per build (engines/llamacpp/build_facts.py); what cannot be decided for the build
-given becomes an unknown (llamacpp_build_unknowns), never a pass.
+given becomes an unknown (llamacpp_build_unknowns), never a pass. The loader also asserts
+that the GGUF's expert count is at most the build's compile-time LLAMA_MAX_EXPERTS.
 """
 
 from __future__ import annotations
@@ -45,6 +47,19 @@ def _questions(dep) -> list[tuple[str, str, str]]:
         out.append(("pre_tokenizers", g.tokenizer_pre, "tokenizer.ggml.pre"))
     out.extend(("ggml_types", t, "tensor types") for t in g.tensor_types)
     return out
+
+
+def _experts(dep) -> tuple[int, str] | None:
+    """(expert count, the GGUF key it came from) of a MoE GGUF for llama.cpp, else None."""
+    spec = dep.spec
+    if dep.engine != "llama.cpp" or spec is None or spec.format != "gguf" or spec.gguf is None:
+        return None
+    if spec.moe is None or not spec.moe.num_experts:
+        return None
+    return spec.moe.num_experts, f"{spec.gguf.architecture or '{arch}'}.expert_count"
+
+
+EXPERT_ASSERT = "GGML_ASSERT(hparams.n_expert <= LLAMA_MAX_EXPERTS) failed"
 
 
 def _build(dep):
@@ -205,12 +220,99 @@ def llamacpp_tensor_types(dep, ctx) -> list[Finding]:
     return _findings(dep, "ggml_types")
 
 
+@rule(
+    "SP-GGUF-004",
+    "unsupported_arch",
+    "GGUF with more experts than this llama.cpp build's LLAMA_MAX_EXPERTS",
+    facts=(
+        "llama.cpp's model loader asserts GGML_ASSERT(hparams.n_expert <= LLAMA_MAX_EXPERTS); "
+        "the limit is fixed when the build is compiled and grew with the models it added "
+        "(8 for Mixtral, 160 for DeepSeek-V2, 256 for DeepSeek-V3, 384 for Kimi-K2, 512, 1024).",
+        "servepilot read #define LLAMA_MAX_EXPERTS per build (the snapshots of build_facts.json "
+        "with max_experts); a build between two reads is judged when both agree, a build newer "
+        "than the last read keeps its limit, anything else is unknown.",
+    ),
+    sources=(
+        KNOWLEDGE,
+        "llama.cpp src/llama-hparams.h@b4435 ... @b10361 (#define LLAMA_MAX_EXPERTS; "
+        "src/llama.cpp@b2861 ... @b4291, llama.cpp@b1892; the assert in src/llama-model.cpp, "
+        "load_hparams)",
+    ),
+    engines=("llama.cpp",), platforms=ANY_PLATFORM,
+)
+def llamacpp_max_experts(dep, ctx) -> list[Finding]:
+    from servepilot.engines.llamacpp.build_facts import judge_experts
+
+    experts, build = _experts(dep), _build(dep)
+    if experts is None or build is None:
+        return []  # no build: llamacpp_build_unknowns says so where it matters
+    n_expert, key = experts
+    verdict = judge_experts(n_expert, build)
+    if verdict.status != "too_many":
+        return []
+    return [
+        Finding(
+            "SP-GGUF-004",
+            "unsupported_arch",
+            "error",
+            f"{build.words} allows fewer experts than the GGUF's {n_expert}",
+            f"{build.words} was compiled with a smaller LLAMA_MAX_EXPERTS ({verdict.why}) than "
+            f"the GGUF's {n_expert} experts. Loading the model aborts with "
+            f'"{EXPERT_ASSERT}".',
+            (
+                Evidence(f"{key} = {n_expert}", dep.spec.path),
+                Evidence(f"LLAMA_MAX_EXPERTS: {verdict.why}", verdict.source),
+            ),
+            tuple(_expert_remedies(build, verdict, n_expert)),
+        )
+    ]
+
+
+def _expert_remedies(build, verdict, n_expert: int) -> list[Remedy]:
+    first = verdict.first
+    if first is None:
+        return [
+            Remedy(
+                "upgrade",
+                f"a llama.cpp build newer than those read, compiled with LLAMA_MAX_EXPERTS >= "
+                f"{n_expert}",
+                "no build servepilot read allows that many experts",
+            )
+        ]
+    package, spelled = (
+        ("llama.cpp", f"llama.cpp b{first} or newer")
+        if build.table == "llama_cpp"
+        else ("llama-cpp-python", f"pip install 'llama-cpp-python>={first}'")
+    )
+    return [
+        Remedy(
+            "upgrade",
+            spelled,
+            f"{n_expert} experts are allowed from {package} {first}",
+            {"upgrade": {"package": package, "specifier": f">={first}"}},
+        )
+    ]
+
+
 def llamacpp_build_unknowns(dep) -> list[Unknown]:
-    """What the three rules above could not decide for this build (or for no build)."""
-    from servepilot.engines.llamacpp.build_facts import KIND_WORDS, judge
+    """What the four rules above could not decide for this build (or for no build)."""
+    from servepilot.engines.llamacpp.build_facts import KIND_WORDS, judge, judge_experts
 
     build = _build(dep)
     out = []
+    experts = _experts(dep)
+    if experts is not None:
+        verdict = judge_experts(experts[0], build)
+        if verdict.status == "undecided":
+            runs = build.words if build is not None else "the llama.cpp build that will run"
+            out.append(
+                Unknown(
+                    "llama.cpp expert limit",
+                    f"whether {runs} allows the GGUF's {experts[0]} experts "
+                    f"(LLAMA_MAX_EXPERTS): {verdict.why}",
+                    SETTLE,
+                )
+            )
     for kind, name, _key in _questions(dep):
         verdict = judge(kind, name, build)
         if verdict.status != "undecided":

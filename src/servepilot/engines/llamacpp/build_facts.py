@@ -186,3 +186,81 @@ def read_range(table: str) -> str:
     snaps = _snapshots(table)
     first, last = (_key(table, snaps[i]["key"]) for i in (0, -1))
     return f"{_label(table, first)}-{_label(table, last)}"
+
+
+# ---- LLAMA_MAX_EXPERTS ---------------------------------------------------------------------
+# The model loader asserts GGML_ASSERT(hparams.n_expert <= LLAMA_MAX_EXPERTS) (llama.cpp,
+# src/llama.cpp, later src/llama-model.cpp): a GGUF with more experts than the build's compile-time
+# limit aborts the load. The limit is read per build (a snapshot's "max_experts"; null where the
+# tree defines none, before MoE support; a snapshot without the field was not read for it).
+
+
+def _expert_reads(table: str) -> list[tuple[object, int | None, str]]:
+    """(key, LLAMA_MAX_EXPERTS or None, file@tag) of the snapshots read for it, in key order."""
+    out = []
+    for snap in _snapshots(table):
+        if "max_experts" not in snap:
+            continue
+        where = snap["files"].get("max_experts") or "no LLAMA_MAX_EXPERTS"
+        source = f"{where}@{snap['tag']}" if "tag" in snap else f"{where} in {snap['label']}"
+        out.append((_key(table, snap["key"]), snap["max_experts"], source))
+    return out
+
+
+def _admits(limit: int | None, n_expert: int) -> bool:
+    return limit is None or n_expert <= limit
+
+
+def judge_experts(n_expert: int, build: Build | None) -> Judgement:
+    """Whether the build's LLAMA_MAX_EXPERTS admits a GGUF with `n_expert` experts.
+
+    status: known (admits), too_many (the load aborts) or undecided. `first` is the first build
+    read whose limit admits it. The limit only ever grew in the builds read, so a build newer
+    than the last read admits what the last read admits.
+    """
+    tables = [build.table] if build is not None else ["llama_cpp", "llama_cpp_python"]
+    reads = {t: _expert_reads(t) for t in tables}
+    if not any(reads.values()):
+        return Judgement("undecided", "LLAMA_MAX_EXPERTS was read in no build of this kind")
+    if build is None:
+        limits = [v for t in tables for _k, v, _s in reads[t] if v is not None]
+        if all(n_expert <= v for v in limits):
+            return Judgement("known", f"every build read allows at least {min(limits)} experts")
+        return Judgement(
+            "undecided",
+            f"no llama.cpp build was given, and builds read allow {min(limits)} to "
+            f"{max(limits)} experts",
+        )
+    table, key = build.table, build.key
+    rows = reads[table]
+    first = next(((k, s) for k, v, s in rows if v is not None and n_expert <= v), (None, None))
+    keys = [k for k, _v, _s in rows]
+    read = f"{TABLE_WORDS[table]} {_label(table, keys[0])} to {_label(table, keys[-1])}"
+    if key > keys[-1] and _admits(rows[-1][1], n_expert):
+        return Judgement(
+            "known", f"{_label(table, keys[-1])} already allows {rows[-1][1]}", first[0], rows[-1][2]
+        )
+    if key < keys[0] or key > keys[-1]:
+        return Judgement(
+            "undecided",
+            f"{_label(table, key)} is outside the builds read for LLAMA_MAX_EXPERTS ({read})",
+            first[0],
+            first[1] or KNOWLEDGE,
+        )
+    i = max(j for j, k in enumerate(keys) if k <= key)
+    at = [i] if keys[i] == key else [i, i + 1]
+    states = {_admits(rows[j][1], n_expert) for j in at}
+    said = " and ".join(
+        f"{_label(table, keys[j])} ({rows[j][1] if rows[j][1] is not None else 'no limit'})"
+        for j in at
+    )
+    if states == {True}:
+        return Judgement("known", f"LLAMA_MAX_EXPERTS in {said} admits it", first[0], rows[at[0]][2])
+    if states == {False}:
+        return Judgement("too_many", f"LLAMA_MAX_EXPERTS in {said}", first[0], rows[at[-1]][2])
+    return Judgement(
+        "undecided",
+        f"{_label(table, key)} lies between {said}, which disagree on it",
+        first[0],
+        rows[at[0]][2],
+    )
