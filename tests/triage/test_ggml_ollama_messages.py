@@ -239,3 +239,30 @@ def test_a_device_message_of_the_same_backend_is_not_read_as_memory():
     assert entry.category == "cuda_driver_arch"
     rc = triage_text("Memory type index for buffer creation not found\n").root_cause
     assert rc is not None and rc.category == "cuda_driver_arch"
+
+
+_OLLAMA_START = (
+    'time=2025-05-01T10:00:00.000Z level=INFO source=server.go:405 msg="starting llama server"\n'
+)
+
+
+def test_a_go_panic_is_an_error_line_and_its_value_is_read():
+    # ollama's runner panics with ml/device.go@v0.32.15's ErrNoMem when the backend cannot
+    # allocate; the Go runtime prints "panic: <value>" then the goroutines, with no log level
+    log = (
+        _OLLAMA_START
+        + "panic: insufficient memory - required allocations: {InputWeights:1048576A}\n\n"
+        "goroutine 1 [running]:\n"
+        "github.com/ollama/ollama/runner/ollamarunner.(*Server).allocModel(0xc0001)\n"
+    )
+    rc = triage_text(log).root_cause
+    assert rc is not None and (rc.category, rc.basis, rc.line) == ("oom_weights", "engine-source", 2)
+
+
+def test_a_go_panic_no_engine_message_explains_stays_other():
+    log = (
+        _OLLAMA_START
+        + "panic: assignment to entry in nil map\n\ngoroutine 12 [running]:\n"
+    )
+    rc = triage_text(log).root_cause
+    assert rc is not None and rc.category == "other" and rc.line == 2

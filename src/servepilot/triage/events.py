@@ -188,7 +188,11 @@ _PLAIN_ERROR = re.compile(
     r"|^current device: -?\d+, in function \w"
     # a C function's message that opens with a refusal ("gguf_init_from_file: invalid magic
     # number 67676a74")
-    r"|^(?:[a-z_][a-z0-9_]*: +)?(?:invalid|unknown|unsupported|missing|cannot|can't|unable to)\b",
+    r"|^(?:[a-z_][a-z0-9_]*: +)?(?:invalid|unknown|unsupported|missing|cannot|can't|unable to)\b"
+    # a Go program's unrecovered panic (the runtime prints "panic: <value>" and then the
+    # goroutines, src/runtime/panic.go printpanics): ollama's runner dies this way when its
+    # backend cannot allocate (ml/device.go@v0.32.15 ErrNoMem: "insufficient memory - ...")
+    r"|^panic: ",
     re.IGNORECASE,
 )
 # Words of a refusal in a warning: "amdgpu is not supported", "no compatible GPUs".
