@@ -10,7 +10,8 @@ llama-cpp-python 0.2.20, 0.2.56, 0.2.79, 0.2.90, 0.3.2, 0.3.9, 0.3.16, 0.3.25 an
 (0.2.90's CHANGELOG names none: its tag is llama-cpp-python-v0.2.90), 74d73dc85, 8733e0cf6,
 4227c9be4, 210a6570c and 0c1e57098, as their CHANGELOGs say), each unpacked under S, and
 ollama's Go sources at tags v0.1.20, v0.1.32, v0.3.0, v0.5.0, v0.6.0, v0.9.0, v0.12.0 and
-v0.32.15 (`git archive TAG gpu discover llm runner llama/runner llama/llama.go ml server/sched.go`
+v0.32.15 (`git archive TAG gpu discover llm runner llama/runner llama/llama.go ml fs/ggml kvcache
+server/sched.go`
 from github.com/ollama/ollama, unpacked under O/TAG):
 
     python tools/harvest_engine_messages.py \
@@ -162,6 +163,8 @@ MODULES: list[tuple[str, str, str | None]] = [
     ("ollama", r"^(?:gpu|discover)/[^/]+\.go$", "cuda_driver_arch"),  # GPU discovery
     ("ollama", r"^llm/[^/]+\.go$", None),  # memory estimate, runner start, status
     ("ollama", r"^server/sched\.go$", None),
+    ("ollama", r"^fs/ggml/[^/]+\.go$", None),  # its own GGUF reader: file types, quantizations
+    ("ollama", r"^kvcache/[^/]+\.go$", None),  # its own KV cache (the Go engine's runner)
     ("ollama", r"^(?:runner|llama/runner)/(?:\w+/)?[^/]+\.go$", None),  # the runner process
     ("ollama", r"^llama/llama\.go$|^ml/(?:backend|device)\.go$|^ml/backend/ggml/ggml\.go$", None),
 ]
@@ -198,7 +201,9 @@ KEYWORDS: list[tuple[str, str]] = [
         "unsupported_arch",
         r"architecture|model type|model_type|not supported model|unknown model|"
         r"(?:not|only) supported (?:for|by) (?:this|the following) model|"
-        r"model .{0,40}does not support (?:lora|pipeline)",
+        r"model .{0,40}does not support (?:lora|pipeline)|"
+        # ollama's scheduler on a model its runner cannot load (server/sched.go@v0.12.0)
+        r"(?:in|no longer )compatible with your version",
     ),
     (
         "cuda_driver_arch",

@@ -92,6 +92,12 @@ def test_go_errors_logs_and_error_methods_become_templates(harvest):
             "memory layout cannot be allocated with num_gpu = {}",
             "oom_weights",
         ),
+        # its own GGUF reader refusing a quantization (fs/ggml/type.go@v0.32.15)
+        (
+            "fs/ggml/type.go",
+            "unsupported quantization type {} - supported types are {}",
+            "quantization_support",
+        ),
         # the runner exiting is a retelling of whatever killed it: not evidence of one kind
         ("llm/server.go", "llama runner process has terminated: {}", None),
     ],
@@ -197,6 +203,16 @@ TIER_CASES = [
         "CPU:{Name:CPU Weights:[1 2 3]}}",
         "insufficient memory - required allocations: {}",
         "oom_weights",
+    ),
+    # ollama server/sched.go@v0.32.15: a GGUF its bundled llama.cpp cannot read ("some older
+    # models are not compatible with newer versions of llama.cpp", the code's own comment)
+    (
+        "Error: unsupported model format: this model may be incompatible with your version of "
+        "Ollama. If you previously pulled this model, try updating it by running "
+        "`ollama pull foo:7b`",
+        "{}: this model may be incompatible with your version of Ollama. If you previously "
+        "pulled this model, try updating it by running `ollama pull {}`",
+        "unsupported_arch",
     ),
     # llama.cpp from b38a16dfc (llama-cpp-python 0.2.20, Nov 2023) to 74d73dc85, the
     # single-file llama.cpp / src/llama.cpp: the KV cache could not be made
