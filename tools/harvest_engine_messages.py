@@ -139,6 +139,9 @@ MODULES: list[tuple[str, str, str | None]] = [
     ("llama.cpp", r"^src/llama-(?:arch|model)\.cpp$", None),  # architecture tables and loading
     ("llama.cpp", r"^src/llama-model-loader\.cpp$", None),
     ("llama.cpp", r"^src/llama-(?:vocab|chat)\.cpp$", "tokenizer_template"),
+    # the server's chat templates are set up here, and each request's messages and tool calls
+    # parsed: mixed, so only the refusals that name the chat template (keywords) are kept
+    ("llama.cpp", r"^common/chat\.cpp$", None),
     ("llama.cpp", r"^src/llama-(?:context|kv-cache|memory\w*)\.cpp$", None),
     # generated shaders and kernels, and the Kompute library vendored inside its backend
     ("llama.cpp", r"vulkan-shaders/|kompute-shaders/|/template-instances/|kompute/src/", "skip"),
