@@ -264,6 +264,9 @@ OVERRIDES: list[tuple[str, str]] = [
         r"exceeds max_vmem",
     ),
     ("attention_backend", r"(?:attention|selected) backend"),
+    # the two ends of a multi-node link running different builds (ggml-rpc's server/client
+    # protocol check): the nodes disagree, whatever module says so
+    ("node_mismatch", r"\b(?:server|client|peer|remote|protocol) version mismatch\b"),
     # a platform or model refusing a quantization method: the method (or the checkpoint that
     # declares it) is what to change (not an attention backend's fused-output quantization)
     (
@@ -416,6 +419,9 @@ def c_templates(source: str) -> list[tuple[int, str, str]]:
             break
         if not pieces:
             continue
+        if source.startswith("+", pos):
+            # "error loading model vocabulary: " + std::string(e.what()): a value follows
+            pieces.append("%s")
         text = "".join(pieces)
         out, last = [], 0
         for m in _C_SPEC.finditer(text):
@@ -454,10 +460,13 @@ def go_templates(source: str) -> list[tuple[int, str, str]]:
     for call in _GO_CALL.finditer(source):
         pos, pieces = call.end(), []
         while True:  # the first argument: string literals joined by +
+            start = pos
             while pos < len(source) and source[pos] in " \t\r\n+":
                 pos += 1
             lit = _GO_STRING.match(source, pos)
             if not lit:
+                if pieces and "+" in source[start:pos]:
+                    pieces.append("%v")  # "..." + err.Error(): a value follows
                 break
             raw = lit.group(2)
             pieces.append(raw if raw is not None else _c_unescape(lit.group(1)))

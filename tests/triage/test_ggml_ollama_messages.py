@@ -290,3 +290,33 @@ def test_a_go_panic_no_engine_message_explains_stays_other():
     )
     rc = triage_text(log).root_cause
     assert rc is not None and rc.category == "other" and rc.line == 2
+
+
+# ------------------------------------------------------------------ wrappers and nodes
+
+
+def test_a_message_that_appends_another_error_is_a_wrapper_in_c_and_go(harvest):
+    # llama.cpp src/llama.cpp@0c1e57098 (llama_model_load): the load's wrapper quotes the
+    # vocabulary loader's own error, which may be of any kind
+    c = 'throw std::runtime_error("error loading model vocabulary: " + std::string(e.what()));'
+    assert [t for _l, _k, t in harvest.c_templates(c)] == ["error loading model vocabulary: {}"]
+    assert harvest.categorise("llama.cpp", "src/llama.cpp", "error loading model vocabulary: {}") is None
+    go = 'return errors.New("failed to start runner: " + err.Error())'
+    assert [t for _l, _k, t in harvest.go_templates(go)] == ["failed to start runner: {}"]
+    # a plain literal is still itself
+    assert [t for _l, _k, t in harvest.c_templates('throw std::runtime_error("x y z");')] == [
+        "x y z"
+    ]
+
+
+def test_an_rpc_version_mismatch_is_the_nodes_not_the_device(harvest):
+    # ggml-rpc.cpp@0c1e57098: the RPC server runs another build than the client
+    rpc = "ggml/src/ggml-rpc/ggml-rpc.cpp"
+    assert harvest.categorise("llama.cpp", rpc, "RPC server version mismatch: {}.{}.{}") == (
+        "node_mismatch"
+    )
+    # the same backend's other refusals stay the device's
+    assert (
+        harvest.categorise("llama.cpp", rpc, "Null buffer for tensor passed to init_tensor function")
+        == "cuda_driver_arch"
+    )
