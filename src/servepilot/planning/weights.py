@@ -106,7 +106,7 @@ def split_weights(spec: ModelSpec, *, tp: int = 1, pp: int = 1, dp: int = 1,
     """
     downcast = (run_dtype or "").lower() in ("bfloat16", "float16", "half") and _stored_float32(spec)
     pad = _expert_pad_factor(spec, tp=1 if expert_parallel else tp, multiples=expert_padding)
-    tensors, source, exact, notes = _tensors(spec)
+    tensors, source, exact, notes = _tensors(spec, run_dtype)
     if downcast:
         tensors, notes = _cast_float32(spec, tensors, source, run_dtype), (
             *notes, f"float32 checkpoint loaded as {run_dtype}: its float tensors take half their stored size")
@@ -138,6 +138,10 @@ def split_weights(spec: ModelSpec, *, tp: int = 1, pp: int = 1, dp: int = 1,
     skipped_mtp = 0
     loaded_total = 0
     ep = max(1, tp) * max(1, dp)
+    # a GGUF without an output tensor ties lm_head to the embedding (vLLM's gguf_loader sets
+    # tie_word_embeddings when lm_head.weight is missing from the file, load_model@v0.10.2)
+    tied = spec.tie_word_embeddings or (
+        source == "gguf" and not any(_LM_HEAD.search(t.name) for t in tensors))
     for t in tensors:
         kind = classify(t.name)
         m = _LAYER.search(t.name)
@@ -164,7 +168,7 @@ def split_weights(spec: ModelSpec, *, tp: int = 1, pp: int = 1, dp: int = 1,
             if ratio < 1.0 and layer is not None:
                 layer_unquantized[layer] = layer_unquantized.get(layer, 0.0) + before
         for s, rng in enumerate(stages[: len(per_stage)]):
-            if _on_stage(t.name, kind, layer, s, rng, len(per_stage), spec.tie_word_embeddings):
+            if _on_stage(t.name, kind, layer, s, rng, len(per_stage), tied):
                 per_stage[s] += share
                 unquantized[s] += before
                 quantized[s] += share if ratio < 1.0 else 0.0
@@ -310,9 +314,16 @@ def _known_total(spec: ModelSpec) -> int | None:
     return w.total_bytes or w.index_total_bytes
 
 
-def _tensors(spec: ModelSpec) -> tuple[list[TensorInfo], str, bool, tuple[str, ...]]:
+def _tensors(spec: ModelSpec, run_dtype: str | None = None
+             ) -> tuple[list[TensorInfo], str, bool, tuple[str, ...]]:
     w = spec.weights
     if w is not None and w.tensors and not w.damaged:
+        if spec.format == "gguf":
+            from servepilot.planning.gguf_names import gguf_as_loaded
+
+            return gguf_as_loaded(w.tensors, run_dtype), "gguf", True, (
+                "GGUF tensors held in their stored types (vLLM's GGUFLinearMethod / "
+                "GGUFEmbeddingMethod keep the quantized blocks; F32 tensors in the run dtype)",)
         return list(w.tensors), "safetensors", True, ()
     notes: tuple[str, ...] = ()
     if w is not None and w.damaged:
