@@ -437,7 +437,7 @@ def _guessed(source: str, name: str, arch) -> dict:
     return files
 
 
-def write_model(root: Path, row_id: str, files: dict, engine: str) -> Path:
+def write_model(root: Path, row_id: str, files: dict, engine: str, model: str | None = None) -> Path:
     path = root / row_id
     if "zoo" in files:
         path = modelzoo.write_checkpoint(path, files["zoo"])
@@ -449,6 +449,9 @@ def write_model(root: Path, row_id: str, files: dict, engine: str) -> Path:
     _write_custom_code_stubs(path)
     if engine == "llama.cpp":
         return write_gguf(path)
+    qtype = gguf_type_named(model or "")
+    if qtype is not None:  # vLLM / SGLang serving one GGUF file: its tensor types decide
+        return write_typed_gguf(path, qtype)
     return path
 
 
@@ -525,6 +528,79 @@ def write_gguf(checkpoint: Path) -> Path:
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
+    return out
+
+
+# A GGUF file named with llama.cpp's file-type word (llama-quantize's names: Q8_0, Q6_K, Q4_K_M...)
+# -> the GGML type of its large tensors. The K-quant mixes (_S/_M/_L) hold most weights in the
+# named K type and a few in the next one up; the named type is used for all (a slight under-count).
+_GGUF_FILE_TYPE = re.compile(r"(?<![A-Z0-9])(Q8_0|Q[456]_[01]|Q[2-6]_K)(?:_[SML])?(?![A-Z0-9])")
+
+
+def gguf_type_named(model: str):
+    """The GGML type a ".gguf" model name states, or None (not a GGUF file, or an I-quant /
+    UD mix whose per-tensor types the name does not give)."""
+    import gguf
+
+    upper = model.upper()
+    m = _GGUF_FILE_TYPE.search(upper)
+    if ".GGUF" not in upper or m is None:
+        return None
+    return gguf.GGMLQuantizationType[m.group(1)]
+
+
+def write_typed_gguf(checkpoint: Path, qtype) -> Path:
+    """A GGUF of the checkpoint's tensors under llama.cpp's names (gguf-py's TensorNameMap, as
+    convert_hf_to_gguf names them): 2-D weights in `qtype` (Q8_0 where a row does not fill
+    its blocks), 1-D in F32. Only the header is written; the data region is a sparse hole of
+    the right length, so the file's tensor table is the one a real conversion has."""
+    import gguf
+    import numpy as np
+
+    from servepilot.checkpoint.inspect import inspect_path
+    from servepilot.planning.weights import architecture_tensors
+
+    spec = inspect_path(checkpoint)
+    if spec.attention is None or not spec.hidden_size:
+        raise RowNotBuildable("config.json gives no layer shapes: no GGUF tensors to write")
+    arch_name = gguf_architecture(json.loads((checkpoint / "config.json").read_text()))
+    arch = next((a for a, n in gguf.MODEL_ARCH_NAMES.items() if n == arch_name), gguf.MODEL_ARCH.LLAMA)
+    names = gguf.get_tensor_name_map(arch, spec.attention.num_layers)
+    out = checkpoint / f"model-{qtype.name}.gguf"
+    writer = gguf.GGUFWriter(str(out), arch_name)
+    writer.add_block_count(spec.attention.num_layers)
+    writer.add_embedding_length(spec.hidden_size)
+    writer.add_head_count(spec.attention.num_heads)
+    writer.add_head_count_kv(spec.attention.num_kv_heads or spec.attention.num_heads)
+    writer.add_context_length(int(spec.max_position_embeddings or 4096))
+    if spec.intermediate_size:
+        writer.add_feed_forward_length(spec.intermediate_size)
+    if spec.vocab_size:
+        writer.add_vocab_size(spec.vocab_size)
+    data = 0
+    for t in architecture_tensors(spec):
+        base, _, suffix = t.name.rpartition(".")
+        gguf_name = names.get_name(base)
+        if gguf_name is None:
+            continue  # a tensor the converter does not write
+        ttype = qtype if len(t.shape) == 2 else gguf.GGMLQuantizationType.F32
+        block, size = gguf.GGML_QUANT_SIZES[ttype]
+        if t.shape[-1] % block:
+            ttype = gguf.GGMLQuantizationType.Q8_0
+            block, size = gguf.GGML_QUANT_SIZES[ttype]
+        elements = 1
+        for d in t.shape:
+            elements *= int(d)
+        nbytes = elements // block * size
+        writer.add_tensor_info(f"{gguf_name}.{suffix}", tuple(int(d) for d in t.shape), np.dtype(np.float32),
+                               nbytes, raw_dtype=ttype)
+        data += nbytes + 64  # each tensor's data aligned to 32 bytes: room to spare
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_ti_data_to_file()
+    writer.close()
+    with open(out, "r+b") as fh:
+        fh.truncate(out.stat().st_size + data)  # a hole: no disk is written
     return out
 
 
@@ -722,7 +798,7 @@ def build_row(row: dict, tmp: Path):
         return None, {"skipped": f"engine {engine!r} not checked"}
     files, model_how = model_files(row)
     try:
-        path = write_model(tmp, row["id"], files, engine)
+        path = write_model(tmp, row["id"], files, engine, row.get("model"))
     except RowNotBuildable as exc:
         return None, {"skipped": f"not buildable: {exc}"}
     argvs, form = command_for(row, path, model_known=not model_how.startswith("placeholder"))

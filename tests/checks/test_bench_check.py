@@ -203,3 +203,36 @@ def test_amd_and_other_vendor_gpu_texts(text, gpu, how):
 
 def test_a_cpu_backend_row_names_no_accelerator():
     assert bench.gpu_setup({"gpu": "AMD Ryzen 9 8945HS (CPU backend)"}, 1)[0] is None
+
+
+@pytest.mark.parametrize("model, qtype", [
+    ("DeepSeek-R1-Distill-Llama-70B-Q8_0.gguf", "Q8_0"),
+    ("Qwen3-32B-Q6_K.gguf (local)", "Q6_K"),
+    ("tinyllama-1.1b-chat-v1.0.Q4_K_M.gguf", "Q4_K"),
+    ("unsloth Qwen3-235B-A22B UD-Q4_K_XL GGUF (merged)", None),  # no file named: a mix
+    ("DeepSeek-R1-0528 GGUF UD-IQ2_XXS", None),  # I-quant mix: per-tensor types not given
+    ("Qwen2.5-72B-Instruct-AWQ", None),
+])
+def test_gguf_type_named(model, qtype):
+    got = bench.gguf_type_named(model)
+    assert (got.name if got is not None else None) == qtype
+
+
+def test_vllm_row_serving_a_q8_0_gguf_gets_a_gguf_of_its_type(tmp_path):
+    """A vLLM row naming a .gguf file is checked on a GGUF of the named type, not on the
+    16-bit checkpoint the name's model family publishes."""
+    from servepilot.checkpoint.inspect import inspect_path
+    from servepilot.planning.weights import architecture_tensors
+
+    files = {"config.json": {"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+                             "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
+                             "num_attention_heads": 8, "num_key_value_heads": 2, "vocab_size": 1024,
+                             "torch_dtype": "bfloat16"}}
+    path = bench.write_model(tmp_path, "row", files, "vllm", "Tiny-Llama-Q8_0.gguf")
+    spec = inspect_path(path)
+    assert spec.format == "gguf" and spec.gguf.tensor_types.get("Q8_0")
+    plain = bench.write_model(tmp_path, "row2", files, "vllm", "Tiny-Llama")
+    assert inspect_path(plain).format == "hf"
+    sixteen_bits = sum(t.nbytes for t in architecture_tensors(inspect_path(plain)))
+    # Q8_0: 34 bytes per 32 weights (norms in F32, a few KiB)
+    assert spec.weights.total_bytes == pytest.approx(sixteen_bits * 34 / 64, rel=0.02)

@@ -49,6 +49,8 @@ def unknowns_of(dep, ctx) -> list[Unknown]:
             from servepilot.checks.rules.llamacpp_build import llamacpp_build_unknowns
 
             out.extend(llamacpp_build_unknowns(dep))
+        else:  # vLLM / SGLang plan a GGUF's memory like any checkpoint: no plan, no verdict
+            out.extend(_memory_unknowns(ctx))
         return out
     config = spec.config or {}
     if spec.format == "hf":
@@ -150,16 +152,20 @@ def unknowns_of(dep, ctx) -> list[Unknown]:
 
         out.extend(quant_unknowns(dep, ctx))
         out.extend(peer_access_unknowns(dep, ctx))
-    for note in ctx.notes:
-        if note.startswith("memory plan not available"):
-            out.append(
-                Unknown(
-                    "memory",
-                    note.removeprefix("memory plan not available: "),
-                    "the model geometry and weights the planner needs",
-                )
-            )
+    out.extend(_memory_unknowns(ctx))
     return out
+
+
+def _memory_unknowns(ctx) -> list[Unknown]:
+    return [
+        Unknown(
+            "memory",
+            note.removeprefix("memory plan not available: "),
+            "the model geometry and weights the planner needs",
+        )
+        for note in ctx.notes
+        if note.startswith("memory plan not available")
+    ]
 
 
 def _resolved_quant(ctx):
