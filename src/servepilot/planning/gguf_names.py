@@ -5,7 +5,9 @@ module (gguf.get_tensor_name_map, in _get_gguf_weights_map of
 vllm/model_executor/model_loader/gguf_loader.py@v0.10.2) and loading it into the same
 ColumnParallel / RowParallel / VocabParallel layers a safetensors checkpoint uses, with the
 quantized blocks kept as they are stored (GGUFLinearMethod, GGUFEmbeddingMethod, GGUFMoEMethod
-in vllm/model_executor/layers/quantization/gguf.py@v0.10.2). So a GGUF tensor is split over
+in vllm/model_executor/layers/quantization/gguf.py@v0.10.2; SGLang does the same in
+GGUFModelLoader, sglang/srt/model_loader/loader.py@v0.5.5.post3, with its own copy of those
+methods in sglang/srt/layers/quantization/gguf.py). So a GGUF tensor is split over
 the GPUs by the rule of its Hugging Face module, at its stored (quantized) size.
 
 The GGUF side of the table is gguf-py's own vocabulary (gguf.constants.TENSOR_NAMES: the
