@@ -128,3 +128,17 @@ def test_an_unknown_block_tensor_is_listed_and_stays_on_its_stage(tmp_path):
     plain = split_weights(write_llama_gguf(tmp_path / "y.gguf"), pp=2)
     assert split.per_stage[0] == plain.per_stage[0]
     assert split.per_stage[1] == plain.per_stage[1] + q8_bytes(HIDDEN, HIDDEN)
+
+
+def test_gguf_experts_follow_expert_parallel_and_the_router_is_replicated(tmp_path):
+    experts = 3
+    extra = [(f"blk.0.ffn_{p}_exps.weight", (experts, FFN, HIDDEN)) for p in ("gate", "up")]
+    extra += [("blk.0.ffn_down_exps.weight", (experts, HIDDEN, FFN)),
+              ("blk.0.ffn_gate_inp.weight", (experts, HIDDEN))]
+    spec = write_llama_gguf(tmp_path / "moe.gguf", extra=extra)
+    assert spec.moe is None  # no expert_count key: experts split by TP inside each expert
+    whole = 3 * experts * q8_bytes(FFN, HIDDEN)
+    assert split_weights(spec, tp=2).by_kind["expert"] == whole // 2
+    router = q8_bytes(experts, HIDDEN)
+    norms = (2 * LAYERS + 1) * HIDDEN * 4
+    assert split_weights(spec, tp=2).by_kind["replicated"] == router + norms
